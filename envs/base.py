@@ -1,0 +1,153 @@
+"""Base class of the single-step benchmark environments (BFCL single-turn, Bamboogle closed-book).
+
+An episode is one :class:`~genenv.envs.task.Task`: ``reset`` picks a task and returns its prompt as the
+observation; ``step(action)`` scores the action against the gold answer and terminates. The environment takes
+*structured* actions (a list of tool calls) or *free text* (a string); :class:`~genenv.envs.wrappers.TextActionWrapper`
+turns raw model text into them through :meth:`TaskEnv.parse_action`, and a parse failure arrives here as an
+:class:`InvalidAction`, scored 0 with ``info["error"]``.
+
+Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_messages`, :meth:`parse_action`,
+:meth:`score` and :meth:`gold_action` (the oracle's action, used to prove env and reward agree).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from genenv.envs.spaces import UnicodeText
+from genenv.envs.task import Task
+
+
+@dataclass(frozen=True)
+class InvalidAction:
+    """An action that could not be parsed from model text; ``reason`` goes to ``info["error"]``."""
+
+    reason: str
+    raw: str = ""
+
+
+class TaskEnv(gym.Env):
+    """A single-step episode over a fixed list of tasks.
+
+    Args:
+        tasks: the tasks to serve; if ``None`` they are loaded with :meth:`load_tasks` from ``split``.
+        split: split or category name passed to :meth:`load_tasks`.
+        data_dir: data directory (see :func:`genenv.envs.data.resolve_data_dir`).
+        limit: keep only the first ``limit`` tasks (after loading).
+        render_mode: ``None`` or ``"ansi"`` (``render()`` returns the current prompt and last result).
+        **load_kwargs: benchmark-specific loader options.
+
+    ``reset(options={"task_index": i})`` or ``{"task_id": id}`` selects a task; otherwise one is drawn with the
+    environment's seeded RNG. Observation: the rendered prompt (``str``). ``info`` after reset: ``task_id``,
+    ``messages`` (chat messages for a chat model), ``tools``. ``info`` after step: ``success`` (bool),
+    ``error`` (str, empty if none) and the benchmark's metric parts.
+
+    Raises:
+        ValueError: no tasks to serve, or an unknown ``task_id`` / out-of-range ``task_index``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    benchmark: ClassVar[str] = ""
+    action_kind: ClassVar[str] = "structured"
+
+    def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
+                 limit: int | None = None, render_mode: str | None = None, **load_kwargs: Any):
+        if tasks is None:
+            tasks = self.load_tasks(split=split, data_dir=data_dir, **load_kwargs)
+        if limit is not None:
+            tasks = tasks[:limit]
+        if not tasks:
+            raise ValueError(f"{type(self).__name__}: no tasks (split={split!r}, limit={limit})")
+        self.tasks = list(tasks)
+        self._index = {t.id: i for i, t in enumerate(self.tasks)}
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText()
+        self.action_space = self.make_action_space()
+        self.task: Task | None = None
+        self._last: dict[str, Any] = {}
+
+    # ----- to implement per benchmark -----
+    @classmethod
+    def load_tasks(cls, split: str | None = None, data_dir: str | None = None, **kwargs: Any) -> list[Task]:
+        """Load the benchmark's tasks of ``split`` from the data directory."""
+        raise NotImplementedError
+
+    @classmethod
+    def render_messages(cls, task: Task) -> list[dict[str, str]]:
+        """Chat messages (``[{"role", "content"}]``) that present ``task`` to a chat model."""
+        raise NotImplementedError
+
+    @classmethod
+    def parse_action(cls, text: str) -> Any:
+        """Turn raw model text into this env's action, or an :class:`InvalidAction` with the reason."""
+        raise NotImplementedError
+
+    def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
+        """Reward in [0, 1] and ``info`` (with ``success`` and ``error``) of ``action`` on ``task``."""
+        raise NotImplementedError
+
+    @classmethod
+    def gold_action(cls, task: Task) -> Any:
+        """The action that solves ``task`` (the oracle policy's action)."""
+        raise NotImplementedError
+
+    @classmethod
+    def gold_text(cls, task: Task) -> str:
+        """The gold action as model text that :meth:`parse_action` turns back into :meth:`gold_action`."""
+        raise NotImplementedError
+
+    def make_action_space(self) -> gym.Space:
+        """The action space; free-text envs use :class:`UnicodeText`."""
+        return UnicodeText()
+
+    # ----- Gymnasium API -----
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode on one task; returns ``(prompt, info)``."""
+        super().reset(seed=seed)
+        options = options or {}
+        if "task_id" in options:
+            if options["task_id"] not in self._index:
+                raise ValueError(f"unknown task_id {options['task_id']!r}")
+            idx = self._index[options["task_id"]]
+        elif "task_index" in options:
+            idx = int(options["task_index"])
+            if not 0 <= idx < len(self.tasks):
+                raise ValueError(f"task_index {idx} out of range 0..{len(self.tasks) - 1}")
+        else:
+            idx = int(self.np_random.integers(len(self.tasks)))
+        self.task = self.tasks[idx]
+        self._last = {}
+        messages = self.render_messages(self.task)
+        info = {"task_id": self.task.id, "messages": messages, "tools": self.task.tools}
+        return messages[-1]["content"], info
+
+    def step(self, action: Any):
+        """Score ``action``; the episode always terminates. Returns ``("", reward, True, False, info)``."""
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        if isinstance(action, InvalidAction):
+            reward, info = self.score_invalid(self.task, action)
+        else:
+            try:
+                reward, info = self.score(self.task, action)
+            except (TypeError, ValueError) as exc:  # a structurally wrong action from a scripted agent
+                reward, info = 0.0, {"success": False, "error": f"invalid action: {exc}"}
+        info.setdefault("error", "")
+        info["task_id"] = self.task.id
+        self._last = {"reward": reward, **info}
+        return "", float(reward), True, False, info
+
+    def score_invalid(self, task: Task, action: InvalidAction) -> tuple[float, dict[str, Any]]:
+        """Score of an unparseable action: 0 with the reason (BFCL irrelevance overrides this)."""
+        return 0.0, {"success": False, "error": action.reason}
+
+    def render(self):
+        """ANSI render: the current prompt and, after a step, the reward and error."""
+        if self.render_mode != "ansi" or self.task is None:
+            return None
+        text = self.render_messages(self.task)[-1]["content"]
+        if self._last:
+            text += f"\n-> reward {self._last['reward']:.3f} {self._last.get('error', '')}"
+        return text

