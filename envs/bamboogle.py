@@ -23,10 +23,10 @@ from genenv.rewards.text import exact_match, similarity, token_f1
 SPLITS = ("test", "train", "heldout")
 SYSTEM_PROMPT = (
     "Answer the question with a short answer (a name, date, number or phrase), from your own knowledge. "
-    "Think briefly if you need to, then give the final answer on its own line as 'Answer: <answer>'.\n"
-    "Example:\nQuestion: Who was the first president of the country whose capital is Washington, D.C.?\n"
-    "Answer: George Washington"
+    "Give the final answer on its own line as 'Answer: <answer>'."
 )
+DEMO = ("Question: Who was the first president of the country whose capital is Washington, D.C.?",
+        "Answer: George Washington")  # a worked turn, not a Bamboogle question
 
 
 def load_bamboogle_tasks(split: str | None = "test", data_dir: str | None = None) -> list[Task]:
@@ -75,8 +75,9 @@ class BamboogleEnv(TaskEnv):
 
     @classmethod
     def render_messages(cls, task: Task) -> list[dict[str, str]]:
-        """System instructions with one worked example, then ``Question: ...``."""
-        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": f"Question: {task.prompt}"}]
+        """System instructions, one demonstrated turn, then ``Question: ...``."""
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": DEMO[0]},
+                {"role": "assistant", "content": DEMO[1]}, {"role": "user", "content": f"Question: {task.prompt}"}]
 
     @classmethod
     def parse_action(cls, text: str) -> str | InvalidAction:

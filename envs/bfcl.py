@@ -30,18 +30,20 @@ SINGLE_TURN_CATEGORIES = (
 SPLITS = ("test", "train", "heldout")
 NO_ANSWER_CATEGORIES = IRRELEVANCE_CATEGORIES + RELEVANCE_CATEGORIES
 
-SYSTEM_PROMPT = """You are an expert in composing functions. You are given a question and a set of possible functions. \
-Based on the question, make one or more function calls to achieve the purpose. If none of the functions can be used, \
-reply in plain text that no function applies, without any call. If the question lacks parameters a function needs, \
-say so in plain text.
-
-Reply with each call as <tool_call>{{"name": <function name>, "arguments": <JSON object of arguments>}}</tool_call> \
-and nothing else.
-Example: for "What's the weather in Paris in celsius?" with a function get_weather(city, unit) reply
-<tool_call>{{"name": "get_weather", "arguments": {{"city": "Paris", "unit": "celsius"}}}}</tool_call>
-{language_note}
-Here is the list of functions you can invoke, in JSON format:
-{functions}"""
+SYSTEM_PROMPT = (
+    "You are an expert in composing functions. You are given a request and a set of functions in JSON format. "
+    "Make one or more function calls to achieve the purpose, each as "
+    '<tool_call>{"name": <function name>, "arguments": <JSON object of arguments>}</tool_call>, and nothing else. '
+    "If none of the functions can be used, reply in plain text that no function applies, without any call."
+)
+# One worked example as a chat turn (small models follow a demonstrated turn far better than an instruction;
+# see shared/NOTES-verl-and-cpu.md). It is not taken from any BFCL entry.
+DEMO_FUNCTIONS = [{"name": "get_weather", "description": "Current weather of a city.", "parameters": {
+    "type": "dict", "properties": {"city": {"type": "string", "description": "City name."},
+                                   "unit": {"type": "string", "description": "celsius or fahrenheit"}},
+    "required": ["city"]}}]
+DEMO_REQUEST = "What's the weather in Paris in celsius?"
+DEMO_REPLY = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}</tool_call>'
 
 LANGUAGE_NOTE = {
     "python": "",
@@ -243,19 +245,30 @@ class BFCLEnv(TaskEnv):
         names = sorted({f["name"] for t in self.tasks for f in t.tools})
         return ToolCallSpace(names)
 
+    @staticmethod
+    def user_turn(functions: list[dict[str, Any]], request: str) -> str:
+        """The user message that presents ``functions`` (as JSON) and the ``request``."""
+        return f"Functions: {json.dumps(functions, ensure_ascii=False)}\nRequest: {request}"
+
     @classmethod
     def render_messages(cls, task: Task) -> list[dict[str, str]]:
-        """System prompt (format, one worked example, function schemas as JSON) plus the entry's messages."""
+        """System instructions, one demonstrated turn, then the entry's request with its function schemas.
+
+        Extra system messages of the entry (live categories) are prepended to the system prompt; earlier
+        user / assistant messages of the entry's first turn are kept in order.
+        """
         language = language_of(task.metadata.get("category", "simple_python"))
-        system = SYSTEM_PROMPT.format(functions=json.dumps(task.tools, ensure_ascii=False),
-                                      language_note=LANGUAGE_NOTE[language])
         question = task.metadata.get("question_messages") or [{"role": "user", "content": task.prompt}]
-        extra_system = [m["content"] for m in question if m.get("role") == "system"]
-        if extra_system:
-            system = "\n\n".join(extra_system + [system])
-        return [{"role": "system", "content": system}] + [
-            {"role": m["role"], "content": m.get("content", "")} for m in question if m.get("role") != "system"
-        ]
+        system = "\n\n".join([m.get("content", "") for m in question if m.get("role") == "system"]
+                               + [SYSTEM_PROMPT, LANGUAGE_NOTE[language]]).strip()
+        dialogue = [{"role": m["role"], "content": m.get("content", "")} for m in question if m.get("role") != "system"]
+        if dialogue and dialogue[-1]["role"] == "user":
+            dialogue[-1] = {"role": "user", "content": cls.user_turn(task.tools, dialogue[-1]["content"])}
+        else:
+            dialogue.append({"role": "user", "content": cls.user_turn(task.tools, task.prompt)})
+        return [{"role": "system", "content": system},
+                {"role": "user", "content": cls.user_turn(DEMO_FUNCTIONS, DEMO_REQUEST)},
+                {"role": "assistant", "content": DEMO_REPLY}] + dialogue
 
     @classmethod
     def parse_action(cls, text: str) -> list[ToolCall] | InvalidAction:

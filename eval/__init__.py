@@ -1,1 +1,1 @@
-"""x"""
+"""The leaderboard: ``genenv-eval`` and its report (result files, Markdown table, bar chart)."""

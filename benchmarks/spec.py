@@ -1,0 +1,127 @@
+"""The benchmark spec: everything the trainer and the leaderboard need to know about one benchmark.
+
+A :class:`BenchmarkSpec` ties a registered environment (``envs/``) to
+
+- evaluation: the units a leaderboard run covers (BFCL: one per category), the labelled metrics computed from
+  trajectories, and the paper's Table 1 column it is printed beside;
+- task generation by the environment policy: the prompt (benchmark format, seed tasks from the training pool,
+  the agent's recent success rates), the strict-JSON parser, and the validator. A generation that fails any
+  check is a :class:`Rejection` with a reason from a fixed vocabulary, counted by the trainer and given
+  environment reward 0; it never enters the task pool.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from genenv.envs.registry import env_entry
+from genenv.envs.task import Task
+
+NEAR_DUPLICATE_THRESHOLD = 90.0  # rapidfuzz token_set_ratio (0-100) at or above which a task is a near-duplicate
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A generated task that was not admitted: ``reason`` (a short key counted in metrics) and ``detail``."""
+
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A labelled score in [0, 1]: ``key`` (e.g. ``bfcl/simple_python/ast_accuracy``), ``value``, ``n`` tasks,
+    and ``protocol`` (which official or paper protocol it follows, in words)."""
+
+    key: str
+    value: float
+    n: int
+    protocol: str
+
+
+_JSON_OBJECT_RE = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def extract_json_object(text: str) -> dict[str, Any] | Rejection:
+    """The JSON object in generated text (the outermost ``{...}``, optionally in a code fence), strictly parsed.
+
+    Returns a :class:`Rejection` (``no_json`` / ``invalid_json`` / ``not_object``) instead of raising.
+    """
+    if not isinstance(text, str) or len(text) > 20_000:
+        return Rejection("no_json", "output is not a string or is too long")
+    match = _JSON_OBJECT_RE.search(text)
+    if not match:
+        return Rejection("no_json", "no {...} object in the output")
+    try:
+        obj = json.loads(match.group(0))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        return Rejection("invalid_json", str(exc)[:200])
+    if not isinstance(obj, dict):
+        return Rejection("not_object", type(obj).__name__)
+    return obj
+
+
+class BenchmarkSpec:
+    """Base class; one subclass per benchmark, registered in :mod:`genenv.benchmarks.registry`.
+
+    Class attributes: ``name`` (registry key, equal to the env's ``benchmark``), ``baseline_column`` (column of
+    the paper's Table 1), ``paper_protocol`` (what that column measures), ``seed_options`` (loader options of
+    the default training pool).
+    """
+
+    name: str = ""
+    baseline_column: str = ""
+    paper_protocol: str = ""
+    seed_options: dict[str, Any] = {}
+
+    @property
+    def env_class(self) -> type:
+        """The benchmark's :class:`~genenv.envs.base.TaskEnv` subclass."""
+        return env_entry(self.name).env_class
+
+    def load(self, split: str = "test", data_dir: str | None = None, **options: Any) -> list[Task]:
+        """Tasks of ``split`` (loader options as for the env constructor)."""
+        return self.env_class.load_tasks(split=split, data_dir=data_dir, **options)
+
+    # ----- evaluation -----
+    def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """The ``(label, loader options)`` units a leaderboard run evaluates; one unit by default."""
+        return [(self.name, dict(options))]
+
+    def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
+        """Labelled metrics of one unit's trajectories."""
+        raise NotImplementedError
+
+    def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """The one metric printed beside the paper's column (with its protocol label)."""
+        raise NotImplementedError
+
+    # ----- task generation -----
+    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float) -> list[dict[str, str]]:
+        """Chat messages asking the environment policy for one new task in strict JSON."""
+        raise NotImplementedError
+
+    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+        """Parse and validate one generation into a :class:`Task` (origin ``generated``) or a :class:`Rejection`."""
+        raise NotImplementedError
+
+    def dedup_text(self, task: Task) -> str:
+        """The text compared for near-duplicates (the prompt by default)."""
+        return task.prompt
+
+    def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = NEAR_DUPLICATE_THRESHOLD
+                       ) -> Rejection | None:
+        """``Rejection("near_duplicate")`` if ``task`` is within ``threshold`` (rapidfuzz token_set_ratio) of a
+        pool task, else ``None``."""
+        from rapidfuzz import fuzz, process
+
+        choices = [self.dedup_text(t) for t in pool]
+        if not choices:
+            return None
+        best = process.extractOne(self.dedup_text(task), choices, scorer=fuzz.token_set_ratio,
+                                  score_cutoff=threshold)
+        if best is None:
+            return None
+        return Rejection("near_duplicate", f"{best[1]:.0f} similar to pool task {pool[best[2]].id}")

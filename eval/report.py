@@ -1,0 +1,80 @@
+"""Leaderboard output: result files, the Markdown table beside the paper's rows, and the bar chart."""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from genenv.benchmarks.baselines import load_baselines
+from genenv.benchmarks.registry import get_benchmark
+
+
+def leaderboard_markdown(result, data_dir: str | None = None) -> str:
+    """Markdown table: the paper's Table 1 rows and the evaluated policy, one column per evaluated benchmark
+    (percent), followed by the protocol of every number in the policy's row."""
+    benches = list(result.headlines)
+    base = load_baselines(data_dir)
+    cols = [get_benchmark(b).baseline_column for b in benches]
+    lines = ["| model | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
+    for _, row in base.iterrows():
+        lines.append(f"| {row['model']} (paper) | " + " | ".join(f"{row[c]:.1f}" for c in cols) + " |")
+    lines.append(f"| **{result.policy}** (this run) | "
+                 + " | ".join(f"**{100 * result.headlines[b].value:.1f}**" for b in benches) + " |")
+    lines.append("")
+    for b in benches:
+        m, spec = result.headlines[b], get_benchmark(b)
+        lines.append(f"- {b}: this run = {m.key}, {m.protocol} (n={m.n}); paper column = {spec.paper_protocol}.")
+    lines.append("")
+    lines.append("| metric | value (%) | n | protocol |")
+    lines.append("|---|---|---|---|")
+    for m in result.metrics:
+        lines.append(f"| {m.key} | {100 * m.value:.1f} | {m.n} | {m.protocol} |")
+    return "\n".join(lines)
+
+
+def write_results(result, out: Path, data_dir: str | None = None, split: str = "test") -> None:
+    """Write ``tasks.jsonl``, ``summary.json``, ``summary.csv``, ``summary.md`` and ``leaderboard.png`` to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "tasks.jsonl", "w", encoding="utf-8") as fh:
+        for row in result.rows:
+            fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    summary = {"policy": result.policy, "split": split, "data_dir": data_dir,
+               "metrics": [asdict(m) for m in result.metrics],
+               "headlines": {b: asdict(m) for b, m in result.headlines.items()}, "timing": result.timing}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    with open(out / "summary.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["metric", "value", "n", "protocol"])
+        for m in result.metrics:
+            w.writerow([m.key, f"{m.value:.6f}", m.n, m.protocol])
+    (out / "summary.md").write_text(leaderboard_markdown(result, data_dir) + "\n")
+    plot_leaderboard(result, out / "leaderboard.png", data_dir)
+
+
+def plot_leaderboard(result, path: Path, data_dir: str | None = None) -> None:
+    """Horizontal bar chart per evaluated benchmark: the paper's rows in grey, this run highlighted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    benches = list(result.headlines)
+    if not benches:
+        return
+    base = load_baselines(data_dir)
+    fig, axes = plt.subplots(1, len(benches), figsize=(6 * len(benches), 0.35 * (len(base) + 2) + 1.2),
+                             squeeze=False)
+    for ax, b in zip(axes[0], benches):
+        col = get_benchmark(b).baseline_column
+        names = [f"{m} (paper)" for m in base["model"]] + [f"{result.policy} (this run)"]
+        values = list(base[col]) + [100 * result.headlines[b].value]
+        colors = ["#b0b0b0"] * len(base) + ["#d62728"]
+        ax.barh(names, values, color=colors)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("score (%)")
+        ax.set_title(f"{b}\nthis run: {result.headlines[b].protocol[:60]}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

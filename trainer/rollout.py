@@ -1,0 +1,91 @@
+"""Agent rollouts through the Gymnasium environments: batched generation, then one env step per generation.
+
+Used by the leaderboard (n = 1, greedy) and by the trainer (n rollouts per task, sampled). Single-step
+environments (BFCL single-turn, Bamboogle) are played here directly in batches; multi-step environments go
+through the veRL agent-loop adapter (:mod:`genenv.trainer.agent_loop`), which plays an episode turn by turn.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from genenv.envs.registry import env_entry
+from genenv.envs.task import Task
+from genenv.envs.wrappers import TextActionWrapper
+from genenv.trainer.policies import Policy, Prompt
+
+
+@dataclass
+class Trajectory:
+    """One episode of the agent on one task.
+
+    ``reward`` in [0, 1] (paper Eq. 1), ``success`` the benchmark's correctness bit, ``info`` the env's step
+    info (metric parts, ``error``), token ids when the policy is local (for training).
+    """
+
+    task: Task
+    sample_index: int
+    messages: list[dict[str, str]]
+    text: str
+    reward: float
+    success: bool
+    info: dict[str, Any]
+    prompt_ids: list[int] = field(default_factory=list)
+    response_ids: list[int] = field(default_factory=list)
+
+
+def make_text_env(benchmark: str, tasks: list[Task], env_kwargs: dict[str, Any] | None = None) -> TextActionWrapper:
+    """The benchmark's env over ``tasks``, wrapped to take model text."""
+    return TextActionWrapper(env_entry(benchmark).env_class(tasks=tasks, **(env_kwargs or {})))
+
+
+def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
+                  max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
+                  chunk_size: int = 16, progress: str | None = None) -> list[Trajectory]:
+    """Play ``n`` single-step episodes per task.
+
+    Args:
+        tasks: tasks of one or more benchmarks.
+        policy: generates the agent's text.
+        n: rollouts per task (the GRPO group size).
+        temperature / max_new_tokens: sampling settings.
+        env_kwargs: per-benchmark constructor options (e.g. ``{"bamboogle": {"metric": "f1"}}``).
+        chunk_size: prompts per policy call (progress granularity).
+        progress: description for a tqdm progress bar, or ``None`` for none.
+    Returns:
+        ``len(tasks) * n`` trajectories, grouped by task in input order.
+    Raises:
+        RuntimeError: an environment did not terminate after one step (multi-step: use the agent loop).
+    """
+    by_bench: dict[str, list[Task]] = defaultdict(list)
+    for t in tasks:
+        by_bench[t.benchmark].append(t)
+    envs = {b: make_text_env(b, ts, (env_kwargs or {}).get(b)) for b, ts in by_bench.items()}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(tasks), desc=progress, unit="task")
+    out: list[Trajectory] = []
+    for start in range(0, len(tasks), chunk_size):
+        chunk = list(tasks[start:start + chunk_size])
+        prompts = []
+        for t in chunk:
+            _, info = envs[t.benchmark].reset(options={"task_id": t.id})
+            prompts.append(Prompt(info["messages"], t))
+        generations = policy.generate(prompts, n=n, temperature=temperature, max_new_tokens=max_new_tokens)
+        for t, prompt, gens in zip(chunk, prompts, generations):
+            env = envs[t.benchmark]
+            for k, gen in enumerate(gens):
+                env.reset(options={"task_id": t.id})
+                _, reward, terminated, truncated, info = env.step(gen.text)
+                if not (terminated or truncated):
+                    raise RuntimeError(f"{t.benchmark} is multi-step; roll it out with the agent loop")
+                out.append(Trajectory(t, k, prompt.messages, gen.text, float(reward), bool(info.get("success")),
+                                      info, gen.prompt_ids, gen.response_ids))
+        if bar:
+            bar.update(len(chunk))
+    if bar:
+        bar.close()
+    return out
