@@ -1,1 +1,1 @@
-"""x"""
+"""Hydra configs of genenv-train (shipped as package data)."""

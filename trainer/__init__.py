@@ -1,1 +1,1 @@
-"""x"""
+"""The co-evolution trainer: task pool, policies and back-ends, veRL GRPO / RWR updates, the loop and CLI."""

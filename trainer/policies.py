@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
@@ -72,10 +73,11 @@ class TransformersPolicy:
         dtype / device: see :func:`genenv.trainer.models.load_model_and_tokenizer`.
         batch_size: prompts per ``generate`` call (memory vs. throughput).
         model / tokenizer: pass already loaded objects instead (the trainer shares them with its optimiser).
+        autocast_dtype: run generation under ``torch.autocast`` in this dtype (fp32 weights, bf16 matmuls).
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "bfloat16", device: str = "cpu",
-                 batch_size: int = 16, model=None, tokenizer=None):
+                 batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None):
         from genenv.trainer.models import load_model_and_tokenizer, prepare_tokenizer
 
         if model is None:
@@ -86,6 +88,7 @@ class TransformersPolicy:
         self.name = model_name
         self.device = device
         self.batch_size = batch_size
+        self.autocast_dtype = autocast_dtype  # e.g. "bfloat16": generate in bf16 from fp32 training weights
         self.generated_tokens = 0
         self.generate_seconds = 0.0
 
@@ -125,7 +128,9 @@ class TransformersPolicy:
                 kwargs.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
             else:
                 kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            with torch.no_grad():
+            amp = (torch.autocast(device_type=torch.device(self.device).type, dtype=getattr(torch, self.autocast_dtype))
+                   if self.autocast_dtype else nullcontext())
+            with torch.no_grad(), amp:
                 out = self.model.generate(input_ids=input_ids.to(self.device),
                                           attention_mask=attention.to(self.device), **kwargs)
             new = out[:, width:].cpu()

@@ -6,6 +6,7 @@ through the veRL agent-loop adapter (:mod:`genenv.trainer.agent_loop`), which pl
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -42,7 +43,8 @@ def make_text_env(benchmark: str, tasks: list[Task], env_kwargs: dict[str, Any] 
 
 def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
                   max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
-                  chunk_size: int = 16, progress: str | None = None) -> list[Trajectory]:
+                  chunk_size: int = 16, progress: str | None = None,
+                  stats: dict[str, float] | None = None) -> list[Trajectory]:
     """Play ``n`` single-step episodes per task.
 
     Args:
@@ -53,6 +55,8 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
         env_kwargs: per-benchmark constructor options (e.g. ``{"bamboogle": {"metric": "f1"}}``).
         chunk_size: prompts per policy call (progress granularity).
         progress: description for a tqdm progress bar, or ``None`` for none.
+        stats: if given, ``generate_seconds`` and ``reward_seconds`` (env steps, i.e. parsing + scoring) are
+            added to it.
     Returns:
         ``len(tasks) * n`` trajectories, grouped by task in input order.
     Raises:
@@ -74,7 +78,9 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
         for t in chunk:
             _, info = envs[t.benchmark].reset(options={"task_id": t.id})
             prompts.append(Prompt(info["messages"], t))
+        t0 = time.perf_counter()
         generations = policy.generate(prompts, n=n, temperature=temperature, max_new_tokens=max_new_tokens)
+        t1 = time.perf_counter()
         for t, prompt, gens in zip(chunk, prompts, generations):
             env = envs[t.benchmark]
             for k, gen in enumerate(gens):
@@ -84,6 +90,9 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
                     raise RuntimeError(f"{t.benchmark} is multi-step; roll it out with the agent loop")
                 out.append(Trajectory(t, k, prompt.messages, gen.text, float(reward), bool(info.get("success")),
                                       info, gen.prompt_ids, gen.response_ids))
+        if stats is not None:
+            stats["generate_seconds"] = stats.get("generate_seconds", 0.0) + t1 - t0
+            stats["reward_seconds"] = stats.get("reward_seconds", 0.0) + time.perf_counter() - t1
         if bar:
             bar.update(len(chunk))
     if bar:

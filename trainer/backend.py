@@ -1,0 +1,145 @@
+"""Policy back-ends: where the two policies live, generate, update, save and load.
+
+The co-evolution loop (:mod:`genenv.trainer.loop`) talks only to the :class:`Backend` interface, one role at a
+time (``"agent"`` or ``"env"``), so a distributed back-end (veRL Ray workers with vLLM rollout) can replace
+:class:`LocalBackend` without touching the loop.
+
+:class:`LocalBackend` holds both policies in one process with transformers: float32 master weights (bf16
+updates of size lr·g ≈ 1e-6 would round away), bf16 autocast for generation and log-prob passes, a frozen
+reference copy per role for the KL leash (or, with LoRA, the base model under ``disable_adapter``), and AdamW.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import torch
+
+from genenv.trainer.grpo import Sample, policy_update
+from genenv.trainer.policies import Generation, Prompt, TransformersPolicy
+
+ROLES = ("agent", "env")
+
+
+class Backend(Protocol):
+    """What the loop needs from an engine, per role (``"agent"`` / ``"env"``)."""
+
+    def policy(self, role: str) -> Any:
+        """A :class:`~genenv.trainer.policies.Policy` that samples from the role's current weights."""
+
+    def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+        """One update of the role on scored samples (``mode``: ``"grpo"`` or ``"rwr"``); returns metrics."""
+
+    def save(self, path: Path) -> None:
+        """Write both policies and their optimiser states under ``path``."""
+
+    def load(self, path: Path) -> None:
+        """Restore what :meth:`save` wrote."""
+
+    def fingerprint(self, role: str) -> float:
+        """A scalar that changes whenever the role's trainable weights change (sum of squares)."""
+
+
+@dataclass
+class RoleConfig:
+    """Settings of one role: ``model`` (SmolLM2 alias or HF folder), ``lr``, ``kl_coef``, ``clip_ratio``,
+    ``ppo_epochs``, ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``."""
+
+    model: str = "smollm2"
+    lr: float = 1e-6
+    kl_coef: float = 0.001
+    clip_ratio: float = 0.2
+    ppo_epochs: int = 1
+    micro_batch_size: int = 4
+    max_grad_norm: float = 1.0
+    lora_r: int = 0
+    lora_alpha: int = 32
+    gen_batch_size: int = 16
+
+
+class LocalBackend:
+    """Both policies in this process (CPU by default, one GPU with ``device="cuda"``).
+
+    Args:
+        roles: ``{"agent": RoleConfig, "env": RoleConfig}``.
+        device: ``"cpu"`` or ``"cuda"``.
+        autocast_dtype: ``"bfloat16"`` (default) or ``None`` for pure float32.
+        threads: torch intra-op threads on CPU (both roles share them; they never run at the same time).
+    """
+
+    def __init__(self, roles: dict[str, RoleConfig], device: str = "cpu", autocast_dtype: str | None = "bfloat16",
+                 threads: int | None = None):
+        if threads:
+            torch.set_num_threads(threads)
+        self.roles = roles
+        self.device = device
+        self.autocast_dtype = autocast_dtype
+        self.models: dict[str, Any] = {}
+        self.refs: dict[str, Any] = {}
+        self.tokenizers: dict[str, Any] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.policies: dict[str, TransformersPolicy] = {}
+        for role, rc in roles.items():
+            self._build(role, rc, weights=None)
+
+    def _build(self, role: str, rc: RoleConfig, weights: Path | None) -> None:
+        from transformers import AutoModelForCausalLM
+
+        from genenv.trainer.models import load_model_and_tokenizer
+
+        base, tok = load_model_and_tokenizer(rc.model, dtype="float32", device=self.device)
+        if rc.lora_r > 0:
+            from peft import LoraConfig, PeftModel, get_peft_model
+
+            if weights is not None:
+                model = PeftModel.from_pretrained(base, str(weights), is_trainable=True)
+            else:
+                model = get_peft_model(base, LoraConfig(r=rc.lora_r, lora_alpha=rc.lora_alpha,
+                                                        target_modules="all-linear", task_type="CAUSAL_LM"))
+            self.refs[role] = None  # the reference is the base model with the adapter disabled
+        else:
+            self.refs[role] = copy.deepcopy(base).requires_grad_(False)
+            model = base
+            if weights is not None:
+                model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(self.device)
+                model.generation_config.pad_token_id = tok.pad_token_id
+        model.eval()
+        self.models[role], self.tokenizers[role] = model, tok
+        self.optimizers[role] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rc.lr,
+                                                  weight_decay=0.0)
+        self.policies[role] = TransformersPolicy(rc.model, device=self.device, batch_size=rc.gen_batch_size,
+                                                 model=model, tokenizer=tok, autocast_dtype=self.autocast_dtype)
+        self.policies[role].name = f"{rc.model}:{role}"
+
+    def policy(self, role: str) -> TransformersPolicy:
+        return self.policies[role]
+
+    def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+        rc, model = self.roles[role], self.models[role]
+        ref = self.refs[role]
+        return policy_update(
+            model, ref, self.optimizers[role], samples, self.tokenizers[role].pad_token_id, mode=mode,
+            kl_coef=rc.kl_coef, clip_ratio=rc.clip_ratio, ppo_epochs=rc.ppo_epochs,
+            micro_batch_size=rc.micro_batch_size, max_grad_norm=rc.max_grad_norm,
+            autocast_dtype=getattr(torch, self.autocast_dtype) if self.autocast_dtype else None,
+            ref_context=(model.disable_adapter if ref is None else None))
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        for role, model in self.models.items():
+            model.save_pretrained(path / role)
+            self.tokenizers[role].save_pretrained(path / role)
+            torch.save(self.optimizers[role].state_dict(), path / role / "optimizer.pt")
+        (path / "backend.json").write_text(json.dumps({r: vars(rc) for r, rc in self.roles.items()}, indent=1))
+
+    def load(self, path: Path) -> None:
+        for role, rc in self.roles.items():
+            self._build(role, rc, weights=path / role)
+            self.optimizers[role].load_state_dict(torch.load(path / role / "optimizer.pt", weights_only=True))
+
+    def fingerprint(self, role: str) -> float:
+        with torch.no_grad():
+            return float(sum((p.double() ** 2).sum() for p in self.models[role].parameters() if p.requires_grad))

@@ -1,0 +1,110 @@
+"""The task pool D_t: seed tasks plus admitted generated tasks, with each task's success-rate history.
+
+Training data grows over iterations as in the paper: admitted tasks are kept for all later iterations (the
+public GenEnv code drops earlier epochs' tasks; we follow the paper). The pool is saved with every checkpoint
+as JSON Lines, one entry per task: the :class:`~genenv.envs.task.Task` (with its origin, parent id and
+generation step) and ``p_hat_history`` = ``[[iteration, p̂], ...]``.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from genenv.envs.task import Task
+
+
+@dataclass
+class PoolEntry:
+    """A task in the pool and the agent's success rate on it at each iteration it was rolled out."""
+
+    task: Task
+    p_hat_history: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def last_p_hat(self) -> float | None:
+        """Most recent p̂, or ``None`` if never rolled out."""
+        return self.p_hat_history[-1][1] if self.p_hat_history else None
+
+
+class TaskPool:
+    """Ordered collection of :class:`PoolEntry` keyed by task id.
+
+    Raises:
+        ValueError: adding a task whose id is already in the pool.
+    """
+
+    def __init__(self, tasks: Iterable[Task] = ()):
+        self.entries: dict[str, PoolEntry] = {}
+        for t in tasks:
+            self.add(t)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, task_id: str) -> bool:
+        return task_id in self.entries
+
+    def add(self, task: Task) -> None:
+        """Add one task (seed or admitted generated task)."""
+        if task.id in self.entries:
+            raise ValueError(f"task {task.id!r} is already in the pool")
+        self.entries[task.id] = PoolEntry(task)
+
+    @property
+    def tasks(self) -> list[Task]:
+        """All tasks in insertion order."""
+        return [e.task for e in self.entries.values()]
+
+    def counts(self) -> dict[str, int]:
+        """``{"seed": n, "generated": m}``."""
+        out = {"seed": 0, "generated": 0}
+        for e in self.entries.values():
+            out[e.task.origin] = out.get(e.task.origin, 0) + 1
+        return out
+
+    def sample(self, k: int, rng: random.Random, exclude: Sequence[str] = ()) -> list[Task]:
+        """``k`` distinct tasks uniformly at random (fewer if the pool is smaller), skipping ``exclude`` ids."""
+        ids = [i for i in self.entries if i not in set(exclude)]
+        return [self.entries[i].task for i in rng.sample(ids, min(k, len(ids)))]
+
+    def record(self, iteration: int, p_hats: dict[str, float]) -> None:
+        """Append ``(iteration, p̂)`` to the history of every task id in ``p_hats``."""
+        for task_id, p in p_hats.items():
+            if task_id in self.entries:
+                self.entries[task_id].p_hat_history.append((iteration, float(p)))
+
+    def recent_p_hat(self, last: int = 50) -> float | None:
+        """Mean of the latest p̂ of the ``last`` most recently rolled-out tasks (the feedback shown to the
+        environment policy), or ``None`` before any rollout."""
+        latest = sorted(((e.p_hat_history[-1][0], e.p_hat_history[-1][1]) for e in self.entries.values()
+                         if e.p_hat_history), key=lambda x: x[0])[-last:]
+        return sum(p for _, p in latest) / len(latest) if latest else None
+
+    def save(self, path: Path) -> None:
+        """Write the pool as JSON Lines (atomic: written to a temp file, then renamed)."""
+        tmp = Path(str(path) + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for e in self.entries.values():
+                fh.write(json.dumps({"task": e.task.to_dict(), "p_hat_history": e.p_hat_history},
+                                    ensure_ascii=False) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> "TaskPool":
+        """Read a pool written by :meth:`save`; raises ``ValueError`` naming the line on a malformed entry."""
+        pool = cls()
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    task = Task.from_dict(rec["task"])
+                except (json.JSONDecodeError, KeyError, ValueError) as exc:
+                    raise ValueError(f"{path}: line {lineno} is not a pool entry ({exc})") from exc
+                pool.add(task)
+                pool.entries[task.id].p_hat_history = [tuple(x) for x in rec.get("p_hat_history", [])]
+        return pool

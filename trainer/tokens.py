@@ -1,0 +1,72 @@
+"""Token batches in veRL's layout and the per-token log-probabilities both updates need.
+
+A batch is a :class:`verl.DataProto` with veRL's keys: ``prompts`` (left-padded, ``[B, P]``), ``responses``
+(right-padded, ``[B, R]``), ``input_ids`` = prompts ⧺ responses (``[B, P+R]``), ``attention_mask``,
+``position_ids``, ``response_mask`` (``[B, R]``, 1 on generated tokens), plus any extra per-sample tensors and
+non-tensor fields (e.g. ``uid``, the GRPO group key).
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+
+def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
+                tensors: dict[str, torch.Tensor] | None = None, non_tensors: dict[str, Sequence[Any]] | None = None):
+    """Pad token lists into a ``DataProto`` (see module docstring for keys and shapes).
+
+    Raises:
+        ValueError: lengths differ, or a response is empty.
+    """
+    from verl import DataProto
+
+    if len(prompt_ids) != len(response_ids) or not prompt_ids:
+        raise ValueError(f"need equally many prompts and responses, got {len(prompt_ids)} / {len(response_ids)}")
+    if any(len(r) == 0 for r in response_ids):
+        raise ValueError("empty response in batch")
+    B, P, R = len(prompt_ids), max(map(len, prompt_ids)), max(map(len, response_ids))
+    prompts = torch.full((B, P), pad_id, dtype=torch.long)
+    responses = torch.full((B, R), pad_id, dtype=torch.long)
+    pmask = torch.zeros((B, P), dtype=torch.long)
+    rmask = torch.zeros((B, R), dtype=torch.long)
+    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+        prompts[i, P - len(p):] = torch.tensor(list(p))
+        pmask[i, P - len(p):] = 1
+        responses[i, :len(r)] = torch.tensor(list(r))
+        rmask[i, :len(r)] = 1
+    attention = torch.cat([pmask, rmask], dim=1)
+    data = {"prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], dim=1),
+            "attention_mask": attention, "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+            "response_mask": rmask, **(tensors or {})}
+    for key, values in (non_tensors or {}).items():
+        data[key] = np.array(list(values), dtype=object)
+    return DataProto.from_single_dict(data)
+
+
+def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = False,
+                      autocast_dtype: torch.dtype | None = torch.bfloat16) -> torch.Tensor:
+    """Log-probability of every response token under ``model`` (``[B, R]``; padding positions are garbage, mask
+    them with ``response_mask``). Uses veRL's ``logprobs_from_logits``; ``grad=False`` runs under no_grad.
+
+    For a gradient step call it per micro-batch yourself (pass a sliced batch) so activations stay bounded.
+    """
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    outs = []
+    R = batch.batch["responses"].shape[1]
+    device = next(model.parameters()).device
+    for start in range(0, len(batch), micro_batch_size):
+        mb = batch.slice(start, start + micro_batch_size)
+        ctx = torch.enable_grad() if grad else torch.no_grad()
+        amp = (torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype is not None
+               else nullcontext())
+        with ctx, amp:
+            logits = model(input_ids=mb.batch["input_ids"].to(device),
+                           attention_mask=mb.batch["attention_mask"].to(device),
+                           position_ids=mb.batch["position_ids"].to(device), use_cache=False).logits
+            logits = logits[:, -R - 1:-1, :].float()
+            outs.append(logprobs_from_logits(logits, mb.batch["responses"].to(device)))
+    return torch.cat(outs, dim=0)
