@@ -1,7 +1,6 @@
 """Bamboogle spec: closed-book QA evaluation (EM / F1) and environment-generated question-answer pairs."""
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object
@@ -34,17 +33,14 @@ class BamboogleSpec(BenchmarkSpec):
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         return next((m for m in metrics if m.key == "bamboogle/em"), None)
 
-    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float) -> list[dict[str, str]]:
-        """Seed questions as JSON examples, the agent's recent success rate, and the target rate α."""
-        examples = "\n".join(json.dumps({"question": s.prompt, "answer": s.gold}, ensure_ascii=False) for s in seeds)
-        feedback = (f"The agent currently answers {p_hat:.0%} of such questions correctly. " if p_hat is not None
-                    else "")
-        system = ("You write new quiz questions for a question-answering agent. Each question combines two facts "
-                  "(a two-hop question) and has one short answer. Reply with exactly one JSON object "
-                  '{"question": "...", "answer": "..."} and nothing else.')
-        user = (f"Example questions:\n{examples}\n{feedback}Write one new question, different from the examples, "
-                f"that the agent would answer correctly about {alpha:.0%} of the time.")
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    generation_system_prompt = (
+        "You write new quiz questions for a question-answering agent. Each question combines two facts "
+        "(a two-hop question) and has one short answer. Reply with exactly one JSON object "
+        '{"question": "...", "answer": "..."} and nothing else.')
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``{"question", "answer"}``."""
+        return {"question": task.prompt, "answer": task.gold}
 
     def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON ``{"question", "answer"}``; both non-empty strings, the answer at most 12 words."""

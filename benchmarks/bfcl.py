@@ -2,9 +2,9 @@
 
 Generated tasks follow BFCL's ``simple_python`` format: one function schema (BFCL's ``"type": "dict"``
 parameters with Python type names), a user request, and one gold call. Admission requires (1) strict JSON with
-those fields, (2) a well-formed schema, (3) the gold call, turned into a BFCL possible-answer entry, passing
-bfcl-eval's own AST checker against that schema (so names, required parameters and types agree), and (4) no
-near-duplicate in the pool.
+those fields, (2) a well-formed schema, (3) gold argument values of the schema's types, (4) the gold call, turned into a
+BFCL possible-answer entry, passing bfcl-eval's own AST checker against that schema (names, required parameters,
+types), and (5) no near-duplicate in the pool.
 """
 from __future__ import annotations
 
@@ -18,6 +18,22 @@ from genenv.envs.task import Task
 from genenv.rewards.bfcl import bfcl_check
 
 PYTHON_TYPES = ("string", "integer", "float", "boolean", "array", "dict", "tuple", "any")
+# Python value types per schema type. bfcl-eval's checker accepts a string for any type when the key holds a
+# string (it reads it as a variable name), so a self-made key cannot catch e.g. "lots" for a float: we check.
+_VALUE_TYPES = {"string": (str,), "integer": (int,), "float": (int, float), "boolean": (bool,),
+                "array": (list,), "tuple": (list,), "dict": (dict,)}
+
+
+def value_type_problem(value: Any, type_name: str) -> str | None:
+    """Why ``value`` does not have schema type ``type_name`` (bool is not a number), or ``None``."""
+    allowed = _VALUE_TYPES.get(type_name)
+    if allowed is None:
+        return None
+    if isinstance(value, bool) and bool not in allowed:
+        return f"boolean given for {type_name}"
+    if not isinstance(value, allowed):
+        return f"{type(value).__name__} given for {type_name}"
+    return None
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 OFFICIAL = "BFCL official AST checker (bfcl-eval 2026.3.23), single-turn"
 
@@ -86,25 +102,24 @@ class BFCLSpec(BenchmarkSpec):
                       f"{OFFICIAL}, unweighted mean over {len(accs)} categories")
 
     # ----- task generation -----
-    @staticmethod
-    def _as_generation(task: Task) -> dict[str, Any]:
+    generation_system_prompt = (
+        "You write new function-calling tasks for a tool-use agent. A task is one function schema, a user request, "
+        "and the one correct call. Parameter types are string, integer, float, boolean, array or dict. Reply with "
+        'exactly one JSON object with keys "function", "question" and "answer" '
+        '(answer = {"name": ..., "arguments": {...}}) and nothing else.')
+
+    def demonstrable(self, task: Task) -> bool:
+        """Single-function tasks with one gold call (the format generated tasks have)."""
+        return len(task.tools) == 1 and bool(task.gold) and len(task.gold) == 1
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``{"function", "question", "answer"}`` of a single-function, single-call task."""
         from genenv.envs.bfcl import gold_calls
 
-        call = gold_calls(task)[0]
-        return {"function": task.tools[0], "question": task.prompt, "answer": call.to_json()}
-
-    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float) -> list[dict[str, str]]:
-        """BFCL's format, seed tasks as JSON examples, the agent's recent success rate and the target rate α."""
-        examples = "\n".join(json.dumps(self._as_generation(s), ensure_ascii=False) for s in seeds
-                             if s.gold and len(s.gold) == 1 and len(s.tools) == 1)
-        feedback = (f"The agent currently solves {p_hat:.0%} of such tasks. " if p_hat is not None else "")
-        system = ("You write new function-calling tasks for a tool-use agent. A task is one function schema, a user "
-                  "request, and the one correct call. Parameter types are string, integer, float, boolean, array "
-                  "or dict. Reply with exactly one JSON object with keys \"function\", \"question\" and \"answer\" "
-                  "(answer = {\"name\": ..., \"arguments\": {...}}) and nothing else.")
-        user = (f"Examples:\n{examples}\n{feedback}Write one new task about a different function that the agent "
-                f"would solve about {alpha:.0%} of the time.")
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        calls = gold_calls(task)
+        if len(task.tools) != 1 or len(calls) != 1:
+            raise ValueError(f"{task.id}: only single-function, single-call tasks are generation examples")
+        return {"function": task.tools[0], "question": task.prompt, "answer": calls[0].to_json()}
 
     def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON → schema check → gold call through bfcl-eval's checker → :class:`Task`."""
@@ -130,6 +145,10 @@ class BFCLSpec(BenchmarkSpec):
         unknown = set(args) - set(props)
         if unknown:
             return Rejection("gold_fails_checker", f"arguments not in schema: {sorted(unknown)}")
+        for p, v in args.items():
+            problem = value_type_problem(v, props[p]["type"])
+            if problem:
+                return Rejection("gold_type_mismatch", f"{p}: {problem}")
         check = bfcl_check([{name: args}], [fn], ground_truth, "simple_python")
         if not check.valid:
             return Rejection("gold_fails_checker", check.error[:200])

@@ -100,7 +100,31 @@ class BenchmarkSpec:
 
     # ----- task generation -----
     def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float) -> list[dict[str, str]]:
-        """Chat messages asking the environment policy for one new task in strict JSON."""
+        """Chat messages asking the environment policy for one new task in strict JSON.
+
+        Layout: the benchmark's system instructions; each seed task as a demonstrated turn (a request, then the
+        seed in the output JSON format as the assistant's reply: small models copy a demonstrated format far
+        more reliably than a described one); finally the request carrying the agent's recent success rate p̂
+        and the target rate α.
+        """
+        feedback = f"The agent currently solves {p_hat:.0%} of such tasks. " if p_hat is not None else ""
+        ask = "Write one new task as a single JSON object."
+        messages = [{"role": "system", "content": self.generation_system_prompt}]
+        for seed in seeds:
+            messages += [{"role": "user", "content": ask},
+                         {"role": "assistant", "content": json.dumps(self.as_generation(seed), ensure_ascii=False)}]
+        messages.append({"role": "user", "content": f"{feedback}{ask} Make it different from the previous ones, "
+                                                    f"so that the agent solves it about {alpha:.0%} of the time."})
+        return messages
+
+    generation_system_prompt: str = ""
+
+    def demonstrable(self, task: Task) -> bool:
+        """Whether ``task`` can serve as a demonstration in the generation prompt (all tasks by default)."""
+        return True
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``task`` in the JSON format the environment policy must produce (used for the demonstrations)."""
         raise NotImplementedError
 
     def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:

@@ -48,7 +48,7 @@ class TaskEnv(gym.Env):
         ValueError: no tasks to serve, or an unknown ``task_id`` / out-of-range ``task_index``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     benchmark: ClassVar[str] = ""
     action_kind: ClassVar[str] = "structured"
 

@@ -5,7 +5,8 @@ time (``"agent"`` or ``"env"``), so a distributed back-end (veRL Ray workers wit
 :class:`LocalBackend` without touching the loop.
 
 :class:`LocalBackend` holds both policies in one process with transformers: float32 master weights (bf16
-updates of size lr·g ≈ 1e-6 would round away), bf16 autocast for generation and log-prob passes, a frozen
+updates of size lr·g ≈ 1e-6 would round away), a bf16 sampling copy per role refreshed after each update,
+bf16 autocast for the log-prob and gradient passes, a frozen
 reference copy per role for the KL leash (or, with LoRA, the base model under ``disable_adapter``), and AdamW.
 """
 from __future__ import annotations
@@ -82,6 +83,7 @@ class LocalBackend:
         self.tokenizers: dict[str, Any] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.policies: dict[str, TransformersPolicy] = {}
+        self.rollout_models: dict[str, Any] = {}
         for role, rc in roles.items():
             self._build(role, rc, weights=None)
 
@@ -110,9 +112,25 @@ class LocalBackend:
         self.models[role], self.tokenizers[role] = model, tok
         self.optimizers[role] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rc.lr,
                                                   weight_decay=0.0)
+        if rc.lora_r > 0 or not self.autocast_dtype:
+            # LoRA: sample from the adapter model itself under autocast (no merged copy to keep in sync)
+            rollout, amp = model, self.autocast_dtype
+        else:
+            # a low-precision copy for sampling, refreshed after every update (cf. veRL's weight sync to vLLM):
+            # autocast would re-cast every fp32 weight at each decoding step
+            rollout, amp = copy.deepcopy(model).to(getattr(torch, self.autocast_dtype)).requires_grad_(False), None
+        self.rollout_models[role] = rollout
         self.policies[role] = TransformersPolicy(rc.model, device=self.device, batch_size=rc.gen_batch_size,
-                                                 model=model, tokenizer=tok, autocast_dtype=self.autocast_dtype)
+                                                 model=rollout, tokenizer=tok, autocast_dtype=amp)
         self.policies[role].name = f"{rc.model}:{role}"
+
+    def sync_rollout_weights(self, role: str) -> None:
+        """Copy the role's updated master weights into its sampling copy (no-op when they are the same model)."""
+        rollout, model = self.rollout_models[role], self.models[role]
+        if rollout is not model:
+            with torch.no_grad():
+                for dst, src in zip(rollout.parameters(), model.parameters()):
+                    dst.copy_(src)
 
     def policy(self, role: str) -> TransformersPolicy:
         return self.policies[role]
@@ -120,12 +138,15 @@ class LocalBackend:
     def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
         rc, model = self.roles[role], self.models[role]
         ref = self.refs[role]
-        return policy_update(
+        metrics = policy_update(
             model, ref, self.optimizers[role], samples, self.tokenizers[role].pad_token_id, mode=mode,
             kl_coef=rc.kl_coef, clip_ratio=rc.clip_ratio, ppo_epochs=rc.ppo_epochs,
             micro_batch_size=rc.micro_batch_size, max_grad_norm=rc.max_grad_norm,
             autocast_dtype=getattr(torch, self.autocast_dtype) if self.autocast_dtype else None,
             ref_context=(model.disable_adapter if ref is None else None))
+        if not metrics.get("skipped"):
+            self.sync_rollout_weights(role)
+        return metrics
 
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)

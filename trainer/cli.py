@@ -43,6 +43,14 @@ def main() -> int:
     return 0
 
 
+def compose_config(overrides: list[str] | None = None):
+    """The composed training config for ``overrides`` (Hydra's compose API; for tests and notebooks)."""
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="genenv.configs", version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides or []))
+
+
 def summary_line(row: dict) -> str:
     """One human-readable line per iteration: rewards, p̂, R_env, admissions and the wall-time split."""
     t = {k.split("/", 1)[1]: v for k, v in row.items() if k.startswith("time/")}

@@ -122,11 +122,12 @@ class CoEvolutionTrainer:
         rng = torch.load(path / "rng.pt", weights_only=False)
         torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])
-        metrics = self.run_dir / "metrics.jsonl"
-        if metrics.is_file():
-            rows = [ln for ln in metrics.read_text().splitlines() if ln.strip()
-                    and json.loads(ln)["iteration"] < self.iteration]
-            metrics.write_text("".join(r + "\n" for r in rows))
+        for name in ("metrics.jsonl", "generations.jsonl"):
+            f = self.run_dir / name
+            if f.is_file():
+                rows = [ln for ln in f.read_text().splitlines() if ln.strip()
+                        and json.loads(ln)["iteration"] < self.iteration]
+                f.write_text("".join(r + "\n" for r in rows))
         log.info("resumed from %s at iteration %d with %d pool tasks", path, self.iteration, len(self.pool))
 
     # ----- the loop -----
@@ -165,7 +166,7 @@ class CoEvolutionTrainer:
         g = self.cfg.generation
         if not g.enabled:
             return [], Counter()
-        seeds_all = [t for t in self.pool.tasks if t.origin == "seed"] or self.pool.tasks
+        seeds_all = [t for t in self.pool.tasks if self.spec.demonstrable(t)]
         prompts, parents = [], []
         p_hat = self.pool.recent_p_hat()
         for _ in range(g.prompts_per_iteration):
@@ -259,6 +260,7 @@ class CoEvolutionTrainer:
         self.counters["groups_dropped"] += agent_metrics.get("groups_dropped", 0)
         timing["total"] = time.perf_counter() - t0
 
+        self._write_generations(it, records, p_hat, r_env_all)
         row = self._metrics_row(it, timing, records, rejected, trajs, p_hat, r_env_all, in_band, new_tasks,
                                 env_metrics, agent_metrics, env_tokens, agent_tokens)
         self.iteration += 1
@@ -319,6 +321,17 @@ class CoEvolutionTrainer:
             "weights/env_delta": abs(self.backend.fingerprint("env") - self.initial_fingerprint["env"]),
         }
         return row
+
+    def _write_generations(self, it: int, records, p_hat: dict[str, float], r_env_all: list[float]) -> None:
+        """Append every generation of iteration ``it`` to ``generations.jsonl`` (text, verdict, p̂, R_env)."""
+        with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
+            for r, r_env in zip(records, r_env_all):
+                task, rej = r["task"], r["rejection"]
+                fh.write(json.dumps({
+                    "iteration": it, "prompt_index": r["prompt_index"], "text": r["generation"].text,
+                    "admitted": task is not None, "task_id": task.id if task else None,
+                    "rejection": rej.reason if rej else None, "detail": rej.detail if rej else None,
+                    "p_hat": p_hat.get(task.id) if task else None, "r_env": r_env}, ensure_ascii=False) + "\n")
 
     def _write_metrics(self, row: dict[str, Any]) -> None:
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:

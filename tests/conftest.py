@@ -1,0 +1,52 @@
+"""Shared fixtures: the data directory under test, a tiny random model, the real embedded model.
+
+Tests read real data: ``$GENENV_DATA_DIR`` (CI sets it to ``../shared/data``) or, on a fresh clone without it,
+the real samples shipped in the package. ``FULL_DATA`` tells whether the full benchmark files are in use.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from genenv.envs.data import is_packaged, resolve_data_dir  # noqa: E402
+
+DATA_DIR = resolve_data_dir()
+FULL_DATA = not is_packaged(DATA_DIR)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The data directory the tests read."""
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The embedded SmolLM2-135M-Instruct as a Hugging Face folder (converted from the GGUF once, cached)."""
+    from genenv.trainer.models import resolve_model_path
+
+    return resolve_model_path("smollm2")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, smollm2_dir) -> Path:
+    """A tiny random Llama (2 layers, width 64) with SmolLM2's tokenizer and chat template, saved to a folder.
+
+    For tests where the model's quality does not matter (update mechanics, checkpoints, resume).
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    out = tmp_path_factory.mktemp("tiny-llama")
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
+                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=2)
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

@@ -1,0 +1,109 @@
+"""Gymnasium contract of every registered env, the text wrapper, Task round trips and data errors."""
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pandas as pd
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import genenv.envs  # noqa: F401  (registers the envs)
+from genenv.envs import ENVS, DataError, Task, TextActionWrapper
+from genenv.envs.bamboogle import load_bamboogle_tasks
+from genenv.envs.bfcl import load_bfcl_tasks
+
+from conftest import FULL_DATA
+
+ENV_CASES = [("genenv/BFCL-v0", {"category": c}) for c in ("simple_python", "parallel_multiple", "irrelevance",
+                                                            "simple_java", "live_multiple")] + [
+    ("genenv/Bamboogle-v0", {})]
+
+
+@pytest.mark.parametrize("env_id,kwargs", ENV_CASES)
+def test_check_env_passes_raw_and_wrapped(env_id, kwargs, data_dir):
+    env = gym.make(env_id, data_dir=str(data_dir), render_mode="ansi", **kwargs)
+    check_env(env.unwrapped)
+    check_env(TextActionWrapper(env.unwrapped), skip_render_check=True)
+
+
+def test_every_registered_env_is_makeable():
+    assert {e.env_id for e in ENVS.values()} <= set(gym.registry)
+    for entry in ENVS.values():
+        env = gym.make(entry.env_id, **entry.split_options[0])
+        obs, info = env.reset(seed=0)
+        assert isinstance(obs, str) and obs and info["messages"][-1]["content"] == obs
+
+
+def test_reset_is_deterministic_under_a_seed_and_selectable_by_id():
+    env = gym.make("genenv/BFCL-v0", category="multiple")
+    a = [env.reset(seed=7)[1]["task_id"] for _ in range(3)]
+    b = [env.reset(seed=7)[1]["task_id"] for _ in range(3)]
+    assert a == b
+    task = env.unwrapped.tasks[3]
+    assert env.reset(options={"task_id": task.id})[1]["task_id"] == task.id
+    with pytest.raises(ValueError, match="unknown task_id"):
+        env.reset(options={"task_id": "nope"})
+
+
+def test_text_wrapper_turns_garbage_into_reward_zero_with_error():
+    env = TextActionWrapper(gym.make("genenv/BFCL-v0", category="simple_python").unwrapped)
+    env.reset(options={"task_index": 0})
+    obs, reward, terminated, truncated, info = env.step("I think the answer is 42 {")
+    assert reward == 0.0 and terminated and not truncated and info["success"] is False
+    assert "no tool call" in info["error"] and info["parsed_action"] is None
+    benv = TextActionWrapper(gym.make("genenv/Bamboogle-v0").unwrapped)
+    benv.reset(options={"task_index": 0})
+    _, reward, _, _, info = benv.step(12345)
+    assert reward == 0.0 and "expected model text" in info["error"]
+
+
+def test_structured_actions_drive_the_env_directly():
+    env = gym.make("genenv/BFCL-v0", category="simple_python").unwrapped
+    _, info = env.reset(options={"task_index": 0})
+    task = env.task
+    _, r, *_ = env.step(type(env).gold_action(task))
+    assert r == 1.0
+    env.reset(options={"task_index": 0})
+    _, r, *_, info = env.step([{"name": task.tools[0]["name"], "arguments": {}}])
+    assert r == 0.0 and "Missing required parameter" in info["error"]
+
+
+def test_task_json_and_verl_parquet_round_trip(tmp_path):
+    tasks = load_bfcl_tasks("parallel")[:3] + load_bamboogle_tasks()[:2]
+    for t in tasks:
+        assert Task.from_json(t.to_json()) == t
+    rows = [t.to_verl_row() for t in tasks]
+    assert rows[0]["data_source"] == "genenv/bfcl" and rows[0]["prompt"][0]["role"] == "system"
+    assert json.loads(rows[-1]["reward_model"]["ground_truth"]) == tasks[-1].gold
+    path = tmp_path / "train.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    back = pd.read_parquet(path).to_dict("records")
+    assert [Task.from_verl_row(r) for r in back] == tasks
+
+
+def test_data_sizes_match_sources_md_on_full_data():
+    n_bamboogle = len(load_bamboogle_tasks())
+    n_simple = len(load_bfcl_tasks("simple_python"))
+    if FULL_DATA:
+        assert (n_bamboogle, n_simple) == (125, 400)
+        assert len(load_bfcl_tasks("live_irrelevance")) == 884
+    else:  # packaged samples: the full Bamboogle set, the first 50 simple_python entries
+        assert (n_bamboogle, n_simple) == (125, 50)
+    tr, ho = load_bamboogle_tasks("train"), load_bamboogle_tasks("heldout")
+    assert len(tr) + len(ho) == n_bamboogle and not {t.id for t in tr} & {t.id for t in ho}
+    assert next(t for t in load_bamboogle_tasks() if t.id == "bamboogle_75").gold == "George VI"
+
+
+def test_missing_and_malformed_files_name_the_file_and_line(tmp_path):
+    with pytest.raises(DataError, match="missing data file .*bamboogle/test.jsonl"):
+        load_bamboogle_tasks(data_dir=str(tmp_path))
+    (tmp_path / "bamboogle").mkdir()
+    (tmp_path / "bamboogle" / "test.jsonl").write_text('{"idx": 1, "question": "q", "answer": "a"}\n{oops\n')
+    with pytest.raises(DataError, match="test.jsonl: line 2 is not valid JSON"):
+        load_bamboogle_tasks(data_dir=str(tmp_path))
+    (tmp_path / "bamboogle" / "test.jsonl").write_text('{"idx": 1, "question": "q"}\n')
+    with pytest.raises(DataError, match=r"line 1: missing field\(s\) \['answer'\]"):
+        load_bamboogle_tasks(data_dir=str(tmp_path))
+    with pytest.raises(DataError, match="not a directory"):
+        load_bamboogle_tasks(data_dir=str(tmp_path / "nope"))

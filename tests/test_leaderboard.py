@@ -1,0 +1,71 @@
+"""genenv-eval: result files and the table beside the paper's rows; the local and HTTP policies; genenv-envs."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from genenv.envs.cli import main as envs_main
+from genenv.eval.leaderboard import evaluate, main as eval_main
+from genenv.trainer.policies import OpenAIPolicy, Prompt, TransformersPolicy
+
+
+def test_oracle_leaderboard_writes_results_and_prints_the_paper_rows(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert eval_main(["--benchmarks", "bfcl,bamboogle", "--policy", "oracle", "--categories",
+                      "simple_python,parallel,irrelevance", "--limit", "10", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Qwen 2.5 7B Instruct (base) (paper) | 7.0 | 68.0" in printed and "GenEnv (paper)" in printed
+    assert "**oracle** (this run) | **100.0** | **100.0**" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert {m["key"]: m["value"] for m in summary["metrics"]}["bfcl/parallel/ast_accuracy"] == 1.0
+    assert summary["headlines"]["bamboogle"]["protocol"].startswith("exact match, closed-book")
+    rows = [json.loads(x) for x in (out / "tasks.jsonl").read_text().splitlines()]
+    assert len(rows) == 40 and all(r["reward"] == 1.0 for r in rows)
+    assert {"prompt", "raw_output", "parsed_action", "reward", "error"} <= rows[0].keys()
+    assert (out / "summary.csv").read_text().startswith("metric,value,n,protocol")
+    assert (out / "leaderboard.png").stat().st_size > 10_000
+
+
+def test_smollm2_evaluates_through_the_same_path(smollm2_dir):
+    policy = TransformersPolicy("smollm2", batch_size=4)
+    res = evaluate(policy, ["bfcl", "bamboogle"], limit=2, max_new_tokens=32, progress=False)
+    assert {m.key for m in res.metrics} >= {"bfcl/simple_python/ast_accuracy", "bamboogle/em", "bamboogle/f1"}
+    assert len(res.rows) == 4 and all(r["raw_output"] for r in res.rows)
+    assert all(t["tasks_per_second"] > 0 for t in res.timing.values())
+
+
+def test_openai_compatible_policy_speaks_real_http():
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body))
+            reply = {"choices": [{"message": {"content": f"Answer: reply {i}"}} for i in range(body["n"])]}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        policy = OpenAIPolicy(f"http://127.0.0.1:{server.server_port}/v1", "served-model")
+        out = policy.generate([Prompt([{"role": "user", "content": "hi"}])], n=2, temperature=0.5, max_new_tokens=9)
+    finally:
+        server.shutdown()
+    assert [g.text for g in out[0]] == ["Answer: reply 0", "Answer: reply 1"]
+    path, body = seen[0]
+    assert path == "/v1/chat/completions" and body["model"] == "served-model" and body["max_tokens"] == 9
+
+
+def test_genenv_envs_lists_envs_splits_and_sizes(capsys):
+    assert envs_main([]) == 0
+    out = capsys.readouterr().out
+    assert "genenv/BFCL-v0" in out and "genenv/Bamboogle-v0" in out
+    assert any(line.split()[-1] == "125" for line in out.splitlines() if "Bamboogle" in line and "split=test" in line)

@@ -1,0 +1,70 @@
+"""Reward math against hand-computed values: free-text similarity (Eq. 1), Eq. 3, the filter, GRPO advantages."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from genenv.rewards.env_reward import (absolute_zero_reward, alpha_curriculum_reward, difficulty_filter, env_reward,
+                                       rzero_reward)
+from genenv.rewards.text import exact_match, fuzz_ratio, normalize_answer, similarity, token_f1
+
+
+def test_squad_normalisation_em_and_f1_hand_values():
+    assert normalize_answer("The  Titan IIIE!") == "titan iiie"
+    assert exact_match("the George VI", "George VI\n") == 1.0
+    assert exact_match("George V", "George VI") == 0.0
+    # pred tokens {james, madison, president}, gold {james, madison}: P = 2/3, R = 1 -> F1 = 0.8
+    assert token_f1("President James Madison", "james madison") == pytest.approx(0.8)
+    assert token_f1("", "x") == 0.0
+    assert fuzz_ratio("Madison, James", "james madison") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="unknown free-text metric"):
+        similarity("a", "b", "bleu")
+
+
+def test_embedding_similarity_with_packaged_minilm():
+    close = similarity("The capital of France is Paris", "Paris is France's capital", "embedding")
+    far = similarity("The capital of France is Paris", "Quantum chromodynamics of gluons", "embedding")
+    assert 0.6 < close <= 1.0 and 0.0 <= far < 0.3
+
+
+def test_alpha_curriculum_reward_eq3_hand_values():
+    assert alpha_curriculum_reward(0.5) == pytest.approx(1.0)
+    assert alpha_curriculum_reward(0.25, alpha=0.5, beta=2.0) == pytest.approx(math.exp(-2 * 0.0625))  # 0.8825
+    assert alpha_curriculum_reward(1.0, alpha=0.5, beta=2.0) == pytest.approx(math.exp(-0.5))
+    assert alpha_curriculum_reward(0.0, alpha=0.3, beta=10.0) == pytest.approx(math.exp(-0.9))
+    np.testing.assert_allclose(alpha_curriculum_reward(np.array([0.5, 0.75])), [1.0, math.exp(-2 * 0.0625)])
+
+
+def test_difficulty_filter_band_and_boundaries():
+    assert difficulty_filter(0.5) and difficulty_filter(0.4) and difficulty_filter(0.6)
+    assert not difficulty_filter(0.375) and not difficulty_filter(0.625) and not difficulty_filter(1.0)
+    np.testing.assert_array_equal(difficulty_filter(np.array([0.0, 0.45, 0.7]), alpha=0.5, k_min=0.1),
+                                  [False, True, False])
+
+
+def test_other_environment_rewards_share_the_signature():
+    assert rzero_reward(0.5) == 1.0 and rzero_reward(0.25) == 0.5 and rzero_reward(1.0) == 0.0
+    assert absolute_zero_reward(0.25) == 0.75 and absolute_zero_reward(0.0) == 0.0 and absolute_zero_reward(1.0) == 0.0
+    assert env_reward("alpha_curriculum", 0.25, alpha=0.5, beta=2.0, lam=1.0) == pytest.approx(math.exp(-0.125))
+    with pytest.raises(ValueError, match="unknown environment reward"):
+        env_reward("nope", 0.5)
+
+
+def test_grpo_advantages_on_known_groups_come_from_verl():
+    from genenv.trainer.grpo import grpo_advantages, informative_groups
+
+    mask = torch.ones(6, 3)
+    mask[1, 2] = 0
+    adv = grpo_advantages([1, 0, 1, 0, 1, 1], ["a", "a", "a", "a", "b", "b"], mask)
+    # group a: mean 0.5, unbiased std sqrt(1/3) = 0.57735 -> +-0.8660; group b: all equal -> 0
+    expected = 0.5 / math.sqrt(1 / 3)
+    assert adv[0, 0].item() == pytest.approx(expected, rel=1e-4)
+    assert adv[1, 0].item() == pytest.approx(-expected, rel=1e-4)
+    assert adv[1, 2].item() == 0.0  # masked token
+    assert torch.all(adv[4:] == 0)
+    keep, kept, dropped = informative_groups([1, 0, 1, 0, 1, 1], ["a", "a", "a", "a", "b", "b"])
+    assert keep == [0, 1, 2, 3] and kept == 1 and dropped == 1
+    assert informative_groups([0.3], ["solo"]) == ([], 0, 1)

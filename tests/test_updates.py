@@ -1,0 +1,95 @@
+"""The GRPO and RWR updates (veRL functions) on a tiny random model: direction, group dropping, KL leash."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from genenv.trainer.backend import LocalBackend, RoleConfig
+from genenv.trainer.grpo import Sample
+from genenv.trainer.rwr import rwr_samples, rwr_weights
+from genenv.trainer.tokens import build_batch, response_logprobs
+
+
+@pytest.fixture()
+def backend(tiny_model_dir):
+    rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, kl_coef=0.0, micro_batch_size=2)
+    return LocalBackend({"agent": rc, "env": RoleConfig(model=str(tiny_model_dir), lr=1e-2)}, threads=1)
+
+
+def _logp(backend, samples):
+    batch = build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples], 0)
+    lp = response_logprobs(backend.models["agent"], batch, autocast_dtype=None)
+    return (lp * batch.batch["response_mask"]).sum(-1)
+
+
+def test_grpo_moves_log_probs_in_the_direction_of_the_advantages(backend):
+    prompt = [1, 17, 33, 48]
+    good, bad = [70, 71, 72, 2], [90, 91, 92, 2]
+    samples = [Sample(prompt, good, 1.0, "t"), Sample(prompt, bad, 0.0, "t"),
+               Sample(prompt, good, 1.0, "t"), Sample(prompt, bad, 0.0, "t"),
+               Sample(prompt, good, 0.5, "u"), Sample(prompt, bad, 0.5, "u")]  # group u: all equal
+    before = _logp(backend, samples[:2])
+    fp = backend.fingerprint("agent")
+    m = backend.update("agent", samples, "grpo")
+    after = _logp(backend, samples[:2])
+    assert m["groups_kept"] == 1 and m["groups_dropped"] == 1 and m["samples"] == 4 and not m["skipped"]
+    assert after[0] > before[0] and after[1] < before[1]
+    assert backend.fingerprint("agent") != fp
+
+
+def test_all_equal_groups_skip_the_update_without_touching_weights(backend):
+    fp = backend.fingerprint("agent")
+    m = backend.update("agent", [Sample([1, 2], [3, 2], 0.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")], "grpo")
+    assert m["skipped"] and m["groups_dropped"] == 1 and backend.fingerprint("agent") == fp
+
+
+def test_rwr_weights_and_update_raise_likelihood_of_weighted_samples(backend):
+    assert rwr_weights([0.0, 1.0], lam=1.0) == pytest.approx([1.0, 2.718281828])
+    samples = [Sample([1, 5, 6], [40, 41, 2], 0.9, "p0"), Sample([1, 5, 6], [50, 51, 2], 0.2, "p0"),
+               Sample([1, 5, 6], [60, 61, 2], 0.7, "p1")]
+    kept = rwr_samples(samples, [True, True, False])
+    assert [s.response_ids for s in kept] == [[40, 41, 2], [50, 51, 2]]
+    assert kept[0].weight == pytest.approx(2.459603111) and kept[1].weight == pytest.approx(1.221402758)
+    before = _logp(backend, kept)
+    m = backend.update("agent", kept, "rwr")
+    after = _logp(backend, kept)
+    assert not m["skipped"] and torch.all(after > before)
+
+
+def test_kl_leash_is_measured_against_the_frozen_reference(tiny_model_dir):
+    rc = RoleConfig(model=str(tiny_model_dir), lr=5e-2, kl_coef=1.0, micro_batch_size=4)
+    be = LocalBackend({"agent": rc, "env": rc}, threads=1)
+    samples = [Sample([1, 2, 3], [10 + i, 2], float(i % 2), "g") for i in range(4)]
+    first = be.update("agent", samples, "grpo")
+    second = be.update("agent", samples, "grpo")
+    assert first["kl"] == pytest.approx(0.0, abs=1e-6) and second["kl"] > 0.0
+
+
+def test_backend_save_and_load_restore_weights_and_optimizer(backend, tmp_path):
+    backend.update("agent", [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")], "grpo")
+    fp = {r: backend.fingerprint(r) for r in ("agent", "env")}
+    backend.save(tmp_path / "ckpt")
+    state = backend.optimizers["agent"].state_dict()["state"]
+    backend.load(tmp_path / "ckpt")
+    assert {r: backend.fingerprint(r) for r in ("agent", "env")} == pytest.approx(fp)
+    restored = backend.optimizers["agent"].state_dict()["state"]
+    assert restored.keys() == state.keys()
+    k = next(iter(state))
+    assert torch.equal(restored[k]["exp_avg"], state[k]["exp_avg"])
+
+
+def test_lora_backend_updates_only_the_adapter(tiny_model_dir, tmp_path):
+    rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)
+    be = LocalBackend({"agent": rc, "env": rc}, threads=1)
+    base = {n: p.detach().clone() for n, p in be.models["agent"].named_parameters() if "lora" not in n}
+    samples = [Sample([1, 2, 3], [10, 2], 1.0, "g"), Sample([1, 2, 3], [11, 2], 0.0, "g")]
+    be.update("agent", samples, "grpo")
+    m2 = be.update("agent", samples, "grpo")
+    assert m2["kl"] >= 0.0
+    for n, p in be.models["agent"].named_parameters():
+        if "lora" not in n:
+            assert torch.equal(p, base[n]), n
+    be.save(tmp_path / "c")
+    fp = be.fingerprint("agent")
+    be.load(tmp_path / "c")
+    assert be.fingerprint("agent") == pytest.approx(fp)
