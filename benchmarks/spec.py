@@ -11,8 +11,8 @@ A :class:`BenchmarkSpec` ties a registered environment (``envs/``) to
 """
 from __future__ import annotations
 
+import abc
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -41,21 +41,20 @@ class Metric:
     protocol: str
 
 
-_JSON_OBJECT_RE = re.compile(r"\{.*\}", re.DOTALL)
-
-
 def extract_json_object(text: str) -> dict[str, Any] | Rejection:
-    """The JSON object in generated text (the outermost ``{...}``, optionally in a code fence), strictly parsed.
+    """The first complete JSON object in generated text, strictly parsed.
 
-    Returns a :class:`Rejection` (``no_json`` / ``invalid_json`` / ``not_object``) instead of raising.
+    Scans to the first ``{`` and decodes one value with :meth:`json.JSONDecoder.raw_decode` (standard JSON, no
+    repair); text after the object (small models often add stray braces or commentary) is ignored. Returns a
+    :class:`Rejection` (``no_json`` / ``invalid_json`` / ``not_object``) instead of raising.
     """
     if not isinstance(text, str) or len(text) > 20_000:
         return Rejection("no_json", "output is not a string or is too long")
-    match = _JSON_OBJECT_RE.search(text)
-    if not match:
+    start = text.find("{")
+    if start < 0:
         return Rejection("no_json", "no {...} object in the output")
     try:
-        obj = json.loads(match.group(0))
+        obj, _ = json.JSONDecoder().raw_decode(text, start)
     except (json.JSONDecodeError, RecursionError) as exc:
         return Rejection("invalid_json", str(exc)[:200])
     if not isinstance(obj, dict):
@@ -63,7 +62,7 @@ def extract_json_object(text: str) -> dict[str, Any] | Rejection:
     return obj
 
 
-class BenchmarkSpec:
+class BenchmarkSpec(abc.ABC):
     """Base class; one subclass per benchmark, registered in :mod:`genenv.benchmarks.registry`.
 
     Class attributes: ``name`` (registry key, equal to the env's ``benchmark``), ``baseline_column`` (column of
@@ -90,13 +89,13 @@ class BenchmarkSpec:
         """The ``(label, loader options)`` units a leaderboard run evaluates; one unit by default."""
         return [(self.name, dict(options))]
 
+    @abc.abstractmethod
     def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
         """Labelled metrics of one unit's trajectories."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         """The one metric printed beside the paper's column (with its protocol label)."""
-        raise NotImplementedError
 
     # ----- task generation -----
     def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float) -> list[dict[str, str]]:
@@ -123,13 +122,13 @@ class BenchmarkSpec:
         """Whether ``task`` can serve as a demonstration in the generation prompt (all tasks by default)."""
         return True
 
+    @abc.abstractmethod
     def as_generation(self, task: Task) -> dict[str, Any]:
         """``task`` in the JSON format the environment policy must produce (used for the demonstrations)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
         """Parse and validate one generation into a :class:`Task` (origin ``generated``) or a :class:`Rejection`."""
-        raise NotImplementedError
 
     def dedup_text(self, task: Task) -> str:
         """The text compared for near-duplicates (the prompt by default)."""

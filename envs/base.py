@@ -11,6 +11,7 @@ Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_mes
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,7 +29,7 @@ class InvalidAction:
     raw: str = ""
 
 
-class TaskEnv(gym.Env):
+class TaskEnv(gym.Env, abc.ABC):
     """A single-step episode over a fixed list of tasks.
 
     Args:
@@ -70,33 +71,33 @@ class TaskEnv(gym.Env):
 
     # ----- to implement per benchmark -----
     @classmethod
+    @abc.abstractmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, **kwargs: Any) -> list[Task]:
         """Load the benchmark's tasks of ``split`` from the data directory."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def render_messages(cls, task: Task) -> list[dict[str, str]]:
         """Chat messages (``[{"role", "content"}]``) that present ``task`` to a chat model."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def parse_action(cls, text: str) -> Any:
         """Turn raw model text into this env's action, or an :class:`InvalidAction` with the reason."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
         """Reward in [0, 1] and ``info`` (with ``success`` and ``error``) of ``action`` on ``task``."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def gold_action(cls, task: Task) -> Any:
         """The action that solves ``task`` (the oracle policy's action)."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def gold_text(cls, task: Task) -> str:
         """The gold action as model text that :meth:`parse_action` turns back into :meth:`gold_action`."""
-        raise NotImplementedError
 
     def make_action_space(self) -> gym.Space:
         """The action space; free-text envs use :class:`UnicodeText`."""

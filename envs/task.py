@@ -53,7 +53,7 @@ class Task:
 
     def to_json(self) -> str:
         """One-line JSON string; :meth:`from_json` inverts it exactly."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+        return json.dumps(self.to_dict(), ensure_ascii=False)  # key order kept: prompts render dicts in order
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Task":

@@ -28,7 +28,8 @@ from genenv.trainer.tokens import build_batch, response_logprobs
 class Sample:
     """One scored sequence for an update: token ids, scalar ``reward`` and its group key ``uid``.
 
-    ``weight`` is used by RWR (``exp(λ·R)``), ``loss_mask`` = False keeps the sample out of the loss.
+    ``weight`` is used by RWR (``exp(λ·R)``); ``response_mask`` (multi-turn episodes) marks the policy's own
+    tokens with 1 and environment tokens with 0 (``None``: every response token is the policy's).
     """
 
     prompt_ids: list[int]
@@ -36,6 +37,7 @@ class Sample:
     reward: float
     uid: str
     weight: float = 1.0
+    response_mask: list[int] | None = None
 
 
 def grpo_advantages(rewards: Sequence[float], uids: Sequence[str], response_mask: torch.Tensor,
@@ -99,7 +101,8 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
         if not samples:
             return metrics
     batch = build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples], pad_id,
-                        non_tensors={"uid": [s.uid for s in samples]})
+                        non_tensors={"uid": [s.uid for s in samples]},
+                        response_masks=[s.response_mask for s in samples])
     mask = batch.batch["response_mask"].float()
     if mode == "grpo":
         adv = grpo_advantages([s.reward for s in samples], [s.uid for s in samples], batch.batch["response_mask"])

@@ -204,9 +204,18 @@ class CoEvolutionTrainer:
         new_tasks = [r["task"] for r in records if r["task"] is not None]
         batch = new_tasks + self.pool.sample(max(0, cfg.agent.batch_tasks - len(new_tasks)), self.rng)
         stats: dict[str, float] = {}
-        trajs = rollout_tasks(batch, self.backend.policy("agent"), n=cfg.agent.n, temperature=cfg.agent.temperature,
-                              max_new_tokens=cfg.agent.max_new_tokens, env_kwargs=self._env_kwargs(),
-                              stats=stats)
+        if cfg.agent.get("rollout", "direct") == "agent_loop":  # multi-turn path: veRL agent loop, one episode each
+            from genenv.trainer.agent_loop import rollout_agent_loop
+
+            t_roll = time.perf_counter()
+            trajs = rollout_agent_loop(batch, self.backend.policy("agent"), n=cfg.agent.n,
+                                       temperature=cfg.agent.temperature, max_new_tokens=cfg.agent.max_new_tokens,
+                                       env_kwargs=self._env_kwargs(), max_turns=cfg.agent.get("max_turns", 8))
+            stats["generate_seconds"] = time.perf_counter() - t_roll  # env steps interleave with generation here
+        else:
+            trajs = rollout_tasks(batch, self.backend.policy("agent"), n=cfg.agent.n,
+                                  temperature=cfg.agent.temperature, max_new_tokens=cfg.agent.max_new_tokens,
+                                  env_kwargs=self._env_kwargs(), stats=stats)
         timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
         timing["reward"] = stats.get("reward_seconds", 0.0)
         agent_tokens = sum(len(t.response_ids) for t in trajs)
@@ -246,7 +255,8 @@ class CoEvolutionTrainer:
         timing["env_update"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()
-        agent_samples = [Sample(t.prompt_ids, t.response_ids, t.reward, t.task.id) for t in trajs if t.response_ids]
+        agent_samples = [Sample(t.prompt_ids, t.response_ids, t.reward, t.task.id,
+                                response_mask=t.info.get("response_mask")) for t in trajs if t.response_ids]
         agent_metrics = self.backend.update("agent", agent_samples, "grpo")
         timing["agent_update"] = time.perf_counter() - t3
 

@@ -15,8 +15,12 @@ import torch
 
 
 def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
-                tensors: dict[str, torch.Tensor] | None = None, non_tensors: dict[str, Sequence[Any]] | None = None):
+                tensors: dict[str, torch.Tensor] | None = None, non_tensors: dict[str, Sequence[Any]] | None = None,
+                response_masks: Sequence[Sequence[int] | None] | None = None):
     """Pad token lists into a ``DataProto`` (see module docstring for keys and shapes).
+
+    ``response_masks`` (optional, per sample, ``None`` = all ones) zero out environment tokens of multi-turn
+    responses in ``response_mask``; ``attention_mask`` still covers them.
 
     Raises:
         ValueError: lengths differ, or a response is empty.
@@ -36,8 +40,14 @@ def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequ
         prompts[i, P - len(p):] = torch.tensor(list(p))
         pmask[i, P - len(p):] = 1
         responses[i, :len(r)] = torch.tensor(list(r))
-        rmask[i, :len(r)] = 1
-    attention = torch.cat([pmask, rmask], dim=1)
+        own = response_masks[i] if response_masks is not None and response_masks[i] is not None else None
+        if own is not None and len(own) != len(r):
+            raise ValueError(f"response mask of sample {i} has {len(own)} entries for {len(r)} tokens")
+        rmask[i, :len(r)] = torch.tensor(list(own)) if own is not None else 1
+    amask = torch.zeros((B, R), dtype=torch.long)
+    for i, r in enumerate(response_ids):
+        amask[i, :len(r)] = 1
+    attention = torch.cat([pmask, amask], dim=1)
     data = {"prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], dim=1),
             "attention_mask": attention, "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
             "response_mask": rmask, **(tensors or {})}
