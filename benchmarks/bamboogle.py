@@ -31,6 +31,7 @@ class BamboogleSpec(BenchmarkSpec):
                 Metric("bamboogle/reward", reward, n, "mean agent reward (configured free-text similarity)")]
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """Exact match (the number placed beside the paper's Bamboogle column)."""
         return next((m for m in metrics if m.key == "bamboogle/em"), None)
 
     generation_system_prompt = (

@@ -88,6 +88,11 @@ class BamboogleEnv(TaskEnv):
             return InvalidAction(str(exc), text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
+        """Reward = the configured similarity of the answer string to the gold answer; ``success`` = SQuAD EM.
+
+        Raises:
+            TypeError: the action is not a string (the base class scores that 0 with the reason).
+        """
         if not isinstance(action, str):
             raise TypeError(f"Bamboogle actions are answer strings, got {type(action).__name__}")
         em = exact_match(action, task.gold)
@@ -98,13 +103,16 @@ class BamboogleEnv(TaskEnv):
         return float(reward), {"success": bool(em), "em": em, "f1": f1, "metric": self.metric, "answer": action}
 
     def score_invalid(self, task: Task, action: InvalidAction) -> tuple[float, dict[str, Any]]:
+        """An unparseable answer: reward 0, EM and F1 0, the parser's reason in ``error``."""
         return 0.0, {"success": False, "em": 0.0, "f1": 0.0, "metric": self.metric, "answer": "",
                      "error": action.reason}
 
     @classmethod
     def gold_action(cls, task: Task) -> str:
+        """The gold answer string."""
         return task.gold
 
     @classmethod
     def gold_text(cls, task: Task) -> str:
+        """``Answer: <gold>``, the demonstrated answer format."""
         return f"Answer: {task.gold}"

@@ -242,6 +242,7 @@ class BFCLEnv(TaskEnv):
         return load_bfcl_tasks(category=category, split=split, data_dir=data_dir)
 
     def make_action_space(self) -> ToolCallSpace:
+        """Lists of calls; ``sample()`` calls the functions of the served tasks."""
         names = sorted({f["name"] for t in self.tasks for f in t.tools})
         return ToolCallSpace(names)
 
@@ -279,6 +280,7 @@ class BFCLEnv(TaskEnv):
             return InvalidAction(str(exc), text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
+        """1.0 iff bfcl-eval's checker accepts the calls (see :func:`genenv.rewards.bfcl.bfcl_check`)."""
         calls = as_tool_calls(action)
         return self._result(task, [c.to_bfcl() for c in calls], "")
 

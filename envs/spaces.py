@@ -46,6 +46,7 @@ class ToolCallSpace(spaces.Space):
 
     @property
     def is_np_flattenable(self) -> bool:
+        """Tool calls have no fixed-size array form."""
         return False
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[ToolCall]:

@@ -18,7 +18,7 @@ def leaderboard_markdown(result, data_dir: str | None = None) -> str:
     cols = [get_benchmark(b).baseline_column for b in benches]
     lines = ["| model | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
     for _, row in base.iterrows():
-        lines.append(f"| {row['model']} (paper) | " + " | ".join(f"{row[c]:.1f}" for c in cols) + " |")
+        lines.append(f"| {_paper_label(row['model'])} | " + " | ".join(f"{row[c]:.1f}" for c in cols) + " |")
     lines.append(f"| **{result.policy}** (this run) | "
                  + " | ".join(f"**{100 * result.headlines[b].value:.1f}**" for b in benches) + " |")
     lines.append("")
@@ -31,6 +31,10 @@ def leaderboard_markdown(result, data_dir: str | None = None) -> str:
     for m in result.metrics:
         lines.append(f"| {m.key} | {100 * m.value:.1f} | {m.n} | {m.protocol} |")
     return "\n".join(lines)
+
+
+def _paper_label(model: str) -> str:
+    return model if "(paper)" in model else f"{model} (paper)"
 
 
 def write_results(result, out: Path, data_dir: str | None = None, split: str = "test") -> None:
@@ -67,14 +71,15 @@ def plot_leaderboard(result, path: Path, data_dir: str | None = None) -> None:
                              squeeze=False)
     for ax, b in zip(axes[0], benches):
         col = get_benchmark(b).baseline_column
-        names = [f"{m} (paper)" for m in base["model"]] + [f"{result.policy} (this run)"]
+        names = [_paper_label(m) for m in base["model"]] + [f"{result.policy} (this run)"]
         values = list(base[col]) + [100 * result.headlines[b].value]
         colors = ["#b0b0b0"] * len(base) + ["#d62728"]
         ax.barh(names, values, color=colors)
         ax.invert_yaxis()
         ax.set_xlim(0, 100)
         ax.set_xlabel("score (%)")
-        ax.set_title(f"{b}\nthis run: {result.headlines[b].protocol[:60]}", fontsize=8)
+        ax.set_title(f"{b} — grey: paper Table 1 ({get_benchmark(b).paper_protocol})\n"
+                     f"red: this run ({result.headlines[b].protocol})", fontsize=7, wrap=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -15,7 +15,7 @@ def test_oracle_leaderboard_writes_results_and_prints_the_paper_rows(tmp_path, c
     assert eval_main(["--benchmarks", "bfcl,bamboogle", "--policy", "oracle", "--categories",
                       "simple_python,parallel,irrelevance", "--limit", "10", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "Qwen 2.5 7B Instruct (base) (paper) | 7.0 | 68.0" in printed and "GenEnv (paper)" in printed
+    assert "Qwen 2.5 7B Instruct (base) (paper) | 7.0 | 68.0" in printed and "| GenEnv (paper) | 41.8 | 76.0 |" in printed
     assert "**oracle** (this run) | **100.0** | **100.0**" in printed
     summary = json.loads((out / "summary.json").read_text())
     assert {m["key"]: m["value"] for m in summary["metrics"]}["bfcl/parallel/ast_accuracy"] == 1.0

@@ -98,6 +98,8 @@ class LocalGenerateClient:
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
                        **_: Any) -> TokenOutput:
+        """Queue the request; it is generated with the others of this event-loop tick. Returns veRL's
+        :class:`TokenOutput` (response token ids, ending with the stop token when the model stopped)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self._pending.append((list(prompt_ids), dict(sampling_params), fut))

@@ -32,15 +32,19 @@ class Backend(Protocol):
         """A :class:`~genenv.trainer.policies.Policy` that samples from the role's current weights."""
 
     def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+        """One :func:`~genenv.trainer.grpo.policy_update` of the role, then a refresh of its sampling copy."""
         """One update of the role on scored samples (``mode``: ``"grpo"`` or ``"rwr"``); returns metrics."""
 
     def save(self, path: Path) -> None:
+        """Write ``<path>/<role>/`` (weights or LoRA adapter, tokenizer, ``optimizer.pt``) and ``backend.json``."""
         """Write both policies and their optimiser states under ``path``."""
 
     def load(self, path: Path) -> None:
+        """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model)."""
         """Restore what :meth:`save` wrote."""
 
     def fingerprint(self, role: str) -> float:
+        """Sum of squares of the trainable weights (float64): changes whenever an update changed them."""
         """A scalar that changes whenever the role's trainable weights change (sum of squares)."""
 
 
@@ -133,6 +137,7 @@ class LocalBackend:
                     dst.copy_(src)
 
     def policy(self, role: str) -> TransformersPolicy:
+        """The role's sampling policy (its bf16 copy, kept in sync with the master weights)."""
         return self.policies[role]
 
     def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:

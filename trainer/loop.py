@@ -368,8 +368,10 @@ def build_backend(cfg):
     if cfg.engine != "local":
         raise ValueError(f"engine {cfg.engine!r} is not available; this build has 'local'")
     roles = {role: RoleConfig(**dict(cfg[role].policy)) for role in ("agent", "env")}
-    return LocalBackend(roles, device=cfg.device, autocast_dtype=cfg.get("autocast_dtype"),
-                        threads=cfg.get("threads"))
+    device = cfg.device
+    if device == "auto":  # one GPU when present, else the CPU
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return LocalBackend(roles, device=device, autocast_dtype=cfg.get("autocast_dtype"), threads=cfg.get("threads"))
 
 
 def _jsonable(state):

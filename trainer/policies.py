@@ -54,6 +54,7 @@ class OraclePolicy:
 
     def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
                  max_new_tokens: int = 256) -> list[list[Generation]]:
+        """``n`` copies of each prompt's gold text. Raises ``ValueError`` for a prompt without its task."""
         from genenv.envs.registry import env_entry
 
         out = []
@@ -174,6 +175,7 @@ class OpenAIPolicy:
 
     def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
                  max_new_tokens: int = 256) -> list[list[Generation]]:
+        """One ``POST /chat/completions`` per prompt with ``n`` choices (text only, no token ids)."""
         import requests
 
         out = []
