@@ -68,6 +68,7 @@ class TaskEnv(gym.Env, abc.ABC):
         self.action_space = self.make_action_space()
         self.task: Task | None = None
         self._last: dict[str, Any] = {}
+        self._messages: dict[str, list[dict[str, str]]] = {}
 
     # ----- to implement per benchmark -----
     @classmethod
@@ -120,7 +121,9 @@ class TaskEnv(gym.Env, abc.ABC):
             idx = int(self.np_random.integers(len(self.tasks)))
         self.task = self.tasks[idx]
         self._last = {}
-        messages = self.render_messages(self.task)
+        if self.task.id not in self._messages:  # rendered once per task (resets repeat for n rollouts)
+            self._messages[self.task.id] = self.render_messages(self.task)
+        messages = [dict(m) for m in self._messages[self.task.id]]
         info = {"task_id": self.task.id, "messages": messages, "tools": self.task.tools}
         return messages[-1]["content"], info
 

@@ -226,7 +226,7 @@ class CoEvolutionTrainer:
             rewards_by_task.setdefault(t.task.id, []).append(t.reward)
         p_hat = {tid: float(np.mean(rs)) for tid, rs in rewards_by_task.items()}
         cur = cfg.curriculum
-        env_samples, in_band, r_env_all = [], [], []
+        env_samples, in_band, admitted, r_env_all = [], [], [], []
         for r in records:
             gen = r["generation"]
             if r["task"] is None:
@@ -239,6 +239,7 @@ class CoEvolutionTrainer:
             if gen.response_ids:
                 env_samples.append(Sample(gen.prompt_ids, gen.response_ids, reward, f"prompt-{r['prompt_index']}"))
                 in_band.append(keep)
+                admitted.append(r["task"] is not None)
         timing["reward"] += time.perf_counter() - t1
 
         t2 = time.perf_counter()
@@ -246,9 +247,8 @@ class CoEvolutionTrainer:
         mode = cfg.env_update.mode
         if mode == "rwr":
             env_metrics = self.backend.update("env", rwr_samples(env_samples, in_band, cur.lam), "rwr")
-        elif mode == "grpo":
-            kept = [s for s, keep, rec in zip(env_samples, in_band, [r for r in records if r["generation"].response_ids])
-                    if keep or rec["task"] is None]
+        elif mode == "grpo":  # rejected generations (R_env 0) and in-band admitted ones; out-of-band ones sit out
+            kept = [s for s, keep, adm in zip(env_samples, in_band, admitted) if keep or not adm]
             env_metrics = self.backend.update("env", kept, "grpo")
         elif mode != "none":
             raise ValueError(f"env_update.mode must be rwr, grpo or none, got {mode!r}")

@@ -25,6 +25,13 @@ def plot_run(run_dir: Path) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a genenv-train run directory?")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    alpha, k_min = 0.5, 0.1
+    if (Path(run_dir) / "config.yaml").is_file():
+        from omegaconf import OmegaConf
+
+        cur = OmegaConf.load(Path(run_dir) / "config.yaml").curriculum
+        alpha, k_min = float(cur.alpha), float(cur.k_min)
+    from matplotlib.ticker import MaxNLocator
     its = [r["iteration"] for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     hist = np.array([r["p_hat/histogram"] for r in rows], dtype=float)
@@ -32,7 +39,8 @@ def plot_run(run_dir: Path) -> Path:
     ax = axes[0]
     im = ax.imshow(share.T, origin="lower", aspect="auto", extent=[min(its) - 0.5, max(its) + 0.5, 0, 1],
                    cmap="viridis")
-    ax.axhspan(0.4, 0.6, color="white", alpha=0.15)
+    ax.axhspan(max(0.0, alpha - k_min), min(1.0, alpha + k_min), color="white", alpha=0.15,
+               label=f"α band {alpha:g}±{k_min:g}")
     ax.plot(its, [r["p_hat/mean"] for r in rows], "w.-", label="mean p̂")
     ax.set(xlabel="iteration", ylabel="success rate p̂", title="p̂ distribution of rolled-out tasks (α band shaded)")
     fig.colorbar(im, ax=ax, label="share of tasks")
@@ -55,6 +63,8 @@ def plot_run(run_dir: Path) -> Path:
     ax2.set_ylabel("generations this iteration")
     ax.legend(loc="upper left")
     ax2.legend(loc="lower right")
+    for a in axes:
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     out = Path(run_dir) / "curriculum.png"
     fig.savefig(out, dpi=110)
