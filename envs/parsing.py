@@ -157,7 +157,7 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
                 except ActionParseError as exc:
                     errors.append(str(exc))
                 except (ValueError, SyntaxError, TypeError):
-                    pass
+                    continue  # not this surface form: try the next parser / candidate
     except ActionParseError:
         raise
     except (json.JSONDecodeError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
