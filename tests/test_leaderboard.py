@@ -52,7 +52,7 @@ def test_openai_compatible_policy_speaks_real_http():
             self.wfile.write(data)
 
         def log_message(self, *args):
-            pass
+            """Keep the test output quiet (BaseHTTPRequestHandler logs every request to stderr)."""
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -94,17 +94,20 @@ class TaskPool:
 
     @classmethod
     def load(cls, path: Path) -> "TaskPool":
-        """Read a pool written by :meth:`save`; raises ``ValueError`` naming the line on a malformed entry."""
+        """Read a pool written by :meth:`save`.
+
+        Raises:
+            DataError: a line is not JSON (from :func:`genenv.envs.data.iter_jsonl`).
+            ValueError: a line is JSON but not a pool entry (names file and line).
+        """
+        from genenv.envs.data import iter_jsonl
+
         pool = cls()
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                    task = Task.from_dict(rec["task"])
-                except (json.JSONDecodeError, KeyError, ValueError) as exc:
-                    raise ValueError(f"{path}: line {lineno} is not a pool entry ({exc})") from exc
-                pool.add(task)
-                pool.entries[task.id].p_hat_history = [tuple(x) for x in rec.get("p_hat_history", [])]
+        for lineno, rec in iter_jsonl(Path(path)):
+            try:
+                task = Task.from_dict(rec["task"])
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ValueError(f"{path}: line {lineno} is not a pool entry ({exc})") from exc
+            pool.add(task)
+            pool.entries[task.id].p_hat_history = [tuple(x) for x in rec.get("p_hat_history", [])]
         return pool
