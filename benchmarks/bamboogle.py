@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from genenv.benchmarks.registry import register_benchmark
 from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object
 from genenv.envs.task import Task
 
 MAX_ANSWER_WORDS = 12  # "a short answer": longer answers are rejected as not_short
 
 
+@register_benchmark
 class BamboogleSpec(BenchmarkSpec):
     """Bamboogle: 125 two-hop questions with short answers (Press et al. 2022)."""
 
@@ -16,6 +18,7 @@ class BamboogleSpec(BenchmarkSpec):
     baseline_column = "bamboogle"
     paper_protocol = "ToolRL: multi-round Google search tool, answers judged by GPT-4o"
     seed_options: dict[str, Any] = {}
+    rejection_reasons = ("missing_fields", "empty_field", "answer_not_short", "answer_in_question")
     PROTOCOL = "closed-book, SQuAD-normalised (no search tool, no LLM judge)"
 
     def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:

@@ -8,10 +8,10 @@ types), and (5) no near-duplicate in the pool.
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Sequence
 
+from genenv.benchmarks.registry import register_benchmark
 from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object
 from genenv.envs.bfcl import SINGLE_TURN_CATEGORIES
 from genenv.envs.task import Task
@@ -70,6 +70,7 @@ def schema_problem(fn: Any) -> str | None:
     return None
 
 
+@register_benchmark
 class BFCLSpec(BenchmarkSpec):
     """BFCL single-turn (AST) categories."""
 
@@ -77,6 +78,7 @@ class BFCLSpec(BenchmarkSpec):
     baseline_column = "bfcl"
     paper_protocol = "BFCL multi-turn long-context subset, each turn scored independently"
     seed_options: dict[str, Any] = {"category": "simple_python"}
+    rejection_reasons = ("missing_fields", "bad_schema", "bad_answer", "gold_type_mismatch", "gold_fails_checker")
 
     def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """One unit per category (``options["category"]``: a name, a comma list, or ``"all"``)."""

@@ -1,16 +1,59 @@
-"""The one benchmark registry: name → :class:`~genenv.benchmarks.spec.BenchmarkSpec` instance."""
+"""The one benchmark registry: name → :class:`~genenv.benchmarks.spec.BenchmarkSpec` instance.
+
+A spec module registers its class with :func:`register_benchmark`; :func:`discover` imports every module of the
+``genenv.benchmarks`` package once, so adding a benchmark edits nothing here.
+"""
 from __future__ import annotations
 
-from genenv.benchmarks.bamboogle import BamboogleSpec
-from genenv.benchmarks.bfcl import BFCLSpec
+import importlib
+import logging
+import pkgutil
+
 from genenv.benchmarks.spec import BenchmarkSpec
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {spec.name: spec for spec in (BFCLSpec(), BamboogleSpec())}
+log = logging.getLogger(__name__)
+
+BENCHMARKS: dict[str, BenchmarkSpec] = {}
+IMPORT_ERRORS: dict[str, str] = {}
+_discovered = False
+
+
+def register_benchmark(cls: type[BenchmarkSpec]) -> type[BenchmarkSpec]:
+    """Class decorator: instantiate the spec and register it under ``cls.name``.
+
+    Raises:
+        ValueError: empty ``name``, or the name is taken by another class.
+    """
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} must set the class attribute 'name'")
+    other = BENCHMARKS.get(cls.name)
+    if other is not None and type(other).__qualname__ != cls.__qualname__:
+        raise ValueError(f"benchmark {cls.name!r} already registered by {type(other).__qualname__}")
+    BENCHMARKS[cls.name] = cls()
+    return cls
+
+
+def discover() -> dict[str, BenchmarkSpec]:
+    """Import every module of ``genenv.benchmarks`` once; failures are logged in :data:`IMPORT_ERRORS`."""
+    global _discovered
+    if not _discovered:
+        _discovered = True
+        package = importlib.import_module("genenv.benchmarks")
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("_"):
+                continue
+            try:
+                importlib.import_module(f"genenv.benchmarks.{info.name}")
+            except ImportError as exc:
+                IMPORT_ERRORS[info.name] = str(exc)
+                log.warning("genenv.benchmarks.%s not loaded: %s", info.name, exc)
+    return BENCHMARKS
 
 
 def get_benchmark(name: str) -> BenchmarkSpec:
     """The spec registered as ``name``; raises ``KeyError`` listing the registered names."""
     try:
-        return BENCHMARKS[name]
+        return discover()[name]
     except KeyError:
-        raise KeyError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}") from None
+        failed = f"; modules that failed to import: {IMPORT_ERRORS}" if IMPORT_ERRORS else ""
+        raise KeyError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}{failed}") from None

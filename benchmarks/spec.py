@@ -63,17 +63,25 @@ def extract_json_object(text: str) -> dict[str, Any] | Rejection:
 
 
 class BenchmarkSpec(abc.ABC):
-    """Base class; one subclass per benchmark, registered in :mod:`genenv.benchmarks.registry`.
+    """Base class; one subclass per benchmark, registered with :func:`genenv.benchmarks.registry.register_benchmark`.
 
     Class attributes: ``name`` (registry key, equal to the env's ``benchmark``), ``baseline_column`` (column of
-    the paper's Table 1), ``paper_protocol`` (what that column measures), ``seed_options`` (loader options of
-    the default training pool).
+    the paper's Table 1; empty or absent from the table: the leaderboard prints "—"), ``paper_protocol`` (what
+    that column measures), ``seed_options`` (loader options of the default training pool),
+    ``rejection_reasons`` (the spec's own reasons; :attr:`all_rejection_reasons` adds the shared ones).
     """
 
     name: str = ""
     baseline_column: str = ""
     paper_protocol: str = ""
     seed_options: dict[str, Any] = {}
+    rejection_reasons: tuple[str, ...] = ()
+    COMMON_REJECTION_REASONS = ("no_json", "invalid_json", "not_object", "near_duplicate")
+
+    @property
+    def all_rejection_reasons(self) -> tuple[str, ...]:
+        """Every reason a generation of this benchmark can be rejected for (the metrics' vocabulary)."""
+        return self.COMMON_REJECTION_REASONS + tuple(self.rejection_reasons)
 
     @property
     def env_class(self) -> type:

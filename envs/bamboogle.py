@@ -17,6 +17,7 @@ from typing import Any
 from genenv.envs.base import InvalidAction, TaskEnv
 from genenv.envs.data import benchmark_file, iter_jsonl, require_fields, resolve_data_dir
 from genenv.envs.parsing import ActionParseError, parse_free_text
+from genenv.envs.registry import register_env
 from genenv.envs.task import Task
 from genenv.rewards.text import exact_match, similarity, token_f1
 
@@ -52,6 +53,7 @@ def load_bamboogle_tasks(split: str | None = "test", data_dir: str | None = None
     return tasks
 
 
+@register_env("genenv/Bamboogle-v0", tuple({"split": s} for s in SPLITS))
 class BamboogleEnv(TaskEnv):
     """``genenv/Bamboogle-v0``: one question per episode, the action is the answer text.
 
@@ -113,6 +115,6 @@ class BamboogleEnv(TaskEnv):
         return task.gold
 
     @classmethod
-    def gold_text(cls, task: Task) -> str:
+    def gold_text(cls, task: Task, turn: int = 0) -> str:
         """``Answer: <gold>``, the demonstrated answer format."""
         return f"Answer: {task.gold}"

@@ -1,13 +1,16 @@
-"""Base class of the single-step benchmark environments (BFCL single-turn, Bamboogle closed-book).
+"""Base classes of the benchmark environments: single-step :class:`TaskEnv` and multi-step :class:`MultiStepTaskEnv`.
 
 An episode is one :class:`~genenv.envs.task.Task`: ``reset`` picks a task and returns its prompt as the
-observation; ``step(action)`` scores the action against the gold answer and terminates. The environment takes
+observation. In a single-step env (BFCL single-turn, Bamboogle) ``step(action)`` scores the action against the
+gold answer and terminates; in a multi-step env (text games) ``step`` advances the episode's state and returns the
+next observation until the task is won, lost, or ``max_steps`` truncates it. The environment takes
 *structured* actions (a list of tool calls) or *free text* (a string); :class:`~genenv.envs.wrappers.TextActionWrapper`
 turns raw model text into them through :meth:`TaskEnv.parse_action`, and a parse failure arrives here as an
 :class:`InvalidAction`, scored 0 with ``info["error"]``.
 
 Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_messages`, :meth:`parse_action`,
-:meth:`score` and :meth:`gold_action` (the oracle's action, used to prove env and reward agree).
+:meth:`gold_action` / :meth:`gold_text` (the oracle's action, used to prove env and reward agree), and either
+:meth:`TaskEnv.score` (single-step) or :meth:`MultiStepTaskEnv.start` / :meth:`MultiStepTaskEnv.transition`.
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ class TaskEnv(gym.Env, abc.ABC):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     benchmark: ClassVar[str] = ""
     action_kind: ClassVar[str] = "structured"
+    multi_step: ClassVar[bool] = False
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, **load_kwargs: Any):
@@ -93,12 +97,13 @@ class TaskEnv(gym.Env, abc.ABC):
     @classmethod
     @abc.abstractmethod
     def gold_action(cls, task: Task) -> Any:
-        """The action that solves ``task`` (the oracle policy's action)."""
+        """The action that solves ``task`` (the oracle policy's action); multi-step envs: the list of actions."""
 
     @classmethod
     @abc.abstractmethod
-    def gold_text(cls, task: Task) -> str:
-        """The gold action as model text that :meth:`parse_action` turns back into :meth:`gold_action`."""
+    def gold_text(cls, task: Task, turn: int = 0) -> str:
+        """The gold action of ``turn`` (0-based; single-step envs have only turn 0) as model text that
+        :meth:`parse_action` turns back into the gold action."""
 
     def make_action_space(self) -> gym.Space:
         """The action space; free-text envs use :class:`UnicodeText`."""
@@ -155,3 +160,87 @@ class TaskEnv(gym.Env, abc.ABC):
         if self._last:
             text += f"\n-> reward {self._last['reward']:.3f} {self._last.get('error', '')}"
         return text
+
+
+class MultiStepTaskEnv(TaskEnv):
+    """An episode of several steps over one task (a text game, a multi-turn tool session).
+
+    Subclasses implement :meth:`start` (set up the episode's state for ``self.task``) and :meth:`transition`
+    (apply one parsed action); :meth:`score` is not used. The base class counts steps, truncates at
+    ``max_steps``, and turns an :class:`InvalidAction` into an observation that says what was wrong (reward 0,
+    ``info["error"]``, the episode goes on and the step counts). ``info`` after each step: ``success``,
+    ``error``, ``steps``, ``task_id`` and the subclass's fields.
+
+    Args:
+        max_steps: steps before truncation (default: the class's ``default_max_steps``).
+        Other arguments as for :class:`TaskEnv`.
+    """
+
+    multi_step: ClassVar[bool] = True
+    default_max_steps: ClassVar[int] = 20
+
+    def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
+                 limit: int | None = None, render_mode: str | None = None, max_steps: int | None = None,
+                 **load_kwargs: Any):
+        super().__init__(tasks=tasks, split=split, data_dir=data_dir, limit=limit, render_mode=render_mode,
+                         **load_kwargs)
+        self.max_steps = int(max_steps or self.default_max_steps)
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self.steps = 0
+        self.done = False
+
+    @abc.abstractmethod
+    def start(self, task: Task) -> None:
+        """Set up the episode of ``task`` (called by :meth:`reset`)."""
+
+    @abc.abstractmethod
+    def transition(self, action: Any) -> tuple[str, float, bool, dict[str, Any]]:
+        """Apply one parsed action: ``(observation, reward, terminated, info)``; ``info`` carries ``success``."""
+
+    def invalid_observation(self, action: InvalidAction) -> str:
+        """The observation shown after an unparseable action."""
+        return f"Invalid action: {action.reason}"
+
+    def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
+        """Not used by multi-step envs (their reward comes from :meth:`transition`)."""
+        raise TypeError(f"{type(self).__name__} is multi-step: use reset() and step()")
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode (see :meth:`TaskEnv.reset`) and its state (:meth:`start`)."""
+        obs, info = super().reset(seed=seed, options=options)
+        self.steps, self.done = 0, False
+        self.start(self.task)
+        return obs, info
+
+    def step(self, action: Any):
+        """One step; returns ``(observation, reward, terminated, truncated, info)``.
+
+        Raises:
+            RuntimeError: ``step`` before ``reset`` or after the episode ended.
+        """
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        if self.done:
+            raise RuntimeError("the episode is over; call reset()")
+        if isinstance(action, InvalidAction):
+            obs, reward, terminated, info = self.invalid_observation(action), 0.0, False, {
+                "success": False, "error": action.reason}
+        else:
+            obs, reward, terminated, info = self.transition(action)
+        self.steps += 1
+        truncated = not terminated and self.steps >= self.max_steps
+        self.done = terminated or truncated
+        info.setdefault("error", "")
+        info.setdefault("success", False)
+        info.update(task_id=self.task.id, steps=self.steps)
+        self._last = {"reward": reward, **info, "observation": obs}
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    def render(self):
+        """ANSI render: the last observation (or the prompt before the first step) and the step count."""
+        if self.render_mode != "ansi" or self.task is None:
+            return None
+        if not self._last:
+            return self.render_messages(self.task)[-1]["content"]
+        return f"[step {self.steps}/{self.max_steps}] {self._last['observation']}"

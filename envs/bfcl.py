@@ -18,6 +18,7 @@ from typing import Any
 from genenv.envs.base import InvalidAction, TaskEnv
 from genenv.envs.data import DataError, benchmark_file, iter_jsonl, require_fields, resolve_data_dir
 from genenv.envs.parsing import ActionParseError, ToolCall, parse_tool_calls
+from genenv.envs.registry import register_env
 from genenv.envs.spaces import ToolCallSpace, as_tool_calls
 from genenv.envs.task import Task
 from genenv.rewards.bfcl import IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, bfcl_check, language_of
@@ -218,6 +219,8 @@ def gold_calls(task: Task) -> list[ToolCall]:
     return calls
 
 
+@register_env("genenv/BFCL-v0", tuple({"category": c, "split": s} for c in SINGLE_TURN_CATEGORIES
+                                        for s in ("test", "train", "heldout")))
 class BFCLEnv(TaskEnv):
     """``genenv/BFCL-v0``: one BFCL single-turn entry per episode, structured action (a list of tool calls).
 
@@ -304,7 +307,7 @@ class BFCLEnv(TaskEnv):
         return gold_calls(task)
 
     @classmethod
-    def gold_text(cls, task: Task) -> str:
+    def gold_text(cls, task: Task, turn: int = 0) -> str:
         """Gold calls as ``<tool_call>`` blocks; irrelevance: a plain-text refusal."""
         calls = gold_calls(task)
         if not calls:

@@ -1,9 +1,11 @@
-"""``genenv-envs``: list the registered environments with their splits and sizes; rebuild the packaged samples.
+"""``genenv-envs``: list the registered environments with their splits and sizes, export tasks as veRL parquet,
+rebuild the packaged samples.
 
 Usage::
 
     genenv-envs                       # table of env id, options (category/split) and task counts
     genenv-envs --data-dir DIR        # the same for another data directory
+    genenv-envs export --benchmark bamboogle --split train --out train.parquet   # veRL RL data file
     genenv-envs build-samples --source shared/data   # (maintainers) refresh envs/samples from the full data
 """
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 
 from genenv.envs.data import DataError, packaged_samples_dir, resolve_data_dir
-from genenv.envs.registry import ENVS
+from genenv.envs.registry import ENVS, env_entry
 
 SAMPLE_PER_BFCL_CATEGORY = 12
 SAMPLE_SIZES = {"simple_python": 50}  # the default training / evaluation category gets a larger sample
@@ -62,7 +64,10 @@ def build_samples(source: Path, dest: Path = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``genenv-envs``."""
     parser = argparse.ArgumentParser(prog="genenv-envs", description=__doc__.splitlines()[0])
-    parser.add_argument("command", nargs="?", default="list", choices=["list", "build-samples"])
+    parser.add_argument("command", nargs="?", default="list", choices=["list", "export", "build-samples"])
+    parser.add_argument("--benchmark", default=None, help="export: registry name")
+    parser.add_argument("--split", default="train", help="export: split (default train)")
+    parser.add_argument("--out", default=None, help="export: parquet file to write")
     parser.add_argument("--data-dir", default=None, help="data directory (default: $GENENV_DATA_DIR or samples)")
     parser.add_argument("--source", default=None, help="build-samples: the full data directory")
     parser.add_argument("--json", action="store_true", help="list: print JSON instead of a table")
@@ -72,6 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("build-samples needs --source")
         build_samples(Path(args.source))
         print(f"samples written to {packaged_samples_dir()}")
+        return 0
+    if args.command == "export":
+        if not (args.benchmark and args.out):
+            parser.error("export needs --benchmark and --out")
+        from genenv.envs.task import write_verl_parquet
+
+        tasks = env_entry(args.benchmark).env_class.load_tasks(split=args.split, data_dir=args.data_dir)
+        write_verl_parquet(tasks, args.out)
+        print(f"{len(tasks)} {args.benchmark} {args.split} tasks written to {args.out} (veRL parquet)")
         return 0
     rows = list_envs(args.data_dir)
     if args.json:

@@ -173,7 +173,7 @@ def parse_free_text(text: str) -> str:
     non-empty line of the whole text, stripped.
 
     Raises:
-        ActionParseError: the output is not a string, too long, or has no answer text.
+        ActionParseError: the output is not a string, too long, or has no answer text (no letter or digit).
     """
     if not isinstance(text, str):
         raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
@@ -189,4 +189,41 @@ def parse_free_text(text: str) -> str:
     lines = [ln.strip() for ln in answer.strip().splitlines() if ln.strip()]
     if not lines:
         raise ActionParseError("no answer text in model output")
+    if not any(ch.isalnum() for ch in lines[0]):
+        raise ActionParseError(f"answer {lines[0][:40]!r} has no letter or digit")
     return lines[0]
+
+
+_COMMAND_PREFIX_RE = re.compile(r"^\s*(?:>\s*|(?:action|command|next action)\s*:\s*)", re.IGNORECASE)
+
+
+def parse_command(text: str) -> str:
+    """Extract one game command from model output (text-game envs: TextWorldExpress, ALFWorld-style).
+
+    Takes the ``<answer>`` content or the text after the last ``Action:`` if present, else the whole output;
+    then its first non-empty line, without a ``>`` / ``Action:`` / ``Command:`` prefix, surrounding quotes or
+    backticks, or trailing ``.``/``!``; whitespace collapsed and lower-cased (matching against the admissible
+    commands is the env's job).
+
+    Raises:
+        ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no command text.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    text = _strip_think(text)
+    tag = _ANSWER_TAG_RE.search(text)
+    if tag:
+        text = tag.group(1)
+    else:
+        idx = text.lower().rfind("action:")
+        text = text[idx + len("action:"):] if idx >= 0 else text
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        raise ActionParseError("no command in model output")
+    command = _COMMAND_PREFIX_RE.sub("", lines[0]).strip().strip("`'\"").rstrip(".!").strip()
+    command = " ".join(command.lower().split())
+    if not any(ch.isalnum() for ch in command):
+        raise ActionParseError(f"no command in model output {lines[0][:40]!r}")
+    return command

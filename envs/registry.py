@@ -1,23 +1,31 @@
 """Registry of the benchmark environments: Gymnasium ids, env classes, and per-task prompt rendering.
 
-Each entry maps a benchmark name to its :class:`~genenv.envs.base.TaskEnv` subclass and Gymnasium id
-(``genenv/<Name>-v0``). :func:`register_all` calls :func:`gymnasium.register` for each (done on
-``import genenv.envs``), so ``gymnasium.make("genenv/BFCL-v0", category="simple_python")`` works.
+An env module registers its :class:`~genenv.envs.base.TaskEnv` subclass with the :func:`register_env` class
+decorator; :func:`discover` imports every module of the ``genenv.envs`` package once, so a new benchmark is one
+new module and nothing here is edited. :func:`register_all` (run on ``import genenv.envs``) discovers the envs
+and calls :func:`gymnasium.register` for each, so ``gymnasium.make("genenv/BFCL-v0", category="simple_python")``
+works.
 """
 from __future__ import annotations
 
+import importlib
+import logging
+import pkgutil
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 
 from genenv.envs.task import Task
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class EnvEntry:
     """One registered environment: ``benchmark`` name, Gymnasium ``env_id``, ``entry_point`` (``module:Class``),
-    and ``split_options``: the keyword sets whose sizes ``genenv-envs`` lists."""
+    and ``split_options``: the loader keyword sets that ``genenv-envs list`` counts, the first of which is the
+    benchmark's default evaluation split (the conformance suite samples its tasks from it)."""
 
     benchmark: str
     env_id: str
@@ -27,38 +35,75 @@ class EnvEntry:
     @property
     def env_class(self) -> type:
         """The env class (imported on first use)."""
-        import importlib
-
         module, name = self.entry_point.split(":")
         return getattr(importlib.import_module(module), name)
 
 
-def _bfcl_options() -> tuple[dict[str, Any], ...]:
-    from genenv.envs.bfcl import SINGLE_TURN_CATEGORIES
+ENVS: dict[str, EnvEntry] = {}
+IMPORT_ERRORS: dict[str, str] = {}  # module → error, for modules that failed to import during discovery
+_discovered = False
 
-    return tuple({"category": c, "split": s} for c in SINGLE_TURN_CATEGORIES for s in ("test", "train", "heldout"))
+
+def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},)) -> Callable[[type], type]:
+    """Class decorator that registers a :class:`~genenv.envs.base.TaskEnv` subclass under its ``benchmark``.
+
+    Args:
+        env_id: the Gymnasium id, ``"genenv/<Name>-v<version>"``.
+        split_options: loader keyword sets (see :class:`EnvEntry`); the first is the default evaluation split.
+    Raises:
+        ValueError: the class has no ``benchmark`` name, or the name / env id is already taken by another class.
+    """
+
+    def decorate(cls: type) -> type:
+        name = getattr(cls, "benchmark", "")
+        if not name:
+            raise ValueError(f"{cls.__name__} must set the class attribute 'benchmark'")
+        entry = EnvEntry(name, env_id, f"{cls.__module__}:{cls.__qualname__}", tuple(split_options))
+        for other in ENVS.values():
+            if (other.benchmark == name or other.env_id == env_id) and other.entry_point != entry.entry_point:
+                raise ValueError(f"{entry.entry_point}: benchmark {name!r} / id {env_id!r} already registered "
+                                 f"by {other.entry_point}")
+        ENVS[name] = entry
+        return cls
+
+    return decorate
 
 
-ENVS: dict[str, EnvEntry] = {
-    "bfcl": EnvEntry("bfcl", "genenv/BFCL-v0", "genenv.envs.bfcl:BFCLEnv", _bfcl_options()),
-    "bamboogle": EnvEntry("bamboogle", "genenv/Bamboogle-v0", "genenv.envs.bamboogle:BamboogleEnv",
-                          tuple({"split": s} for s in ("test", "train", "heldout"))),
-}
+def discover() -> dict[str, EnvEntry]:
+    """Import every module of the ``genenv.envs`` package once (their decorators fill :data:`ENVS`).
+
+    A module that fails to import (e.g. a missing optional dependency) is logged and kept in
+    :data:`IMPORT_ERRORS`; the other benchmarks stay usable. Returns :data:`ENVS`.
+    """
+    global _discovered
+    if not _discovered:
+        _discovered = True
+        package = importlib.import_module("genenv.envs")
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("_"):
+                continue
+            try:
+                importlib.import_module(f"genenv.envs.{info.name}")
+            except ImportError as exc:
+                IMPORT_ERRORS[info.name] = str(exc)
+                log.warning("genenv.envs.%s not loaded: %s", info.name, exc)
+    return ENVS
 
 
 def register_all() -> None:
-    """Register every env with Gymnasium (idempotent)."""
-    for entry in ENVS.values():
+    """Discover the envs and register each with Gymnasium (idempotent)."""
+    for entry in discover().values():
         if entry.env_id not in gym.registry:
             gym.register(id=entry.env_id, entry_point=entry.entry_point, disable_env_checker=False)
 
 
 def env_entry(benchmark: str) -> EnvEntry:
-    """The registry entry of ``benchmark``; raises ``KeyError`` listing the known names."""
+    """The registry entry of ``benchmark``; raises ``KeyError`` listing the known names (and import failures)."""
     try:
-        return ENVS[benchmark]
+        return discover()[benchmark]
     except KeyError:
-        raise KeyError(f"unknown benchmark {benchmark!r}; registered: {sorted(ENVS)}") from None
+        failed = f"; modules that failed to import: {IMPORT_ERRORS}" if IMPORT_ERRORS else ""
+        raise KeyError(f"unknown benchmark {benchmark!r}; registered: {sorted(ENVS)}{failed}") from None
 
 
 def render_messages(task: Task) -> list[dict[str, str]]:

@@ -93,3 +93,28 @@ class Task:
     def from_verl_row(cls, row: dict[str, Any]) -> "Task":
         """Inverse of :meth:`to_verl_row` (reads ``extra_info.task_json``)."""
         return cls.from_json(row["extra_info"]["task_json"])
+
+
+def write_verl_parquet(tasks: list[Task], path) -> None:
+    """Write ``tasks`` as a veRL RL parquet file (one :meth:`Task.to_verl_row` per row; pandas + pyarrow)."""
+    import pandas as pd
+
+    pd.DataFrame([t.to_verl_row() for t in tasks]).to_parquet(path)
+
+
+def read_verl_parquet(path) -> list[Task]:
+    """The tasks of a parquet file written by :func:`write_verl_parquet` (or any veRL file whose rows carry
+    ``extra_info.task_json``).
+
+    Raises:
+        ValueError: a row has no ``extra_info.task_json``.
+    """
+    import pandas as pd
+
+    tasks = []
+    for i, row in enumerate(pd.read_parquet(path).to_dict("records")):
+        info = row.get("extra_info")
+        if not isinstance(info, dict) or "task_json" not in info:
+            raise ValueError(f"{path}: row {i} has no extra_info.task_json (not written by genenv)")
+        tasks.append(Task.from_verl_row(row))
+    return tasks

@@ -13,10 +13,9 @@ Every metric carries its protocol label; the paper's columns follow other protoc
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,8 +38,10 @@ class EvalResult:
 
 def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: str | None = None,
              limit: int | None = None, options: dict[str, dict[str, Any]] | None = None,
-             max_new_tokens: int = 256, progress: bool = True) -> EvalResult:
-    """Greedy single-sample evaluation of ``policy`` on each benchmark's units.
+             max_new_tokens: int = 256, progress: bool = True,
+             env_kwargs: dict[str, dict[str, Any]] | None = None) -> EvalResult:
+    """Greedy single-sample evaluation of ``policy`` on each benchmark's units (multi-step envs: one episode
+    per task, played to the end).
 
     Args:
         policy: a :class:`~genenv.trainer.policies.Policy`.
@@ -49,6 +50,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
         data_dir: data directory (default ``$GENENV_DATA_DIR``, else the packaged samples).
         limit: at most this many tasks per unit (first ones, file order).
         options: per-benchmark loader options, e.g. ``{"bfcl": {"category": "all"}}``.
+        env_kwargs: per-benchmark env constructor options, e.g. ``{"twx": {"max_steps": 30}}``.
     """
     from genenv.trainer.rollout import rollout_tasks
 
@@ -60,7 +62,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             tasks = spec.load(split=split, data_dir=data_dir, **opts)[:limit]
             start = time.perf_counter()
             trajs = rollout_tasks(tasks, policy, n=1, temperature=0.0, max_new_tokens=max_new_tokens,
-                                  progress=unit if progress else None)
+                                  progress=unit if progress else None, env_kwargs=env_kwargs)
             seconds = time.perf_counter() - start
             result.timing[unit] = {"tasks": len(tasks), "seconds": seconds,
                                    "tasks_per_second": len(tasks) / seconds if seconds > 0 else float("inf")}
@@ -78,6 +80,26 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
     return result
 
 
+def parse_options(items: Sequence[str], base: dict[str, dict[str, Any]] | None = None
+                  ) -> dict[str, dict[str, Any]]:
+    """``["twx.games=coin", "twx.episodes=5"]`` → ``{"twx": {"games": "coin", "episodes": 5}}`` (values parsed
+    as YAML), merged over ``base``.
+
+    Raises:
+        SystemExit: an item is not ``BENCH.KEY=VALUE``.
+    """
+    import yaml
+
+    out = {k: dict(v) for k, v in (base or {}).items()}
+    for item in items:
+        key, sep, value = item.partition("=")
+        bench, dot, name = key.partition(".")
+        if not (sep and dot and bench and name):
+            raise SystemExit(f"option {item!r} is not BENCH.KEY=VALUE")
+        out.setdefault(bench, {})[name] = yaml.safe_load(value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``genenv-eval``."""
     p = argparse.ArgumentParser(prog="genenv-eval", description="Evaluate a policy and print a leaderboard.")
@@ -86,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="oracle | smollm2 | hf:PATH | PATH | openai:BASE_URL#MODEL")
     p.add_argument("--categories", default="simple_python",
                    help="BFCL categories: comma list or 'all' (default simple_python)")
+    p.add_argument("--option", action="append", default=[], metavar="BENCH.KEY=VALUE",
+                   help="loader option of one benchmark, e.g. twx.games=coin (repeatable; VALUE is YAML)")
+    p.add_argument("--env-option", action="append", default=[], metavar="BENCH.KEY=VALUE",
+                   help="env constructor option, e.g. twx.max_steps=30 (repeatable; VALUE is YAML)")
     p.add_argument("--split", default="test", choices=["test", "heldout", "train"])
     p.add_argument("--limit", type=int, default=None, help="at most N tasks per category / benchmark")
     p.add_argument("--data-dir", default=None, help="data dir (default $GENENV_DATA_DIR, else packaged samples)")
@@ -107,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: evaluating on the packaged samples in {data_dir} (set GENENV_DATA_DIR for the full data)",
               file=sys.stderr)
     policy = make_policy(args.policy, dtype=args.dtype, device=args.device, batch_size=args.batch_size)
+    options = parse_options(args.option, {"bfcl": {"category": args.categories}})
     result = evaluate(policy, benchmarks, split=args.split, data_dir=str(data_dir), limit=args.limit,
-                      options={"bfcl": {"category": args.categories}}, max_new_tokens=args.max_new_tokens)
+                      options=options, max_new_tokens=args.max_new_tokens,
+                      env_kwargs=parse_options(args.env_option))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or f"results/{args.policy.replace('/', '_').replace(':', '_')}-{stamp}")
     write_results(result, out, data_dir=str(data_dir), split=args.split)

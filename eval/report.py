@@ -17,14 +17,16 @@ def leaderboard_markdown(result, data_dir: str | None = None) -> str:
     base = load_baselines(data_dir)
     cols = [get_benchmark(b).baseline_column for b in benches]
     lines = ["| model | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
-    for _, row in base.iterrows():
-        lines.append(f"| {_paper_label(row['model'])} | " + " | ".join(f"{row[c]:.1f}" for c in cols) + " |")
+    for _, row in base.iterrows():  # a benchmark without a Table 1 column shows "—" in the paper's rows
+        lines.append(f"| {_paper_label(row['model'])} | "
+                     + " | ".join(f"{row[c]:.1f}" if c in base.columns else "—" for c in cols) + " |")
     lines.append(f"| **{result.policy}** (this run) | "
                  + " | ".join(f"**{100 * result.headlines[b].value:.1f}**" for b in benches) + " |")
     lines.append("")
     for b in benches:
         m, spec = result.headlines[b], get_benchmark(b)
-        lines.append(f"- {b}: this run = {m.key}, {m.protocol} (n={m.n}); paper column = {spec.paper_protocol}.")
+        paper = f"paper column = {spec.paper_protocol}" if spec.baseline_column in base.columns else "not in the paper"
+        lines.append(f"- {b}: this run = {m.key}, {m.protocol} (n={m.n}); {paper}.")
     lines.append("")
     lines.append("| metric | value (%) | n | protocol |")
     lines.append("|---|---|---|---|")
@@ -57,7 +59,8 @@ def write_results(result, out: Path, data_dir: str | None = None, split: str = "
 
 
 def plot_leaderboard(result, path: Path, data_dir: str | None = None) -> None:
-    """Horizontal bar chart per evaluated benchmark: the paper's rows in grey, this run highlighted."""
+    """Horizontal bar chart per evaluated benchmark: the paper's rows in grey (when Table 1 has the benchmark),
+    this run highlighted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,9 +74,10 @@ def plot_leaderboard(result, path: Path, data_dir: str | None = None) -> None:
                              squeeze=False)
     for ax, b in zip(axes[0], benches):
         col = get_benchmark(b).baseline_column
-        names = [_paper_label(m) for m in base["model"]] + [f"{result.policy} (this run)"]
-        values = list(base[col]) + [100 * result.headlines[b].value]
-        colors = ["#b0b0b0"] * len(base) + ["#d62728"]
+        paper = base if col in base.columns else base.iloc[:0]
+        names = [_paper_label(m) for m in paper["model"]] + [f"{result.policy} (this run)"]
+        values = (list(paper[col]) if len(paper) else []) + [100 * result.headlines[b].value]
+        colors = ["#b0b0b0"] * len(paper) + ["#d62728"]
         ax.barh(names, values, color=colors)
         ax.invert_yaxis()
         ax.set_xlim(0, 100)

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from genenv.envs.bfcl import SINGLE_TURN_CATEGORIES, BFCLEnv, gold_calls, load_bfcl_tasks
+from genenv.envs.bfcl import SINGLE_TURN_CATEGORIES, BFCLEnv, gold_calls
 from genenv.envs.parsing import ToolCall
 from genenv.envs.wrappers import TextActionWrapper
 from genenv.rewards.bfcl import (CHECKER_MODEL_NAME, IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, UNSATISFIABLE_IDS,

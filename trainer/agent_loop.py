@@ -74,6 +74,7 @@ class GymAgentLoop(AgentLoopBase):
             messages.append({"role": "user", "content": obs})
             merge, response_mask, _ = await self.ct_merge_context_msg(previous, messages, runtime, response_mask)
             runtime = merge.token_ids
+        env.close()
         n_resp = len(response_mask)
         return AgentLoopOutput(
             prompt_ids=runtime[: len(runtime) - n_resp], response_ids=runtime[len(runtime) - n_resp:][
@@ -151,14 +152,17 @@ def make_agent_loop(tokenizer, server_manager, config=None) -> GymAgentLoop:
 
 def rollout_agent_loop(tasks: Sequence[Task], policy, n: int = 1, temperature: float = 0.0,
                        max_new_tokens: int = 256, env_kwargs: dict[str, Any] | None = None, max_turns: int = 8,
-                       server_manager=None) -> list[Trajectory]:
+                       server_manager=None, response_length: int | None = None) -> list[Trajectory]:
     """``n`` episodes per task through :class:`GymAgentLoop`, all concurrently (batched by the client).
 
-    Returns trajectories like :func:`genenv.trainer.rollout.rollout_tasks`, plus ``info["response_mask"]``
-    (0 on environment tokens) for multi-turn updates.
+    ``response_length`` caps the episode's response tokens, policy and environment tokens together (default
+    ``max_new_tokens * max_turns``; multi-step envs with long observations need more). Returns trajectories
+    like :func:`genenv.trainer.rollout.rollout_tasks`, plus ``info["response_mask"]`` (0 on environment
+    tokens) for multi-turn updates.
     """
     client = server_manager or LocalGenerateClient(policy, max_new_tokens)
-    cfg = agent_loop_config(response_length=max_new_tokens * max_turns, max_turns=max_turns, env_kwargs=env_kwargs)
+    cfg = agent_loop_config(response_length=response_length or max_new_tokens * max_turns, max_turns=max_turns,
+                            env_kwargs=env_kwargs)
     sampling = {"temperature": temperature, "max_tokens": max_new_tokens}
 
     async def _all():

@@ -20,7 +20,7 @@ from typing import Any, Protocol, Sequence
 import torch
 
 from genenv.trainer.grpo import Sample, policy_update
-from genenv.trainer.policies import Generation, Prompt, TransformersPolicy
+from genenv.trainer.policies import TransformersPolicy
 
 ROLES = ("agent", "env")
 

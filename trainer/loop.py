@@ -204,13 +204,14 @@ class CoEvolutionTrainer:
         new_tasks = [r["task"] for r in records if r["task"] is not None]
         batch = new_tasks + self.pool.sample(max(0, cfg.agent.batch_tasks - len(new_tasks)), self.rng)
         stats: dict[str, float] = {}
-        if cfg.agent.get("rollout", "direct") == "agent_loop":  # multi-turn path: veRL agent loop, one episode each
+        if self._rollout_mode() == "agent_loop":  # multi-turn path: veRL agent loop, token-level episodes
             from genenv.trainer.agent_loop import rollout_agent_loop
 
             t_roll = time.perf_counter()
             trajs = rollout_agent_loop(batch, self.backend.policy("agent"), n=cfg.agent.n,
                                        temperature=cfg.agent.temperature, max_new_tokens=cfg.agent.max_new_tokens,
-                                       env_kwargs=self._env_kwargs(), max_turns=cfg.agent.get("max_turns", 8))
+                                       env_kwargs=self._env_kwargs(), max_turns=cfg.agent.get("max_turns", 8),
+                                       response_length=cfg.agent.get("response_length"))
             stats["generate_seconds"] = time.perf_counter() - t_roll  # env steps interleave with generation here
         else:
             trajs = rollout_tasks(batch, self.backend.policy("agent"), n=cfg.agent.n,
@@ -288,14 +289,29 @@ class CoEvolutionTrainer:
         t = time.perf_counter()
         res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.cfg.data_dir,
                        limit=self.cfg.eval.limit, options={self.spec.name: dict(self.cfg.benchmark.seed_options or {})},
-                       max_new_tokens=self.cfg.agent.max_new_tokens, progress=False)
+                       max_new_tokens=self.cfg.agent.max_new_tokens, progress=False, env_kwargs=self._env_kwargs())
         out = {f"heldout/{m.key}": m.value for m in res.metrics}
         out["time/heldout_eval"] = time.perf_counter() - t
         return out
 
+    def _rollout_mode(self) -> str:
+        """``agent.rollout``: ``direct`` (batched text rollouts), ``agent_loop`` (veRL agent loop), or ``auto``
+        (the agent loop for multi-step envs, whose updates need per-token response masks)."""
+        mode = self.cfg.agent.get("rollout", "auto")
+        if mode == "auto":
+            return "agent_loop" if self.spec.env_class.multi_step else "direct"
+        if mode not in ("direct", "agent_loop"):
+            raise ValueError(f"agent.rollout must be auto, direct or agent_loop, got {mode!r}")
+        return mode
+
     def _env_kwargs(self) -> dict[str, dict[str, Any]]:
+        """Env constructor options: ``benchmark.env_kwargs``, plus ``metric`` = ``reward.free_text_metric`` for
+        free-text envs."""
+        kwargs = dict(self.cfg.benchmark.get("env_kwargs") or {})
         metric = self.cfg.reward.get("free_text_metric")
-        return {"bamboogle": {"metric": metric}} if metric else {}
+        if metric and self.spec.env_class.action_kind == "free_text":
+            kwargs.setdefault("metric", metric)
+        return {self.spec.name: kwargs}
 
     def _metrics_row(self, it, timing, records, rejected, trajs, p_hat, r_env_all, in_band, new_tasks,
                      env_metrics, agent_metrics, env_tokens, agent_tokens) -> dict[str, Any]:

@@ -26,10 +26,12 @@ class Generation:
 
 @dataclass
 class Prompt:
-    """One generation request: chat ``messages`` and, for the oracle, the ``task`` they present."""
+    """One generation request: chat ``messages`` and, for the oracle, the ``task`` they present and the episode's
+    ``turn`` (0-based step index in a multi-step env)."""
 
     messages: list[dict[str, str]]
     task: Task | None = None
+    turn: int = 0
 
 
 class Policy(Protocol):
@@ -44,7 +46,7 @@ class Policy(Protocol):
 
 
 class OraclePolicy:
-    """Answers every task with its gold action rendered as model text (``env.gold_text``).
+    """Answers every task with its gold action rendered as model text (``env.gold_text(task, turn)``).
 
     Used to prove that an environment and its reward agree: the oracle must score 100 % wherever the official
     answer key is satisfiable.
@@ -61,7 +63,7 @@ class OraclePolicy:
         for p in prompts:
             if p.task is None:
                 raise ValueError("the oracle needs the task of each prompt")
-            text = env_entry(p.task.benchmark).env_class.gold_text(p.task)
+            text = env_entry(p.task.benchmark).env_class.gold_text(p.task, p.turn)
             out.append([Generation(text) for _ in range(n)])
         return out
 

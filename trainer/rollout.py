@@ -1,8 +1,11 @@
-"""Agent rollouts through the Gymnasium environments: batched generation, then one env step per generation.
+"""Agent rollouts through the Gymnasium environments at the text level, for any :class:`Policy`.
 
 Used by the leaderboard (n = 1, greedy) and by the trainer (n rollouts per task, sampled). Single-step
-environments (BFCL single-turn, Bamboogle) are played here directly in batches; multi-step environments go
-through the veRL agent-loop adapter (:mod:`genenv.trainer.agent_loop`), which plays an episode turn by turn.
+environments (BFCL single-turn, Bamboogle) get one batched generation per task and one env step. Multi-step
+environments (``env.multi_step``) are played in lock step: every turn, the unfinished episodes' conversations
+are generated as one batch and each env takes one step; the observation joins the conversation as a user
+message. The trainer's token-level multi-turn path is the veRL agent loop (:mod:`genenv.trainer.agent_loop`),
+which plays the same episodes with response masks.
 """
 from __future__ import annotations
 
@@ -21,8 +24,10 @@ from genenv.trainer.policies import Policy, Prompt
 class Trajectory:
     """One episode of the agent on one task.
 
-    ``reward`` in [0, 1] (paper Eq. 1), ``success`` the benchmark's correctness bit, ``info`` the env's step
-    info (metric parts, ``error``), token ids when the policy is local (for training).
+    ``reward`` in [0, 1] (paper Eq. 1; a multi-step episode's return), ``success`` the benchmark's correctness
+    bit, ``info`` the env's last step info (metric parts, ``error``), token ids when the policy is local and the
+    env single-step (for training). ``messages`` is the prompt (single-step) or the whole conversation
+    (multi-step); ``text`` the generation (multi-step: the generations joined by newlines).
     """
 
     task: Task
@@ -60,8 +65,11 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
     Returns:
         ``len(tasks) * n`` trajectories, grouped by task in input order.
     Raises:
-        RuntimeError: an environment did not terminate after one step (multi-step: use the agent loop).
+        RuntimeError: a single-step environment did not terminate after its step.
     """
+    if any(env_entry(t.benchmark).env_class.multi_step for t in tasks):
+        return rollout_episodes(tasks, policy, n=n, temperature=temperature, max_new_tokens=max_new_tokens,
+                                env_kwargs=env_kwargs, chunk_size=chunk_size, progress=progress, stats=stats)
     by_bench: dict[str, list[Task]] = defaultdict(list)
     for t in tasks:
         by_bench[t.benchmark].append(t)
@@ -98,3 +106,59 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
     if bar:
         bar.close()
     return out
+
+
+def rollout_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
+                     max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
+                     chunk_size: int = 16, progress: str | None = None,
+                     stats: dict[str, float] | None = None) -> list[Trajectory]:
+    """Play ``n`` episodes per task in lock step (any mix of single- and multi-step envs).
+
+    Each episode has its own env instance (state). Every round, the conversations of the unfinished episodes
+    are generated ``chunk_size`` at a time (``n = 1`` each, the policy's :class:`Prompt` carries the turn for the
+    oracle), and each env takes one step; an episode ends when its env terminates or truncates. Arguments and
+    return value as for :func:`rollout_tasks`; ``info`` of each trajectory is the last step's, plus ``turns``.
+    """
+    episodes = []
+    for t in tasks:
+        for k in range(n):
+            env = make_text_env(t.benchmark, [t], (env_kwargs or {}).get(t.benchmark))
+            _, info = env.reset(options={"task_id": t.id})
+            episodes.append({"task": t, "k": k, "env": env, "messages": list(info["messages"]), "texts": [],
+                             "reward": 0.0, "info": {}, "done": False})
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(episodes), desc=progress, unit="episode")
+    while True:
+        active = [e for e in episodes if not e["done"]]
+        if not active:
+            break
+        for start in range(0, len(active), chunk_size):
+            chunk = active[start:start + chunk_size]
+            prompts = [Prompt(e["messages"], e["task"], len(e["texts"])) for e in chunk]
+            t0 = time.perf_counter()
+            generations = policy.generate(prompts, n=1, temperature=temperature, max_new_tokens=max_new_tokens)
+            t1 = time.perf_counter()
+            for e, gens in zip(chunk, generations):
+                text = gens[0].text
+                obs, reward, terminated, truncated, info = e["env"].step(text)
+                e["texts"].append(text)
+                e["reward"] += float(reward)
+                e["info"] = info
+                e["messages"] = e["messages"] + [{"role": "assistant", "content": text}]
+                if terminated or truncated:
+                    e["done"] = True
+                    e["env"].close()
+                    if bar:
+                        bar.update(1)
+                else:
+                    e["messages"].append({"role": "user", "content": obs})
+            if stats is not None:
+                stats["generate_seconds"] = stats.get("generate_seconds", 0.0) + t1 - t0
+                stats["reward_seconds"] = stats.get("reward_seconds", 0.0) + time.perf_counter() - t1
+    if bar:
+        bar.close()
+    return [Trajectory(e["task"], e["k"], e["messages"], "\n".join(e["texts"]), e["reward"],
+                       bool(e["info"].get("success")), {**e["info"], "turns": len(e["texts"])}) for e in episodes]

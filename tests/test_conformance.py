@@ -1,0 +1,233 @@
+"""The conformance suite: every registered benchmark, parametrised over the registry, so a new env is tested
+without editing this file (``docs/adding-an-env.md``).
+
+For each env: Gymnasium's ``check_env`` (raw and wrapped); the reset/step contract and determinism under a seed;
+the oracle wins a sample of real tasks of the default split; malformed actions (fuzzed) score 0 with
+``info["error"]`` and never raise; Task JSON and veRL-parquet round trips; the spec rejects garbage generations
+with a reason from its vocabulary and admits a valid generation whose gold the env accepts; the veRL agent-loop
+adapter plays gold episodes with a scripted generate client; metrics are labelled and the config composes.
+"""
+from __future__ import annotations
+
+import json
+import random
+import string
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+from verl.workers.rollout.replica import TokenOutput
+
+from genenv.benchmarks import get_benchmark
+from genenv.benchmarks.spec import Rejection
+from genenv.envs import ENVS, InvalidAction, Task, TextActionWrapper
+from genenv.envs.task import read_verl_parquet, write_verl_parquet
+from genenv.trainer.policies import OraclePolicy
+from genenv.trainer.rollout import rollout_tasks
+
+from conftest import DATA_DIR
+
+BENCHMARKS = sorted(ENVS)
+SAMPLE = 4  # tasks per benchmark, the first of its default split (split_options[0])
+FUZZ_CASES = 120
+
+
+def sample_tasks(name: str, k: int = SAMPLE) -> list[Task]:
+    entry = ENVS[name]
+    return entry.env_class.load_tasks(data_dir=str(DATA_DIR), **entry.split_options[0])[:k]
+
+
+def make_env(name: str, tasks: list[Task], **kwargs: Any):
+    return gym.make(ENVS[name].env_id, tasks=tasks, **kwargs)
+
+
+def malformed_actions(seed: int = 0) -> list[Any]:
+    """Model outputs with no usable action in any env: empty, whitespace, punctuation and control-character
+    noise, unclosed brackets, an unclosed think block, oversized text, and non-string objects. (Words are an
+    answer to a free-text env, so env-specific malformed text lives in the env's own tests.)"""
+    rng = random.Random(seed)
+    junk = string.punctuation + " \t\n"
+    cases: list[Any] = ["", "   ", "\n\n\t", "[" * 5000, "{" * 3000, "[{(<",
+                        "x" * 30_000, "<think>only thinking", "```\n```", "\x00\x01\x02", None, 42, b"bytes",
+                        ["list"], {"dict": 1}, 3.5]
+    while len(cases) < FUZZ_CASES:
+        n = rng.randint(1, 60)
+        if rng.random() < 0.5:
+            cases.append("".join(rng.choice(junk) for _ in range(n)))
+        else:
+            cases.append("".join(chr(rng.randint(0, 31)) for _ in range(n)))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smollm2_dir):
+    from genenv.trainer.models import prepare_tokenizer
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    prepare_tokenizer(tok)
+    return tok
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_registered_everywhere(name):
+    entry = ENVS[name]
+    assert entry.env_id in gym.registry and entry.env_class.benchmark == name
+    spec = get_benchmark(name)
+    assert spec.env_class is entry.env_class
+    from genenv.trainer.cli import compose_config
+
+    cfg = compose_config([f"benchmark={name}"])
+    assert cfg.benchmark.name == name
+    env = gym.make(entry.env_id, **entry.split_options[0])  # the default constructor loads real tasks
+    obs, info = env.reset(seed=0)
+    assert isinstance(obs, str) and obs and info["messages"][-1]["content"] == obs
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_check_env_raw_and_wrapped(name):
+    env = make_env(name, sample_tasks(name), render_mode="ansi")
+    check_env(env.unwrapped)
+    check_env(TextActionWrapper(env.unwrapped), skip_render_check=True)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_reset_and_step_contract_deterministic_under_seed(name):
+    tasks = sample_tasks(name)
+    cls = ENVS[name].env_class
+
+    def play(seed: int):
+        env = TextActionWrapper(make_env(name, tasks).unwrapped)
+        ids, outcomes = [], []
+        for _ in range(3):
+            obs, info = env.reset(seed=seed) if not ids else env.reset()
+            assert isinstance(obs, str) and {"task_id", "messages"} <= set(info)
+            ids.append(info["task_id"])
+            out = env.step(cls.gold_text(env.unwrapped.task, 0))
+            assert len(out) == 5 and isinstance(out[0], str) and 0.0 <= out[1] <= 1.0
+            assert isinstance(out[2], bool) and isinstance(out[3], bool) and "error" in out[4]
+            outcomes.append(out[:4])
+        return ids, outcomes
+
+    assert play(11) == play(11)
+    env = make_env(name, tasks).unwrapped
+    assert env.reset(options={"task_id": tasks[-1].id})[1]["task_id"] == tasks[-1].id
+    with pytest.raises(ValueError):
+        env.reset(options={"task_id": "no-such-task"})
+    with pytest.raises(RuntimeError):
+        make_env(name, tasks).unwrapped.step("anything")  # step before reset
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_oracle_wins_sample_tasks(name):
+    tasks = sample_tasks(name)
+    trajs = rollout_tasks(tasks, OraclePolicy())
+    assert [t.reward for t in trajs] == [1.0] * len(tasks), [t.info.get("error") for t in trajs]
+    assert all(t.success and not t.info["error"] for t in trajs)
+    cls = ENVS[name].env_class
+    if cls.multi_step:
+        assert [t.info["turns"] for t in trajs] == [len(cls.gold_action(t)) for t in tasks]
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_malformed_actions_score_zero_with_error(name):
+    tasks = sample_tasks(name, 2)
+    env = TextActionWrapper(make_env(name, tasks).unwrapped)
+    for i, action in enumerate(malformed_actions()):
+        env.reset(options={"task_index": i % len(tasks)})
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert reward == 0.0 and info["success"] is False, (action, info)
+        assert info["error"], (action, info)
+        assert isinstance(obs, str)
+    raw = make_env(name, tasks).unwrapped  # the raw env takes InvalidAction and wrongly-typed actions too
+    for action in (InvalidAction("unparseable"), object(), 7):
+        raw.reset(options={"task_index": 0})
+        _, reward, _, _, info = raw.step(action)
+        assert reward == 0.0 and info["error"]
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_task_json_and_verl_parquet_round_trip(name, tmp_path):
+    tasks = sample_tasks(name)
+    for t in tasks:
+        assert Task.from_json(t.to_json()) == t
+    row = tasks[0].to_verl_row()
+    assert row["data_source"] == f"genenv/{name}" and row["prompt"] == ENVS[name].env_class.render_messages(tasks[0])
+    assert json.loads(row["reward_model"]["ground_truth"]) == tasks[0].gold
+    write_verl_parquet(tasks, tmp_path / "train.parquet")
+    assert read_verl_parquet(tmp_path / "train.parquet") == tasks
+
+
+GARBAGE_GENERATIONS = ["", "no json here", "[1, 2, 3]", '{"unfinished": ', "{}", '{"x": 1}', "null",
+                       '{"question": 7, "game": [], "function": "nope", "seed": "x"}']
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_generation_rejects_garbage_and_admits_a_valid_task(name):
+    spec = get_benchmark(name)
+    for text in GARBAGE_GENERATIONS:
+        out = spec.parse_generated(text, "gen-0-0-0", 0, None)
+        assert isinstance(out, Rejection) and out.reason in spec.all_rejection_reasons, (text, out)
+    seeds = [t for t in spec.load(split="train", data_dir=str(DATA_DIR), **spec.seed_options) if spec.demonstrable(t)]
+    seed = seeds[0]
+    text = "Here it is: " + json.dumps(spec.as_generation(seed)) + " }"  # stray text around the object
+    task = spec.parse_generated(text, "gen-0-0-1", 0, seed)
+    assert isinstance(task, Task), task
+    assert task.origin == "generated" and task.parent_id == seed.id and task.benchmark == name
+    assert isinstance(spec.near_duplicate(task, seeds[:5]), Rejection)  # it restates a pool task
+    assert spec.near_duplicate(task, seeds[1:2]) is None
+    traj = rollout_tasks([task], OraclePolicy())[0]  # the admitted task is solvable by its own gold
+    assert traj.reward == 1.0 and traj.success
+    msgs = spec.generation_messages(seeds[:2], p_hat=0.25, alpha=0.5)
+    assert msgs[0]["role"] == "system" and "25%" in msgs[-1]["content"] and "50%" in msgs[-1]["content"]
+
+
+class ScriptedClient:
+    """veRL's ``server_manager.generate`` answering each episode from a script keyed by the task's prompt."""
+
+    def __init__(self, tokenizer, scripts: dict[str, list[str]]):
+        self.tok, self.scripts = tokenizer, {k: list(v) for k, v in scripts.items()}
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_: Any) -> TokenOutput:
+        text = self.tok.decode(prompt_ids)
+        key = max((k for k in self.scripts if k in text), key=len)
+        return TokenOutput(token_ids=self.tok.encode(self.scripts[key].pop(0), add_special_tokens=False) + [2])
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_agent_loop_plays_gold_episodes(name, tokenizer):
+    from genenv.trainer.agent_loop import rollout_agent_loop
+
+    tasks = sample_tasks(name, 2)
+    assert len({t.prompt for t in tasks}) == len(tasks)
+    cls = ENVS[name].env_class
+    turns = {t.prompt: len(cls.gold_action(t)) if cls.multi_step else 1 for t in tasks}
+    client = ScriptedClient(tokenizer, {p: [cls.gold_text(t, k) for k in range(turns[p])]
+                                        for p, t in ((t.prompt, t) for t in tasks)})
+
+    class TokenizerOnly:
+        pass
+
+    policy = TokenizerOnly()
+    policy.tokenizer = tokenizer
+    trajs = rollout_agent_loop(tasks, policy, n=1, server_manager=client, max_turns=32, response_length=16384)
+    assert [t.reward for t in trajs] == [1.0] * len(tasks) and all(t.success for t in trajs)
+    for t in trajs:
+        mask = t.info["response_mask"]
+        assert len(mask) == len(t.response_ids) and mask[0] == 1 and mask[-1] == 1
+        assert (0 in mask) == (turns[t.task.prompt] > 1)  # env tokens only between turns
+    assert all(not script for script in client.scripts.values())  # every scripted turn was played
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_metrics_are_labelled_by_protocol(name):
+    spec = get_benchmark(name)
+    entry = ENVS[name]
+    units = spec.eval_units(dict(entry.split_options[0]))
+    assert units and all(isinstance(label, str) and label for label, _ in units)
+    trajs = rollout_tasks(sample_tasks(name), OraclePolicy())
+    metrics = spec.summarize(units[0][0], trajs)
+    assert metrics and all(m.protocol and 0.0 <= m.value <= 1.0 and m.n == len(trajs) for m in metrics)
+    head = spec.headline(metrics)
+    assert head is not None and head.protocol and head.value == 1.0

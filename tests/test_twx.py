@@ -1,0 +1,102 @@
+"""TextWorldExpress specifics (the worked example): gold sequences, engine time-sharing, generated games."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from genenv.benchmarks import get_benchmark
+from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.twx import gold_wins
+from genenv.envs.parsing import ActionParseError, parse_command
+from genenv.envs.twx import TextWorldExpressEnv, cancel_detours, load_twx_tasks, params_dict
+
+
+def test_default_test_split_loads_deterministically_and_every_gold_wins():
+    a, b = load_twx_tasks("test"), load_twx_tasks("test")
+    assert len(a) == 30 and [t.id for t in a] == [t.id for t in b] and [t.gold for t in a] == [t.gold for t in b]
+    assert {t.metadata["game"] for t in a} == {"coin", "cookingworld", "twc"}
+    assert all(20000 <= t.metadata["seed"] < 21000 for t in a)
+    assert all(gold_wins(t) and len(t.gold) <= TextWorldExpressEnv.default_max_steps for t in a)
+    heldout, train = load_twx_tasks("heldout", episodes=2), load_twx_tasks("train", episodes=2)
+    assert {t.metadata["fold"] for t in heldout} == {"dev"} and {t.metadata["fold"] for t in train} == {"train"}
+
+
+def test_interleaved_episodes_match_sequential_ones():
+    """Envs time-share one simulator by replay: alternating steps of two games gives the same observations."""
+    t1, t2 = load_twx_tasks("test", games="cookingworld", episodes=2)
+
+    def sequential(task):
+        env = TextWorldExpressEnv(tasks=[task])
+        env.reset(options={"task_index": 0})
+        return [env.step(c)[:3] for c in task.gold]
+
+    expected = [sequential(t1), sequential(t2)]
+    envs = [TextWorldExpressEnv(tasks=[t]) for t in (t1, t2)]
+    for env in envs:
+        env.reset(options={"task_index": 0})
+    got = [[], []]
+    for k in range(max(len(t1.gold), len(t2.gold))):
+        for i, (env, task) in enumerate(zip(envs, (t1, t2))):
+            if k < len(task.gold):
+                got[i].append(env.step(task.gold[k])[:3])
+    assert got == expected and got[0][-1][1] == 1.0 and got[1][-1][1] == 1.0
+
+
+def test_commands_are_matched_to_the_admissible_set_and_truncated_at_max_steps():
+    task = load_twx_tasks("test", games="coin", episodes=1)[0]
+    env = TextWorldExpressEnv(tasks=[task], max_steps=3)
+    env.reset(options={"task_index": 0})
+    obs, reward, terminated, truncated, info = env.step("fly to the moon")
+    assert (reward, terminated, truncated) == (0.0, False, False) and "not an admissible command" in info["error"]
+    assert "Valid actions:" in obs and "look around" in obs
+    env.step("LOOK   Around")
+    obs, reward, terminated, truncated, info = env.step("inventory")
+    assert truncated and not terminated and info["steps"] == 3 and not info["error"]
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step("look around")
+
+
+def test_parse_command():
+    assert parse_command("Action: Take Coin.") == "take coin"
+    assert parse_command("> move   north\nbecause it is there") == "move north"
+    assert parse_command("<think>hmm</think>`open fridge`") == "open fridge"
+    for bad in ("", "  \n", "...", None):
+        with pytest.raises(ActionParseError):
+            parse_command(bad)
+    assert cancel_detours(["look around", "move west", "move east", "move south", "take coin"]) == [
+        "look around", "move south", "take coin"]
+    assert params_dict("a=1, b=0") == {"a": 1, "b": 0} and params_dict({"x": True}) == {"x": 1}
+    with pytest.raises(ValueError):
+        params_dict({"x": 1.5})
+
+
+@pytest.mark.parametrize("proposal,reason", [
+    ({"game": "chess", "params": {}, "seed": 3}, "unknown_game"),
+    ({"game": "coin", "params": {"numLocations": "lots"}, "seed": 3}, "bad_params"),
+    ({"game": "coin", "params": {}, "seed": 20001}, "seed_outside_train_fold"),
+    ({"game": "coin", "params": {"numLocations": 40}, "seed": 3}, "engine_rejected"),
+    ({"game": "coin", "params": {"bogus": 1}, "seed": 3}, "engine_rejected"),
+    ({"game": "cookingworld", "params": {"numLocations": 11, "numIngredients": 5, "includeDoors": 1}, "seed": 5},
+     "exceeds_step_limit"),
+    ({"params": {}, "seed": 3}, "missing_fields"),
+])
+def test_generated_games_are_validated_by_the_engine(proposal, reason):
+    out = get_benchmark("twx").parse_generated(json.dumps(proposal), "gen-0-0-0", 0, None)
+    assert isinstance(out, Rejection) and out.reason == reason, out
+
+
+def test_an_admitted_generated_game_is_won_by_its_gold_in_the_env():
+    spec = get_benchmark("twx")
+    proposal = {"game": "coin", "params": {"numLocations": 4, "numDistractorItems": 1, "includeDoors": 0}, "seed": 17}
+    task = spec.parse_generated(json.dumps(proposal), "gen-3-1-2", 3, None)
+    assert not isinstance(task, Rejection), task
+    assert task.origin == "generated" and task.generation_step == 3 and task.metadata["fold"] == "train"
+    env = TextWorldExpressEnv(tasks=[task])
+    env.reset(options={"task_index": 0})
+    for command in task.gold:
+        _, reward, terminated, _, info = env.step(command)
+    assert reward == 1.0 and terminated and info["success"]
+    pool = load_twx_tasks("train", games="coin", episodes=20)
+    assert spec.near_duplicate(task, pool) is None
+    assert isinstance(spec.near_duplicate(task, pool + [task]), Rejection)
