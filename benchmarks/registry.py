@@ -5,13 +5,8 @@ A spec module registers its class with :func:`register_benchmark`; :func:`discov
 """
 from __future__ import annotations
 
-import importlib
-import logging
-import pkgutil
-
 from genenv.benchmarks.spec import BenchmarkSpec
-
-log = logging.getLogger(__name__)
+from genenv.envs.registry import import_submodules
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {}
 IMPORT_ERRORS: dict[str, str] = {}
@@ -38,15 +33,7 @@ def discover() -> dict[str, BenchmarkSpec]:
     global _discovered
     if not _discovered:
         _discovered = True
-        package = importlib.import_module("genenv.benchmarks")
-        for info in pkgutil.iter_modules(package.__path__):
-            if info.name.startswith("_"):
-                continue
-            try:
-                importlib.import_module(f"genenv.benchmarks.{info.name}")
-            except ImportError as exc:
-                IMPORT_ERRORS[info.name] = str(exc)
-                log.warning("genenv.benchmarks.%s not loaded: %s", info.name, exc)
+        import_submodules("genenv.benchmarks", IMPORT_ERRORS)
     return BENCHMARKS
 
 

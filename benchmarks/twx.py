@@ -13,7 +13,13 @@ from typing import Any, Sequence
 from genenv.benchmarks.registry import register_benchmark
 from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object
 from genenv.envs.task import Task
-from genenv.envs.twx import FOLD_SEEDS, GAMES, TextWorldExpressEnv, make_task, params_dict
+from genenv.envs.twx import (
+    FOLD_SEEDS,
+    GAMES,
+    TextWorldExpressEnv,
+    make_task,
+    params_dict,
+)
 
 PROTOCOL = "TextWorldExpress 1.1.0, {split} fold seeds, win within {max_steps} steps, greedy, 1 episode per game"
 
@@ -44,7 +50,7 @@ class TWXSpec(BenchmarkSpec):
         if n == 0:
             return []
         split = trajectories[0].task.metadata.get("fold", "test")
-        protocol = PROTOCOL.format(split=split, max_steps=max(t.info.get("steps", 0) for t in trajectories))
+        protocol = PROTOCOL.format(split=split, max_steps=trajectories[0].info.get("max_steps", "?"))
         success = sum(t.success for t in trajectories) / n
         score = sum(t.info.get("score", 0.0) for t in trajectories) / n
         return [Metric(f"{unit}/success", success, n, f"success rate, {protocol}"),

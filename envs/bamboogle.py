@@ -14,9 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from genenv.envs.base import InvalidAction, TaskEnv
-from genenv.envs.data import benchmark_file, iter_jsonl, require_fields, resolve_data_dir
-from genenv.envs.parsing import ActionParseError, parse_free_text
+from genenv.envs.base import InvalidAction, TaskEnv, parse_or_invalid
+from genenv.envs.data import (
+    benchmark_file,
+    iter_jsonl,
+    require_fields,
+    resolve_data_dir,
+)
+from genenv.envs.parsing import parse_free_text
 from genenv.envs.registry import register_env
 from genenv.envs.task import Task
 from genenv.rewards.text import exact_match, similarity, token_f1
@@ -84,10 +89,7 @@ class BamboogleEnv(TaskEnv):
     @classmethod
     def parse_action(cls, text: str) -> str | InvalidAction:
         """The final answer (:func:`genenv.envs.parsing.parse_free_text`)."""
-        try:
-            return parse_free_text(text)
-        except ActionParseError as exc:
-            return InvalidAction(str(exc), text)
+        return parse_or_invalid(parse_free_text, text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
         """Reward = the configured similarity of the answer string to the gold answer; ``success`` = SQuAD EM.

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import gymnasium as gym
-
+from genenv.envs.parsing import ActionParseError
 from genenv.envs.spaces import UnicodeText
 from genenv.envs.task import Task
 
@@ -30,6 +30,14 @@ class InvalidAction:
 
     reason: str
     raw: str = ""
+
+
+def parse_or_invalid(parser: Callable[[str], Any], text: str) -> Any:
+    """``parser(text)``, or an :class:`InvalidAction` carrying the :class:`ActionParseError`'s message."""
+    try:
+        return parser(text)
+    except ActionParseError as exc:
+        return InvalidAction(str(exc), text if isinstance(text, str) else "")
 
 
 class TaskEnv(gym.Env, abc.ABC):
@@ -165,11 +173,12 @@ class TaskEnv(gym.Env, abc.ABC):
 class MultiStepTaskEnv(TaskEnv):
     """An episode of several steps over one task (a text game, a multi-turn tool session).
 
-    Subclasses implement :meth:`start` (set up the episode's state for ``self.task``) and :meth:`transition`
-    (apply one parsed action); :meth:`score` is not used. The base class counts steps, truncates at
+    Subclasses implement :meth:`start` (set up the episode's state for ``self.task``), :meth:`transition`
+    (apply one parsed action) and :meth:`gold_action` (the oracle's model texts, one per step); :meth:`score` is
+    not used. The base class counts steps, truncates at
     ``max_steps``, and turns an :class:`InvalidAction` into an observation that says what was wrong (reward 0,
     ``info["error"]``, the episode goes on and the step counts). ``info`` after each step: ``success``,
-    ``error``, ``steps``, ``task_id`` and the subclass's fields.
+    ``error``, ``steps``, ``max_steps``, ``task_id`` and the subclass's fields.
 
     Args:
         max_steps: steps before truncation (default: the class's ``default_max_steps``).
@@ -178,6 +187,7 @@ class MultiStepTaskEnv(TaskEnv):
 
     multi_step: ClassVar[bool] = True
     default_max_steps: ClassVar[int] = 20
+    idle_text: ClassVar[str] = ""  # the oracle's reply once its gold sequence is used up
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, max_steps: int | None = None,
@@ -197,6 +207,12 @@ class MultiStepTaskEnv(TaskEnv):
     @abc.abstractmethod
     def transition(self, action: Any) -> tuple[str, float, bool, dict[str, Any]]:
         """Apply one parsed action: ``(observation, reward, terminated, info)``; ``info`` carries ``success``."""
+
+    @classmethod
+    def gold_text(cls, task: Task, turn: int = 0) -> str:
+        """Step ``turn`` of :meth:`gold_action` (model texts), or :attr:`idle_text` past its end."""
+        steps = cls.gold_action(task)
+        return steps[turn] if turn < len(steps) else cls.idle_text
 
     def invalid_observation(self, action: InvalidAction) -> str:
         """The observation shown after an unparseable action."""
@@ -233,7 +249,7 @@ class MultiStepTaskEnv(TaskEnv):
         self.done = terminated or truncated
         info.setdefault("error", "")
         info.setdefault("success", False)
-        info.update(task_id=self.task.id, steps=self.steps)
+        info.update(task_id=self.task.id, steps=self.steps, max_steps=self.max_steps)
         self._last = {"reward": reward, **info, "observation": obs}
         return obs, float(reward), bool(terminated), bool(truncated), info
 

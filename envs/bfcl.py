@@ -15,13 +15,24 @@ import hashlib
 import json
 from typing import Any
 
-from genenv.envs.base import InvalidAction, TaskEnv
-from genenv.envs.data import DataError, benchmark_file, iter_jsonl, require_fields, resolve_data_dir
-from genenv.envs.parsing import ActionParseError, ToolCall, parse_tool_calls
+from genenv.envs.base import InvalidAction, TaskEnv, parse_or_invalid
+from genenv.envs.data import (
+    DataError,
+    benchmark_file,
+    iter_jsonl,
+    require_fields,
+    resolve_data_dir,
+)
+from genenv.envs.parsing import ToolCall, parse_tool_calls
 from genenv.envs.registry import register_env
 from genenv.envs.spaces import ToolCallSpace, as_tool_calls
 from genenv.envs.task import Task
-from genenv.rewards.bfcl import IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, bfcl_check, language_of
+from genenv.rewards.bfcl import (
+    IRRELEVANCE_CATEGORIES,
+    RELEVANCE_CATEGORIES,
+    bfcl_check,
+    language_of,
+)
 
 SINGLE_TURN_CATEGORIES = (
     "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
@@ -220,7 +231,8 @@ def gold_calls(task: Task) -> list[ToolCall]:
 
 
 @register_env("genenv/BFCL-v0", tuple({"category": c, "split": s} for c in SINGLE_TURN_CATEGORIES
-                                        for s in ("test", "train", "heldout")))
+                                        for s in ("test", "train", "heldout")),
+              gym_entry_point="genenv.envs.bfcl:make_bfcl_env")
 class BFCLEnv(TaskEnv):
     """``genenv/BFCL-v0``: one BFCL single-turn entry per episode, structured action (a list of tool calls).
 
@@ -277,10 +289,7 @@ class BFCLEnv(TaskEnv):
     @classmethod
     def parse_action(cls, text: str) -> list[ToolCall] | InvalidAction:
         """Tool calls from model text (:func:`genenv.envs.parsing.parse_tool_calls`)."""
-        try:
-            return parse_tool_calls(text)
-        except ActionParseError as exc:
-            return InvalidAction(str(exc), text)
+        return parse_or_invalid(parse_tool_calls, text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
         """1.0 iff bfcl-eval's checker accepts the calls (see :func:`genenv.rewards.bfcl.bfcl_check`)."""
@@ -313,3 +322,14 @@ class BFCLEnv(TaskEnv):
         if not calls:
             return "None of the given functions can be used for this request."
         return "\n".join(f"<tool_call>{json.dumps(c.to_json(), ensure_ascii=False)}</tool_call>" for c in calls)
+
+
+def make_bfcl_env(category: Any = "simple_python", **kwargs: Any):
+    """What ``gymnasium.make("genenv/BFCL-v0", ...)`` calls: a :class:`BFCLEnv` for single-turn categories, a
+    :class:`~genenv.envs.bfcl_multi_turn.BFCLMultiTurnEnv` for ``multi_turn_*`` ones (the multi-turn benchmark
+    is registered on its own as ``bfcl_multi_turn`` / ``genenv/BFCLMultiTurn-v0``)."""
+    if isinstance(category, str) and category.startswith("multi_turn"):
+        from genenv.envs.bfcl_multi_turn import BFCLMultiTurnEnv
+
+        return BFCLMultiTurnEnv(category=category, **kwargs)
+    return BFCLEnv(category=category, **kwargs)

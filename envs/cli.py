@@ -39,17 +39,19 @@ def list_envs(data_dir: str | None = None) -> list[dict]:
 def build_samples(source: Path, dest: Path = None) -> None:
     """Copy a small real sample of each benchmark from ``source`` (full data dir) into the package.
 
-    BFCL: the first :data:`SAMPLE_PER_BFCL_CATEGORY` entries of every single-turn category (50 of
-    simple_python) and their answers;
+    BFCL: the first :data:`SAMPLE_PER_BFCL_CATEGORY` entries of every single-turn and multi-turn category (50
+    of simple_python) and their answers;
     Bamboogle: all 125 questions (39 KB); baselines: the paper's Table 1.
     """
     from genenv.envs.bfcl import NO_ANSWER_CATEGORIES, SINGLE_TURN_CATEGORIES
+    from genenv.envs.bfcl_multi_turn import MULTI_TURN_CATEGORIES
 
     dest = dest or packaged_samples_dir()
     (dest / "bfcl" / "possible_answer").mkdir(parents=True, exist_ok=True)
-    for cat in SINGLE_TURN_CATEGORIES:
+    for cat in SINGLE_TURN_CATEGORIES + MULTI_TURN_CATEGORIES:
         name = f"BFCL_v4_{cat}.json"
-        lines = (source / "bfcl" / name).read_text(encoding="utf-8").splitlines()[:SAMPLE_SIZES.get(cat, SAMPLE_PER_BFCL_CATEGORY)]
+        size = SAMPLE_SIZES.get(cat, SAMPLE_PER_BFCL_CATEGORY)
+        lines = (source / "bfcl" / name).read_text(encoding="utf-8").splitlines()[:size]
         (dest / "bfcl" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
         if cat not in NO_ANSWER_CATEGORIES:
             ids = {json.loads(line)["id"] for line in lines}

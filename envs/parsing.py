@@ -166,6 +166,30 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
     raise ActionParseError(reason)
 
 
+def _final_line(text: str, marker: str, what: str) -> str:
+    """The first non-empty line of the ``<answer>`` content, else of the text after the last ``marker``
+    (case-insensitive), else of the whole text; ``<think>`` blocks removed.
+
+    Raises:
+        ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no line.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    text = _strip_think(text)
+    tag = _ANSWER_TAG_RE.search(text)
+    if tag:
+        text = tag.group(1)
+    else:
+        idx = text.lower().rfind(marker)
+        text = text[idx + len(marker):] if idx >= 0 else text
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        raise ActionParseError(f"no {what} in model output")
+    return lines[0]
+
+
 def parse_free_text(text: str) -> str:
     """Extract the final answer from free-text model output.
 
@@ -175,23 +199,10 @@ def parse_free_text(text: str) -> str:
     Raises:
         ActionParseError: the output is not a string, too long, or has no answer text (no letter or digit).
     """
-    if not isinstance(text, str):
-        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
-    if len(text) > MAX_ACTION_CHARS:
-        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    text = _strip_think(text)
-    tag = _ANSWER_TAG_RE.search(text)
-    if tag:
-        answer = tag.group(1)
-    else:
-        idx = text.lower().rfind("answer:")
-        answer = text[idx + len("answer:"):] if idx >= 0 else text
-    lines = [ln.strip() for ln in answer.strip().splitlines() if ln.strip()]
-    if not lines:
-        raise ActionParseError("no answer text in model output")
-    if not any(ch.isalnum() for ch in lines[0]):
-        raise ActionParseError(f"answer {lines[0][:40]!r} has no letter or digit")
-    return lines[0]
+    answer = _final_line(text, "answer:", "answer text")
+    if not any(ch.isalnum() for ch in answer):
+        raise ActionParseError(f"answer {answer[:40]!r} has no letter or digit")
+    return answer
 
 
 _COMMAND_PREFIX_RE = re.compile(r"^\s*(?:>\s*|(?:action|command|next action)\s*:\s*)", re.IGNORECASE)
@@ -208,22 +219,9 @@ def parse_command(text: str) -> str:
     Raises:
         ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no command text.
     """
-    if not isinstance(text, str):
-        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
-    if len(text) > MAX_ACTION_CHARS:
-        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    text = _strip_think(text)
-    tag = _ANSWER_TAG_RE.search(text)
-    if tag:
-        text = tag.group(1)
-    else:
-        idx = text.lower().rfind("action:")
-        text = text[idx + len("action:"):] if idx >= 0 else text
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        raise ActionParseError("no command in model output")
-    command = _COMMAND_PREFIX_RE.sub("", lines[0]).strip().strip("`'\"").rstrip(".!").strip()
+    line = _final_line(text, "action:", "command")
+    command = _COMMAND_PREFIX_RE.sub("", line).strip().strip("`'\"").rstrip(".!").strip()
     command = " ".join(command.lower().split())
     if not any(ch.isalnum() for ch in command):
-        raise ActionParseError(f"no command in model output {lines[0][:40]!r}")
+        raise ActionParseError(f"no command in model output {line[:40]!r}")
     return command

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import gymnasium as gym
-
 from genenv.envs.task import Task
 
 log = logging.getLogger(__name__)
@@ -24,13 +23,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class EnvEntry:
     """One registered environment: ``benchmark`` name, Gymnasium ``env_id``, ``entry_point`` (``module:Class``),
-    and ``split_options``: the loader keyword sets that ``genenv-envs list`` counts, the first of which is the
-    benchmark's default evaluation split (the conformance suite samples its tasks from it)."""
+    ``split_options``: the loader keyword sets that ``genenv-envs list`` counts, the first of which is the
+    benchmark's default evaluation split (the conformance suite samples its tasks from it), and
+    ``gym_entry_point``: what ``gymnasium.make`` calls when it is not the class."""
 
     benchmark: str
     env_id: str
     entry_point: str
     split_options: tuple[dict[str, Any], ...]
+    gym_entry_point: str = ""  # what gymnasium.make calls, when not the class (e.g. a factory by category)
 
     @property
     def env_class(self) -> type:
@@ -44,12 +45,14 @@ IMPORT_ERRORS: dict[str, str] = {}  # module → error, for modules that failed 
 _discovered = False
 
 
-def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},)) -> Callable[[type], type]:
+def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},),
+                 gym_entry_point: str = "") -> Callable[[type], type]:
     """Class decorator that registers a :class:`~genenv.envs.base.TaskEnv` subclass under its ``benchmark``.
 
     Args:
         env_id: the Gymnasium id, ``"genenv/<Name>-v<version>"``.
         split_options: loader keyword sets (see :class:`EnvEntry`); the first is the default evaluation split.
+        gym_entry_point: ``"module:function"`` for ``gymnasium.make`` instead of the class (optional).
     Raises:
         ValueError: the class has no ``benchmark`` name, or the name / env id is already taken by another class.
     """
@@ -58,7 +61,8 @@ def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},))
         name = getattr(cls, "benchmark", "")
         if not name:
             raise ValueError(f"{cls.__name__} must set the class attribute 'benchmark'")
-        entry = EnvEntry(name, env_id, f"{cls.__module__}:{cls.__qualname__}", tuple(split_options))
+        entry = EnvEntry(name, env_id, f"{cls.__module__}:{cls.__qualname__}", tuple(split_options),
+                         gym_entry_point)
         for other in ENVS.values():
             if (other.benchmark == name or other.env_id == env_id) and other.entry_point != entry.entry_point:
                 raise ValueError(f"{entry.entry_point}: benchmark {name!r} / id {env_id!r} already registered "
@@ -69,24 +73,27 @@ def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},))
     return decorate
 
 
-def discover() -> dict[str, EnvEntry]:
-    """Import every module of the ``genenv.envs`` package once (their decorators fill :data:`ENVS`).
+def import_submodules(package_name: str, errors: dict[str, str]) -> None:
+    """Import every public module of ``package_name``; a module that raises ``ImportError`` (e.g. a missing
+    optional dependency) is logged and recorded in ``errors`` (module → message) instead of raising."""
+    package = importlib.import_module(package_name)
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        try:
+            importlib.import_module(f"{package_name}.{info.name}")
+        except ImportError as exc:
+            errors[info.name] = str(exc)
+            log.warning("%s.%s not loaded: %s", package_name, info.name, exc)
 
-    A module that fails to import (e.g. a missing optional dependency) is logged and kept in
-    :data:`IMPORT_ERRORS`; the other benchmarks stay usable. Returns :data:`ENVS`.
-    """
+
+def discover() -> dict[str, EnvEntry]:
+    """Import every module of the ``genenv.envs`` package once (their decorators fill :data:`ENVS`); import
+    failures land in :data:`IMPORT_ERRORS` and the other benchmarks stay usable. Returns :data:`ENVS`."""
     global _discovered
     if not _discovered:
         _discovered = True
-        package = importlib.import_module("genenv.envs")
-        for info in pkgutil.iter_modules(package.__path__):
-            if info.name.startswith("_"):
-                continue
-            try:
-                importlib.import_module(f"genenv.envs.{info.name}")
-            except ImportError as exc:
-                IMPORT_ERRORS[info.name] = str(exc)
-                log.warning("genenv.envs.%s not loaded: %s", info.name, exc)
+        import_submodules("genenv.envs", IMPORT_ERRORS)
     return ENVS
 
 
@@ -94,7 +101,8 @@ def register_all() -> None:
     """Discover the envs and register each with Gymnasium (idempotent)."""
     for entry in discover().values():
         if entry.env_id not in gym.registry:
-            gym.register(id=entry.env_id, entry_point=entry.entry_point, disable_env_checker=False)
+            gym.register(id=entry.env_id, entry_point=entry.gym_entry_point or entry.entry_point,
+                         disable_env_checker=False)
 
 
 def env_entry(benchmark: str) -> EnvEntry:

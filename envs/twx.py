@@ -25,8 +25,8 @@ import itertools
 import threading
 from typing import Any
 
-from genenv.envs.base import InvalidAction, MultiStepTaskEnv
-from genenv.envs.parsing import ActionParseError, parse_command
+from genenv.envs.base import InvalidAction, MultiStepTaskEnv, parse_or_invalid
+from genenv.envs.parsing import parse_command
 from genenv.envs.registry import register_env
 from genenv.envs.task import Task
 
@@ -265,6 +265,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
 
     benchmark = "twx"
     action_kind = "structured"
+    idle_text = "look around"
     default_max_steps = 20
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = "test", data_dir: str | None = None,
@@ -296,10 +297,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
     @classmethod
     def parse_action(cls, text: str) -> str | InvalidAction:
         """One normalised command (:func:`genenv.envs.parsing.parse_command`)."""
-        try:
-            return parse_command(text)
-        except ActionParseError as exc:
-            return InvalidAction(str(exc), text)
+        return parse_or_invalid(parse_command, text)
 
     def start(self, task: Task) -> None:
         """A fresh episode: no commands yet, the task's initial admissible commands."""
@@ -335,8 +333,3 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
     def gold_action(cls, task: Task) -> list[str]:
         """TWX's gold action sequence."""
         return list(task.gold)
-
-    @classmethod
-    def gold_text(cls, task: Task, turn: int = 0) -> str:
-        """The gold command of ``turn`` (``look around`` past the end of the sequence)."""
-        return task.gold[turn] if turn < len(task.gold) else "look around"

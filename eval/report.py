@@ -17,7 +17,8 @@ def leaderboard_markdown(result, data_dir: str | None = None) -> str:
     base = load_baselines(data_dir)
     cols = [get_benchmark(b).baseline_column for b in benches]
     lines = ["| model | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
-    for _, row in base.iterrows():  # a benchmark without a Table 1 column shows "—" in the paper's rows
+    paper_rows = base.iterrows() if any(c in base.columns for c in cols) else iter(())
+    for _, row in paper_rows:  # a benchmark without a Table 1 column shows "—" in the paper's rows
         lines.append(f"| {_paper_label(row['model'])} | "
                      + " | ".join(f"{row[c]:.1f}" if c in base.columns else "—" for c in cols) + " |")
     lines.append(f"| **{result.policy}** (this run) | "

@@ -1,0 +1,159 @@
+"""BFCL multi-turn spec: the official multi-turn accuracy and the paper's per-turn protocol, labelled, and
+environment-generated multi-turn tasks validated by executing them on bfcl-eval's backends.
+
+The environment policy writes a new user request and its gold calls for a real initial state (the state of the
+seed entry shown first in its prompt). A proposal is admitted only if every call parses, names a function of
+that entry's backends, executes without an error result, and changes the backends' state or returns data.
+"""
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any, Sequence
+
+from genenv.benchmarks.registry import register_benchmark
+from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object
+from genenv.envs.bfcl_multi_turn import (
+    MULTI_TURN_CATEGORIES,
+    all_functions,
+    call_string,
+    free_instances,
+    gold_call,
+)
+from genenv.envs.parsing import ActionParseError, parse_tool_calls
+from genenv.envs.task import Task
+
+CHECKER = "bfcl-eval 2026.3.23 multi_turn_checker (state + response checks after every turn)"
+PROTOCOLS = {
+    "official": f"BFCL multi-turn accuracy, whole entry, {CHECKER}, greedy, 1 episode per entry",
+    "per_turn": "paper protocol: each turn alone after the gold history, calls equal to the gold calls as a "
+                f"multiset and the {CHECKER.split(' (')[0]} state/response checks, greedy",
+}
+MAX_GENERATED_CALLS = 8
+
+
+@register_benchmark
+class BFCLMultiTurnSpec(BenchmarkSpec):
+    """BFCL multi-turn: base, miss_func, miss_param, long_context (200 entries each)."""
+
+    name = "bfcl_multi_turn"
+    baseline_column = "bfcl"
+    paper_protocol = "BFCL multi-turn long-context subset, each turn scored independently"
+    seed_options: dict[str, Any] = {"category": "multi_turn_base"}
+    rejection_reasons = ("missing_fields", "no_parent", "bad_call", "unknown_function", "too_many_calls",
+                         "execution_error", "no_effect")
+
+    def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """One official unit per category (``options["category"]``: name, comma list or ``all``, the default)
+        plus the paper's per-turn unit on long_context; ``options["protocol"]`` keeps only that protocol."""
+        cats = options.get("category") or "all"
+        if isinstance(cats, str):
+            cats = list(MULTI_TURN_CATEGORIES) if cats == "all" else [c.strip() for c in cats.split(",")]
+        rest = {k: v for k, v in options.items() if k not in ("category", "protocol")}
+        protocol = options.get("protocol")
+        if protocol is None:  # the official accuracy of each category, plus the paper's protocol
+            pairs = [(c, "official") for c in cats] + [("multi_turn_long_context", "per_turn")]
+        else:
+            pairs = [(c, protocol) for c in cats]
+        return [(f"bfcl_mt/{c}/{p}", {**rest, "category": c, "protocol": p}) for c, p in pairs]
+
+    def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
+        """``<unit>/accuracy``: share of episodes the checker accepts."""
+        if not trajectories:
+            return []
+        protocol = trajectories[0].task.metadata["protocol"]
+        value = sum(t.success for t in trajectories) / len(trajectories)
+        return [Metric(f"{unit}/accuracy", value, len(trajectories), PROTOCOLS[protocol])]
+
+    def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """The paper's protocol (per-turn long_context) when evaluated, else the mean official accuracy."""
+        paper = next((m for m in metrics if m.key == "bfcl_mt/multi_turn_long_context/per_turn/accuracy"), None)
+        if paper:
+            return paper
+        official = [m for m in metrics if "/official/" in m.key]
+        if not official:
+            return metrics[0] if metrics else None
+        return Metric("bfcl_mt/official/mean_accuracy", sum(m.value for m in official) / len(official),
+                      sum(m.n for m in official), "unweighted mean over categories of " + PROTOCOLS["official"])
+
+    generation_system_prompt = (
+        "You write new requests for a function-calling agent that works on a computer system (files, messages, "
+        "posts, tickets, trading, travel booking, vehicle control, maths). Each request comes with the exact "
+        "function calls that fulfil it, in Python syntax with keyword arguments. Reply with exactly one JSON "
+        'object {"question": "...", "calls": ["f(a=1)", ...]} and nothing else.')
+
+    def demonstrable(self, task: Task) -> bool:
+        """Seeds whose first turn has gold calls."""
+        return bool(task.gold and task.gold[task.metadata["start_turn"]])
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """The task's first scored turn as ``{"question", "calls"}`` (keyword-argument call strings)."""
+        turn = task.metadata["start_turn"]
+        functions = all_functions(task)
+        return {"question": task.metadata["turns"][turn][0]["content"] if task.metadata["turns"][turn] else "",
+                "calls": [call_string(gold_call(c, functions)) for c in task.gold[turn]]}
+
+    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+        """Strict JSON ``{"question", "calls"}``, validated by execution on the parent entry's initial state."""
+        obj = extract_json_object(text)
+        if isinstance(obj, Rejection):
+            return obj
+        question, calls = obj.get("question"), obj.get("calls")
+        if not (isinstance(question, str) and question.strip() and isinstance(calls, list) and calls
+                and all(isinstance(c, str) for c in calls)):
+            return Rejection("missing_fields", "needs a non-empty 'question' and a list of call strings 'calls'")
+        if parent is None:
+            return Rejection("no_parent", "a generated request needs the seed entry whose state it runs on")
+        if len(calls) > MAX_GENERATED_CALLS:
+            return Rejection("too_many_calls", f"{len(calls)} > {MAX_GENERATED_CALLS}")
+        parsed = []
+        for c in calls:
+            try:
+                parsed += parse_tool_calls(c)
+            except ActionParseError as exc:
+                return Rejection("bad_call", f"{c[:80]}: {exc}")
+        functions = {f["name"] for f in all_functions(parent)}
+        unknown = [c.name for c in parsed if c.name not in functions]
+        if unknown:
+            return Rejection("unknown_function", ", ".join(unknown[:3]))
+        strings = [call_string(c) for c in parsed]
+        problem = execution_problem(strings, parent)
+        if problem:
+            return problem
+        meta = {**copy.deepcopy(parent.metadata), "entry_id": task_id, "category": "generated",
+                "turns": [[{"role": "user", "content": question.strip()}]], "missed_function": {},
+                "long_context": False, "protocol": "official", "start_turn": 0, "end_turn": 0}
+        return Task(id=task_id, benchmark=self.name, split="generated", prompt=question.strip(), gold=[strings],
+                    action_kind="structured", tools=all_functions(parent), origin="generated",
+                    parent_id=parent.id, generation_step=step, metadata=meta)
+
+    def dedup_text(self, task: Task) -> str:
+        """The first scored turn's request."""
+        turn = task.metadata["start_turn"]
+        return task.metadata["turns"][turn][0]["content"] if task.metadata["turns"][turn] else task.prompt
+
+
+def execution_problem(calls: list[str], parent: Task) -> Rejection | None:
+    """Execute ``calls`` on fresh backends in ``parent``'s initial state: ``execution_error`` when a result is
+    an error, ``no_effect`` when the state is unchanged and no call returned data, else ``None``."""
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+
+    meta = parent.metadata
+    name = f"genenv_gen_{uuid.uuid4().hex}"
+    try:
+        _, before = multi_turn_utils.execute_multi_turn_func_call(
+            [], meta["initial_config"], meta["involved_classes"], name + "_before", "gen", long_context=False)
+        results, after = multi_turn_utils.execute_multi_turn_func_call(
+            calls, meta["initial_config"], meta["involved_classes"], name, "gen", long_context=False)
+        errors = [r for r in results if r.startswith("Error during execution") or '"error"' in r[:40]]
+        if errors:
+            return Rejection("execution_error", errors[0][:200])
+        changed = any(_public_state(before[c]) != _public_state(after[c]) for c in after)
+        returned = any(r not in ("None", "{}", "[]", "") for r in results)
+        return None if changed or returned else Rejection("no_effect", "no state change and no data returned")
+    finally:
+        free_instances(name)
+
+
+def _public_state(instance: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(instance).items() if not k.startswith("_")}
