@@ -62,8 +62,10 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
         if not trajectories:
             return []
         protocol = trajectories[0].task.metadata["protocol"]
+        limit = trajectories[0].info.get("max_steps")
+        label = PROTOCOLS[protocol] + (f", episode cut at {limit} steps" if limit else "")
         value = sum(t.success for t in trajectories) / len(trajectories)
-        return [Metric(f"{unit}/accuracy", value, len(trajectories), PROTOCOLS[protocol])]
+        return [Metric(f"{unit}/accuracy", value, len(trajectories), label)]
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         """The paper's protocol (per-turn long_context) when evaluated, else the mean official accuracy."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from genenv.envs.base import InvalidAction, MultiStepTaskEnv
-from genenv.envs.bfcl import split_of
+from genenv.envs.bfcl import DEMO_FUNCTIONS, DEMO_REPLY, DEMO_REQUEST, split_of
 from genenv.envs.data import DataError, benchmark_file, iter_jsonl, require_fields, resolve_data_dir
 from genenv.envs.parsing import ActionParseError, ToolCall, parse_free_text, parse_tool_calls
 from genenv.envs.registry import register_env
@@ -53,6 +53,12 @@ SPLITS = ("test", "train", "heldout")
 TURN_STEP_LIMIT = 20  # bfcl-eval constants: MAXIMUM_STEP_LIMIT (a turn's 21st step force-terminates)
 REVEAL_MESSAGE = "I have updated some more functions you can choose from. What about now?"  # bfcl-eval's text
 END_OF_TURN = "Done."
+# One demonstrated request (calls, results, end of turn) with its own function, not from BFCL: small models
+# follow a demonstrated protocol far better than a described one (SmolLM2 answered in prose without it).
+DEMO = [{"role": "user", "content": f"(Example, with its own function {json.dumps(DEMO_FUNCTIONS)})\n{DEMO_REQUEST}"},
+        {"role": "assistant", "content": DEMO_REPLY},
+        {"role": "user", "content": "Results:\nget_weather(city='Paris', unit='celsius') -> {\"temperature\": 18}"},
+        {"role": "assistant", "content": "It is 18 degrees celsius in Paris. " + END_OF_TURN}]
 SYSTEM_PROMPT = (
     "You are an expert in composing functions. You work for a user over several requests, on a system with the "
     "functions below (JSON). For each request, make the calls it needs, each as "
@@ -279,12 +285,13 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
 
     @classmethod
     def render_messages(cls, task: Task) -> list[dict[str, str]]:
-        """System instructions with the function docs, then (per-turn protocol) the gold history of the earlier
-        turns with its real execution results, then the current user turn."""
+        """System instructions with the function docs, one demonstrated example request (:data:`DEMO`), then
+        (per-turn protocol) the gold history of the earlier turns with its real execution results, then the
+        current user turn."""
         start = task.metadata["start_turn"]
         functions = list(task.tools) + [f for t in range(start + 1)
                                         for f in task.metadata["missed_function"].get(str(t), [])]
-        messages = [{"role": "system", "content": SYSTEM_PROMPT + functions_json(task.tools)}]
+        messages = [{"role": "system", "content": SYSTEM_PROMPT + functions_json(task.tools)}, *DEMO]
         if start:
             name = f"genenv_render_{uuid.uuid4().hex}"
             try:

@@ -12,6 +12,7 @@ from genenv.benchmarks import get_benchmark
 from genenv.benchmarks.spec import Rejection
 from genenv.envs import TextActionWrapper
 from genenv.envs.bfcl_multi_turn import (
+    DEMO,
     MULTI_TURN_CATEGORIES,
     REVEAL_MESSAGE,
     TURN_STEP_LIMIT,
@@ -131,7 +132,7 @@ def test_per_turn_tasks_show_the_executed_gold_history():
                 if t.metadata["entry_id"] == entry.id]
     assert len(per_turn) == sum(bool(g) for g in entry.gold)
     last = per_turn[-1]
-    messages = BFCLMultiTurnEnv.render_messages(last)
+    messages = BFCLMultiTurnEnv.render_messages(last)[1 + len(DEMO):]  # after the system prompt and the demo
     k = last.metadata["start_turn"]
     assert sum(m["role"] == "user" and m["content"].startswith("Results:") for m in messages) == \
         sum(bool(g) for g in entry.gold[:k])

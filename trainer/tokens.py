@@ -76,7 +76,8 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
         with ctx, amp:
             logits = model(input_ids=mb.batch["input_ids"].to(device),
                            attention_mask=mb.batch["attention_mask"].to(device),
-                           position_ids=mb.batch["position_ids"].to(device), use_cache=False).logits
-            logits = logits[:, -R - 1:-1, :].float()
+                           position_ids=mb.batch["position_ids"].to(device), use_cache=False,
+                           logits_to_keep=R + 1).logits  # only the positions that predict response tokens
+            logits = logits[:, :-1, :].float()
             outs.append(logprobs_from_logits(logits, mb.batch["responses"].to(device)))
     return torch.cat(outs, dim=0)
