@@ -94,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(rows, sys.stdout, indent=1)
         return 0
     print(f"data: {resolve_data_dir(args.data_dir)}")
-    print(f"{'env id':22} {'options':48} tasks")
-    for r in rows:
-        opts = " ".join(f"{k}={v}" for k, v in r["options"].items())
-        print(f"{r['env_id']:22} {opts:48} {r['tasks']}")
+    opts = [" ".join(f"{k}={v}" for k, v in r["options"].items()) for r in rows]
+    w_id, w_opt = max(len(r["env_id"]) for r in rows), max(len(o) for o in opts)
+    print(f"{'env id':{w_id}} {'options':{w_opt}} tasks")
+    for r, o in zip(rows, opts):
+        print(f"{r['env_id']:{w_id}} {o:{w_opt}} {r['tasks']}")
     return 0
 
 
