@@ -19,6 +19,7 @@ from genenv.envs.bfcl_multi_turn import (
     call_string,
     free_instances,
     gold_call,
+    run_calls,
 )
 from genenv.envs.parsing import ActionParseError, parse_tool_calls
 from genenv.envs.task import Task
@@ -119,15 +120,13 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
         if unknown:
             return Rejection("unknown_function", ", ".join(unknown[:3]))
         strings = [call_string(c) for c in parsed]
-        problem = execution_problem(strings, parent)
-        if problem:
-            return problem
         meta = {**copy.deepcopy(parent.metadata), "entry_id": task_id, "category": "generated",
                 "turns": [[{"role": "user", "content": question.strip()}]], "missed_function": {},
                 "long_context": False, "protocol": "official", "start_turn": 0, "end_turn": 0}
-        return Task(id=task_id, benchmark=self.name, split="generated", prompt=question.strip(), gold=[strings],
+        task = Task(id=task_id, benchmark=self.name, split="generated", prompt=question.strip(), gold=[strings],
                     action_kind="structured", tools=all_functions(parent), origin="generated",
                     parent_id=parent.id, generation_step=step, metadata=meta)
+        return execution_problem(task) or task
 
     def dedup_text(self, task: Task) -> str:
         """The first scored turn's request."""
@@ -135,18 +134,14 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
         return task.metadata["turns"][turn][0]["content"] if task.metadata["turns"][turn] else task.prompt
 
 
-def execution_problem(calls: list[str], parent: Task) -> Rejection | None:
-    """Execute ``calls`` on fresh backends in ``parent``'s initial state: ``execution_error`` when a result is
-    an error, ``no_effect`` when the state is unchanged and no call returned data, else ``None``."""
-    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
-
-    meta = parent.metadata
+def execution_problem(task: Task) -> Rejection | None:
+    """Execute ``task``'s gold calls on fresh backends in its initial state, exactly as the env will:
+    ``execution_error`` when a result is an error, ``no_effect`` when the state is unchanged and no call
+    returned data, else ``None``."""
     name = f"genenv_gen_{uuid.uuid4().hex}"
     try:
-        _, before = multi_turn_utils.execute_multi_turn_func_call(
-            [], meta["initial_config"], meta["involved_classes"], name + "_before", "gen", long_context=False)
-        results, after = multi_turn_utils.execute_multi_turn_func_call(
-            calls, meta["initial_config"], meta["involved_classes"], name, "gen", long_context=False)
+        _, before = run_calls([], task, name + "_before")
+        results, after = run_calls(task.gold[0], task, name)
         errors = [r for r in results if r.startswith("Error during execution") or '"error"' in r[:40]]
         if errors:
             return Rejection("execution_error", errors[0][:200])

@@ -10,7 +10,6 @@ from genenv.envs.registry import import_submodules
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {}
 IMPORT_ERRORS: dict[str, str] = {}
-_discovered = False
 
 
 def register_benchmark(cls: type[BenchmarkSpec]) -> type[BenchmarkSpec]:
@@ -30,10 +29,7 @@ def register_benchmark(cls: type[BenchmarkSpec]) -> type[BenchmarkSpec]:
 
 def discover() -> dict[str, BenchmarkSpec]:
     """Import every module of ``genenv.benchmarks`` once; failures are logged in :data:`IMPORT_ERRORS`."""
-    global _discovered
-    if not _discovered:
-        _discovered = True
-        import_submodules("genenv.benchmarks", IMPORT_ERRORS)
+    import_submodules("genenv.benchmarks", IMPORT_ERRORS)
     return BENCHMARKS
 
 

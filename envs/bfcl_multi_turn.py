@@ -96,14 +96,19 @@ def free_instances(prefix: str) -> None:
         del module_globals[key]
 
 
-def execute_calls(calls: list[str], task: Task, model_name: str) -> list[str]:
-    """Execute call strings on the task's backends under ``model_name`` (state persists per name); returns one
-    result string per call (bfcl-eval's ``execute_multi_turn_func_call``)."""
+def run_calls(calls: list[str], task: Task, model_name: str) -> tuple[list[str], dict[str, Any]]:
+    """Execute call strings on the task's backends under ``model_name`` (bfcl-eval's
+    ``execute_multi_turn_func_call``; instances are created from ``initial_config`` on first use and keep their
+    state per name). Returns one result string per call and the backend instances by class name."""
     meta = task.metadata
-    results, _ = _executor().execute_multi_turn_func_call(
+    return _executor().execute_multi_turn_func_call(
         calls, meta["initial_config"], meta["involved_classes"], model_name, meta["entry_id"],
         long_context=meta["long_context"])
-    return results
+
+
+def execute_calls(calls: list[str], task: Task, model_name: str) -> list[str]:
+    """The result strings of :func:`run_calls`."""
+    return run_calls(calls, task, model_name)[0]
 
 
 def call_string(call: ToolCall) -> str:
@@ -195,10 +200,9 @@ def load_multi_turn_tasks(category: str = "multi_turn_base", split: str | None =
 
 
 def _entry_tasks(rec: dict[str, Any], gold: list[list[str]], category: str, protocol: str) -> list[Task]:
-    missed = {int(k): v for k, v in (rec.get("missed_function") or {}).items()}
     meta = {"entry_id": rec["id"], "category": category, "turns": rec["question"],
             "initial_config": rec["initial_config"], "involved_classes": rec["involved_classes"],
-            "missed_function": {str(k): v for k, v in missed.items()}, "long_context": "long_context" in category,
+            "missed_function": dict(rec.get("missed_function") or {}), "long_context": "long_context" in category,
             "protocol": protocol, "start_turn": 0, "end_turn": len(gold) - 1}
     split = split_of(rec["id"])
     base = dict(benchmark="bfcl_multi_turn", split=split, gold=gold, action_kind="structured",
@@ -289,8 +293,7 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
         (per-turn protocol) the gold history of the earlier turns with its real execution results, then the
         current user turn."""
         start = task.metadata["start_turn"]
-        functions = list(task.tools) + [f for t in range(start + 1)
-                                        for f in task.metadata["missed_function"].get(str(t), [])]
+        functions = all_functions(task)
         messages = [{"role": "system", "content": SYSTEM_PROMPT + functions_json(task.tools)}, *DEMO]
         if start:
             name = f"genenv_render_{uuid.uuid4().hex}"

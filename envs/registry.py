@@ -42,7 +42,7 @@ class EnvEntry:
 
 ENVS: dict[str, EnvEntry] = {}
 IMPORT_ERRORS: dict[str, str] = {}  # module → error, for modules that failed to import during discovery
-_discovered = False
+_IMPORTED_PACKAGES: set[str] = set()
 
 
 def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},),
@@ -58,6 +58,7 @@ def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},),
     """
 
     def decorate(cls: type) -> type:
+        """Record ``cls`` in :data:`ENVS` and return it unchanged."""
         name = getattr(cls, "benchmark", "")
         if not name:
             raise ValueError(f"{cls.__name__} must set the class attribute 'benchmark'")
@@ -74,8 +75,12 @@ def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},),
 
 
 def import_submodules(package_name: str, errors: dict[str, str]) -> None:
-    """Import every public module of ``package_name``; a module that raises ``ImportError`` (e.g. a missing
-    optional dependency) is logged and recorded in ``errors`` (module → message) instead of raising."""
+    """Import every public module of ``package_name``, once per process (later calls return at once); a module
+    that raises ``ImportError`` (e.g. a missing optional dependency) is logged and recorded in ``errors``
+    (module → message) instead of raising."""
+    if package_name in _IMPORTED_PACKAGES:
+        return
+    _IMPORTED_PACKAGES.add(package_name)
     package = importlib.import_module(package_name)
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_"):
@@ -90,10 +95,7 @@ def import_submodules(package_name: str, errors: dict[str, str]) -> None:
 def discover() -> dict[str, EnvEntry]:
     """Import every module of the ``genenv.envs`` package once (their decorators fill :data:`ENVS`); import
     failures land in :data:`IMPORT_ERRORS` and the other benchmarks stay usable. Returns :data:`ENVS`."""
-    global _discovered
-    if not _discovered:
-        _discovered = True
-        import_submodules("genenv.envs", IMPORT_ERRORS)
+    import_submodules("genenv.envs", IMPORT_ERRORS)
     return ENVS
 
 

@@ -176,7 +176,6 @@ class TWXEngine:
                 candidates = sorted({tuple(c) for d in draws for c in (cancel_detours(d), d)},
                                     key=lambda c: (len(c), c))
                 out["gold"] = next((list(c) for c in candidates if self._wins(seed, fold, c)), [])
-                sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=False)
             return out
 
     def _wins(self, seed: int, fold: str, commands: tuple[str, ...]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import string
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
@@ -206,11 +207,7 @@ def test_agent_loop_plays_gold_episodes(name, tokenizer):
     client = ScriptedClient(tokenizer, {p: [cls.gold_text(t, k) for k in range(turns[p])]
                                         for p, t in ((t.prompt, t) for t in tasks)})
 
-    class TokenizerOnly:
-        pass
-
-    policy = TokenizerOnly()
-    policy.tokenizer = tokenizer
+    policy = SimpleNamespace(tokenizer=tokenizer)  # with a scripted client, the agent loop needs only this
     trajs = rollout_agent_loop(tasks, policy, n=1, server_manager=client, max_turns=32, response_length=16384)
     assert [t.reward for t in trajs] == [1.0] * len(tasks) and all(t.success for t in trajs)
     for t in trajs:

@@ -22,13 +22,13 @@ def test_conflicting_registrations_are_refused(monkeypatch):
     monkeypatch.setattr("genenv.envs.registry.ENVS", dict(ENVS))
 
     class Copycat(BamboogleEnv):
-        pass
+        """Another class claiming Bamboogle's name and id."""
 
     with pytest.raises(ValueError, match="already registered"):
         register_env("genenv/Bamboogle-v0")(Copycat)
 
     class Nameless(BenchmarkSpec):
-        pass
+        """A spec that forgot its name."""
 
     with pytest.raises(ValueError, match="must set the class attribute 'name'"):
         register_benchmark(Nameless)

@@ -32,18 +32,24 @@ class Backend(Protocol):
         """A :class:`~genenv.trainer.policies.Policy` that samples from the role's current weights."""
 
     def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+        """One ``grpo`` / ``rwr`` update of ``role`` (:func:`genenv.trainer.grpo.policy_update`); refreshes the
+        sampling copy unless the update was skipped. Returns the update's metrics."""
         """One :func:`~genenv.trainer.grpo.policy_update` of the role, then a refresh of its sampling copy."""
         """One update of the role on scored samples (``mode``: ``"grpo"`` or ``"rwr"``); returns metrics."""
 
     def save(self, path: Path) -> None:
+        """Write each role's weights, tokenizer and optimizer state under ``path/<role>/`` and the role configs
+        to ``path/backend.json``."""
         """Write ``<path>/<role>/`` (weights or LoRA adapter, tokenizer, ``optimizer.pt``) and ``backend.json``."""
         """Write both policies and their optimiser states under ``path``."""
 
     def load(self, path: Path) -> None:
+        """Rebuild both roles from a :meth:`save` folder (weights and optimizer states)."""
         """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model)."""
         """Restore what :meth:`save` wrote."""
 
     def fingerprint(self, role: str) -> float:
+        """Sum of squares of the role's trainable parameters (float64): changes iff the weights moved."""
         """Sum of squares of the trainable weights (float64): changes whenever an update changed them."""
         """A scalar that changes whenever the role's trainable weights change (sum of squares)."""
 
