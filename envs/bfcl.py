@@ -11,7 +11,6 @@ the seed task pool) and ``"heldout"`` (20 %, periodic evaluation during training
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -22,6 +21,7 @@ from genenv.envs.data import (
     iter_jsonl,
     require_fields,
     resolve_data_dir,
+    split_of,
 )
 from genenv.envs.parsing import ToolCall, parse_tool_calls
 from genenv.envs.registry import register_env
@@ -64,12 +64,6 @@ LANGUAGE_NOTE = {
     "javascript": "These are JavaScript functions: give every argument value as a JSON string holding "
                   "JavaScript source, e.g. \"true\", \"42\", \"'text'\", \"[1, 2]\", \"{key: 'v'}\".",
 }
-
-
-def split_of(task_id: str) -> str:
-    """Deterministic co-evolution split of a BFCL id: ``"heldout"`` for 20 % of ids (sha1 bucket), else ``"train"``."""
-    bucket = int(hashlib.sha1(task_id.encode()).hexdigest(), 16) % 10
-    return "heldout" if bucket < 2 else "train"
 
 
 def _category_of(task_id: str) -> str:

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from genenv.envs.base import InvalidAction, MultiStepTaskEnv
-from genenv.envs.bfcl import DEMO_FUNCTIONS, DEMO_REPLY, DEMO_REQUEST, split_of
+from genenv.envs.bfcl import DEMO_FUNCTIONS, DEMO_REPLY, DEMO_REQUEST
+from genenv.envs.data import split_of
 from genenv.envs.data import DataError, benchmark_file, iter_jsonl, require_fields, resolve_data_dir
 from genenv.envs.parsing import ActionParseError, ToolCall, parse_free_text, parse_tool_calls
 from genenv.envs.registry import register_env

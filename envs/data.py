@@ -11,6 +11,7 @@ Every reader raises :class:`DataError` naming the file, the record and what to d
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -99,3 +100,9 @@ def require_fields(record: dict[str, Any], fields: tuple[str, ...], where: str) 
     missing = [f for f in fields if f not in record]
     if missing:
         raise DataError(f"{where}: missing field(s) {missing}; the file does not have the documented layout.")
+
+
+def split_of(task_id: str) -> str:
+    """Deterministic co-evolution split of a task id (BFCL, API-Bank): ``"heldout"`` for 20 % of ids (sha1 bucket), else ``"train"``."""
+    bucket = int(hashlib.sha1(task_id.encode()).hexdigest(), 16) % 10
+    return "heldout" if bucket < 2 else "train"

@@ -3,7 +3,7 @@
 Structured actions (tool / API calls) are accepted in three surface forms, tried in this order:
 
 1. ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Qwen / Hermes chat templates),
-   one call per block;
+   one call per block, or one call per line inside a block (ToolRL's format);
 2. JSON: one call object or a list of them, optionally in a ```json fence (``arguments`` or ``parameters``);
 3. Python call syntax, ``[f(a=1), g.h(b='x')]`` or ``f(a=1)``, optionally after ``API-Request:`` (API-Bank),
    parsed with :mod:`ast` and :func:`ast.literal_eval` only: model text is never executed.
@@ -81,7 +81,13 @@ def _call_from_obj(obj: Any) -> ToolCall:
 
 
 def _calls_from_json(text: str) -> list[ToolCall]:
-    obj = json.loads(text)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if len(lines) > 1 and all(ln.startswith("{") for ln in lines):  # JSON Lines: one call per line (ToolRL)
+            return [_call_from_obj(json.loads(ln)) for ln in lines]
+        raise
     if isinstance(obj, list):
         return [_call_from_obj(o) for o in obj]
     if isinstance(obj, dict) and isinstance(obj.get("tool_calls"), list):

@@ -1,0 +1,139 @@
+"""API-Bank spec: per-level accuracy under the official (execution) and ToolRL (name + parameters) protocols, and
+environment-generated API-call tasks.
+
+A generated task is a level-1 style sample: a dialogue in API-Bank's format and the gold call to one real API of
+the level-1/2 catalogue. Admission requires (1) strict JSON ``{"dialogue", "call"}``, (2) a known API (not
+ToolSearcher), (3) arguments that fit the API's description (names, required parameters, declared types), and
+(4) a gold call that executes without exception on a fresh backend (:mod:`genenv.envs.api_bank_apis`).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from genenv.benchmarks.registry import register_benchmark
+from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object
+from genenv.envs.api_bank import LEVELS, PROTOCOLS, catalogue_for, suite_of
+from genenv.envs.api_bank_apis import ApiError, make_runtime
+from genenv.envs.data import resolve_data_dir
+from genenv.envs.task import Task
+
+PROTOCOL_LABELS = {
+    "official": "API-Bank official: the call's execution result equals the gold call's (backends re-implemented, "
+                "earlier dialogue calls replayed)",
+    "toolrl": "ToolRL / GenEnv paper: a predicted call has exactly the gold name and parameters",
+}
+# Used when a generated task has no seed to copy the benchmark's instruction from (our wording).
+INSTRUCTION = ("Generate an API request in the format of [ApiName(key1='value1', key2='value2', ...)] based on the "
+               "previous dialogue context.\nThe current year is 2023.\n\nExpected output:\n"
+               "API-Request: [ApiName(key1='value1', key2='value2', ...)]\n\nAPI descriptions:\n")
+ASK = "Generate API Request:"
+
+
+def _as_list(value: Any, default: Sequence[Any]) -> list[Any]:
+    if value in (None, "all"):
+        return list(default)
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+@register_benchmark
+class APIBankSpec(BenchmarkSpec):
+    """API-Bank levels 1-3 (Li et al. 2023)."""
+
+    name = "api_bank"
+    baseline_column = "api_bank"
+    paper_protocol = "ToolRL protocol: per-call API name + parameter match, levels 1-3 pooled"
+    seed_options: dict[str, Any] = {"level": 1, "protocol": "official"}
+    rejection_reasons = ("missing_fields", "unknown_api", "bad_arguments", "execution_error")
+
+    def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """One unit per (protocol, level); ``options["protocol"]`` / ``options["level"]``: a value, a comma list,
+        or ``"all"`` (default: both protocols, all levels)."""
+        protocols = _as_list(options.get("protocol"), PROTOCOLS)
+        levels = [int(lv) for lv in _as_list(options.get("level"), LEVELS)]
+        rest = {k: v for k, v in options.items() if k not in ("protocol", "level")}
+        return [(f"api_bank/{p}/level-{lv}", {**rest, "protocol": p, "level": lv}) for p in protocols for lv in levels]
+
+    def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
+        """``<unit>/accuracy`` (the protocol's verdict); official units also ``<unit>/api_match`` (name and
+        arguments equal to the gold call, the ToolRL rule applied to the official samples)."""
+        n = len(trajectories)
+        if n == 0:
+            return []
+        protocol = unit.split("/")[1] if unit.count("/") >= 2 else "official"
+        metrics = [Metric(f"{unit}/accuracy", sum(bool(t.success) for t in trajectories) / n, n,
+                          PROTOCOL_LABELS.get(protocol, protocol))]
+        if protocol == "official":
+            metrics.append(Metric(f"{unit}/api_match", sum(bool(t.info.get("api_match")) for t in trajectories) / n,
+                                  n, "name and arguments equal the gold call (official samples)"))
+        return metrics
+
+    def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """Accuracy pooled over the evaluated levels (micro average), ToolRL protocol if evaluated (the paper's),
+        else official."""
+        for protocol in ("toolrl", "official"):
+            accs = [m for m in metrics if m.key.startswith(f"api_bank/{protocol}/") and m.key.endswith("/accuracy")]
+            if accs:
+                n = sum(m.n for m in accs)
+                return Metric(f"api_bank/{protocol}/pooled_accuracy", sum(m.value * m.n for m in accs) / n, n,
+                              f"{PROTOCOL_LABELS[protocol]}; pooled over {len(accs)} level(s)")
+        return None
+
+    # ----- task generation -----
+    generation_system_prompt = (
+        "You write new test dialogues for an agent that calls APIs. A task is a short dialogue between a User and "
+        "an AI in which the user asks for something one API can do, and the one correct API call, with every "
+        "argument value stated in the dialogue. Reply with exactly one JSON object with keys \"dialogue\" (lines "
+        "starting with \"User:\" or \"AI:\") and \"call\" ({\"name\": ..., \"arguments\": {...}}) and nothing else.")
+
+    def demonstrable(self, task: Task) -> bool:
+        """Official level-1 tasks whose call is the first of a short dialogue (no earlier state needed)."""
+        md = task.metadata
+        return (md.get("protocol") == "official" and md.get("level") == 1 and not md.get("replay")
+                and len(task.prompt) < 700)
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``{"dialogue", "call"}`` of a task."""
+        dialogue = task.prompt.replace(ASK, "").strip()
+        return {"dialogue": dialogue, "call": {"name": task.gold["name"], "arguments": task.gold["arguments"]}}
+
+    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+        """Strict JSON -> known API -> arguments fit its description -> executes without exception -> :class:`Task`."""
+        obj = extract_json_object(text)
+        if isinstance(obj, Rejection):
+            return obj
+        dialogue, call = obj.get("dialogue"), obj.get("call")
+        if not isinstance(dialogue, str) or "User:" not in dialogue or not isinstance(call, dict):
+            return Rejection("missing_fields", "needs a 'dialogue' string with a 'User:' line and a 'call' object")
+        name, arguments = call.get("name"), call.get("arguments", call.get("parameters", {}))
+        if not isinstance(arguments, dict):
+            return Rejection("missing_fields", "call.arguments must be an object")
+        root = resolve_data_dir(None)
+        catalogue = catalogue_for(1)
+        if not isinstance(name, str) or name not in catalogue or name == "ToolSearcher":
+            return Rejection("unknown_api", f"{str(name)[:60]!r} is not an API of the catalogue")
+        runtime = make_runtime(root, suite_of(1))
+        try:
+            runtime.convert(name, arguments)
+        except ApiError as exc:
+            return Rejection("bad_arguments", str(exc)[:200])
+        result = runtime.execute(name, arguments)
+        if result["exception"] is not None:
+            return Rejection("execution_error", str(result["exception"])[:200])
+        names = [name] + (["GetUserToken"] if "token" in catalogue[name].get("input_parameters", {}) else [])
+        descriptions = [catalogue[n] for n in names if n in catalogue]
+        head = INSTRUCTION
+        if parent is not None and "API descriptions:" in parent.metadata.get("system", ""):
+            head = parent.metadata["system"].split("API descriptions:")[0] + "API descriptions:\n"
+        system = head + "\n".join(json.dumps(d, ensure_ascii=False) for d in descriptions)
+        return Task(id=task_id, benchmark=self.name, split="generated", prompt=f"{dialogue.strip()}\n{ASK}\n",
+                    gold={"name": name, "arguments": arguments}, action_kind="structured", tools=descriptions,
+                    origin="generated", parent_id=parent.id if parent else None, generation_step=step,
+                    metadata={"level": 1, "protocol": "official", "system": system, "replay": [],
+                              "source": {"generated": True}})
+
+    def dedup_text(self, task: Task) -> str:
+        """API name plus dialogue: the same request to a different API is not a duplicate."""
+        return f"{task.gold.get('name', '') if isinstance(task.gold, dict) else ''} {task.prompt}"
