@@ -250,8 +250,9 @@ def catalogue_for(level: int, data_dir: str | None = None) -> dict[str, dict[str
 def build_sample(source: Path, dest: Path) -> None:
     """Write the packaged API-Bank sample (same layout as the full data) from the full data dir ``source``.
 
-    Kept: per official and ToolRL file of levels 1-2, the first sample of every gold API (so the level-1/2
-    catalogue is complete); level 3, the first 10 tasks and their steps; the dialogues those samples come from;
+    Kept: per official file of levels 1-2, the first sample of every gold API without and with earlier calls in
+    its dialogue (so the level-1/2 catalogue is complete and replay is exercised); per ToolRL file, the first
+    sample of every gold API; level 3, the first 10 tasks and their steps; the dialogues those samples come from;
     ``init_database/`` (ImageCaptioning cut to the images of the kept dialogues plus 20 more).
     """
     src, out = Path(source) / "api_bank", Path(dest) / "api_bank"
@@ -275,7 +276,7 @@ def build_sample(source: Path, dest: Path) -> None:
     files: dict[int, set[str]] = {1: set(), 2: set()}
     for level in (1, 2):
         recs = first_per_api(read_json(src / "test-data" / OFFICIAL_FILES[level]),
-                             lambda r: call_name(r["expected_output"]))
+                             lambda r: (call_name(r["expected_output"]), "API-Request:" in r["input"]))
         files[level].update(r["file"] for r in recs)
         write(f"test-data/{OFFICIAL_FILES[level]}", recs)
         toolrl = read_json(src / "toolrl" / f"level-{level}-api_processed.json")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +125,9 @@ def _calls_from_python(text: str) -> list[ToolCall]:
     text = text.strip()
     if text.startswith("API-Request:"):
         text = text[len("API-Request:"):].strip()
-    tree = ast.parse(text, mode="eval").body
+    with warnings.catch_warnings():  # model text with odd escapes must not print compiler warnings
+        warnings.simplefilter("ignore")
+        tree = ast.parse(text, mode="eval").body
     if isinstance(tree, (ast.List, ast.Tuple)):
         return [_call_from_ast(e) for e in tree.elts]
     return [_call_from_ast(tree)]

@@ -1,0 +1,266 @@
+"""API-Bank: the backends reproduce the recorded results, both protocols score real samples, bad output never
+crashes, and generated tasks are admitted only when their call executes."""
+from __future__ import annotations
+
+import collections
+import json
+import random
+
+import pytest
+from genenv.benchmarks.registry import get_benchmark
+from genenv.envs.api_bank import APIBankEnv, execute_in_context, load_api_bank_tasks
+from genenv.envs.api_bank_apis import make_runtime
+from genenv.envs.api_bank_apis.catalogue import DIALOGUE_DIRS, dialogue
+from genenv.envs.data import read_json
+from genenv.envs.parsing import ToolCall
+
+from conftest import DATA_DIR, FULL_DATA
+
+# Recorded results our backends do not reproduce, and why (README, "API-Bank"):
+# - ToolSearcher: the recorded searches came from the original embedding model over an older catalogue; ours
+#   finds a different API for a few keyword phrasings ("add schedule" -> ModifyAgenda, recorded AddAgenda).
+# - TimedSwitch / CancelTimedSwitch: the recorded calls pass `device_id`, which the API description in the prompt
+#   (and our backend) does not have; these samples are excluded from the official sets.
+RETRIEVAL_MIN_SHARE = 0.8
+DESCRIPTION_VIOLATIONS = {"TimedSwitch", "CancelTimedSwitch"}
+
+
+def _recorded_calls():
+    """``(suite, source, replay, name, arguments, recorded result)`` of every recorded call in the data."""
+    root = DATA_DIR
+    for level, sub in DIALOGUE_DIRS.items():
+        folder = root / "api_bank" / "lv1-lv2-samples" / sub
+        for path in sorted(folder.glob("*.jsonl")):
+            turns = [t for t in dialogue(root, level, path.name) if t.get("role") == "API"]
+            for k, t in enumerate(turns):
+                yield ("lv12", path.name, [[u["api_name"], u["param_dict"]] for u in turns[:k]], t["api_name"],
+                       t["param_dict"], {**t["result"], "api_name": t["api_name"]})
+    for i, task in enumerate(read_json(root / "api_bank" / "test-data" / "level-3.json")):
+        calls = task["apis"]
+        for k, c in enumerate(calls):
+            yield ("lv3", f"level-3 task {i}", [[u["api_name"], u["input"]] for u in calls[:k]], c["api_name"],
+                   c["input"], c["output"])
+
+
+RECORDED = list(_recorded_calls())
+RECORDED_APIS = sorted({(suite, name) for suite, _, _, name, _, _ in RECORDED})
+
+
+@pytest.fixture(scope="module")
+def replayed() -> dict[tuple[str, str], list[tuple[bool, str]]]:
+    """Every recorded call executed after its dialogue's earlier calls, checked against its recorded result."""
+    out: dict[tuple[str, str], list[tuple[bool, str]]] = collections.defaultdict(list)
+    for suite, source, replay, name, arguments, recorded in RECORDED:
+        runtime = make_runtime(DATA_DIR, suite)
+        for earlier, args in replay:
+            runtime.execute(earlier, args)
+        ok, why = runtime.check(runtime.execute(name, arguments), recorded)
+        out[(suite, name)].append((ok, f"{source}: {why}"))
+    return out
+
+
+@pytest.mark.parametrize("suite,api", RECORDED_APIS, ids=[f"{s}-{a}" for s, a in RECORDED_APIS])
+def test_recorded_gold_calls_reproduce_recorded_results(replayed, suite, api):
+    results = replayed[(suite, api)]
+    failures = [why for ok, why in results if not ok]
+    if api in DESCRIPTION_VIOLATIONS:
+        assert failures and all("invalid parameter name" in f and "device_id" in f for f in failures), failures
+    elif api == "ToolSearcher" and suite == "lv12":
+        assert 1 - len(failures) / len(results) >= RETRIEVAL_MIN_SHARE, failures
+    else:
+        assert not failures, failures[:3]
+
+
+def test_all_backends_are_exercised_by_the_data():
+    names = {n for _, n in RECORDED_APIS}
+    if FULL_DATA:  # the full data records a call to every API of both catalogues
+        from genenv.envs.api_bank_apis import API_CLASSES
+
+        assert names == set(API_CLASSES["lv12"]) | set(API_CLASSES["lv3"])
+        assert len(RECORDED) == 508 + 245
+    assert {"GetUserToken", "AddAgenda", "ToolSearcher"} <= names
+
+
+def test_sample_counts_and_exclusions():
+    counts = {}
+    for protocol in ("official", "toolrl"):
+        for level in (1, 2, 3):
+            report = {}
+            tasks = load_api_bank_tasks(level, protocol, report=report)
+            counts[(protocol, level)] = (report["loaded"], report["excluded_gold_violates_description"])
+            assert all(t.metadata["level"] == level and t.metadata["protocol"] == protocol for t in tasks)
+            train = load_api_bank_tasks(level, protocol, split="train")
+            heldout = load_api_bank_tasks(level, protocol, split="heldout")
+            assert {t.id for t in train}.isdisjoint(t.id for t in heldout)
+            assert len(train) + len(heldout) == len(tasks)
+    if FULL_DATA:
+        assert counts == {("official", 1): (391, 8), ("official", 2): (135, 0), ("official", 3): (245, 0),
+                          ("toolrl", 1): (399, 0), ("toolrl", 2): (67, 0), ("toolrl", 3): (131, 0)}
+
+
+@pytest.mark.parametrize("protocol", ["official", "toolrl"])
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_oracle_solves_every_sample(level, protocol):
+    tasks = load_api_bank_tasks(level, protocol)
+    env = APIBankEnv(tasks=tasks)
+    failures = []
+    for i, task in enumerate(tasks):
+        env.reset(options={"task_index": i})
+        _, reward, terminated, _, info = env.step(env.parse_action(env.gold_text(task)))
+        assert terminated
+        if reward != 1.0 or not info["api_match"]:
+            failures.append((task.id, info["error"]))
+    assert not failures, failures[:3]
+
+
+def _task(level: int, protocol: str, predicate):
+    return next(t for t in load_api_bank_tasks(level, protocol) if predicate(t))
+
+
+def _score(task, text: str) -> tuple[float, dict]:
+    env = APIBankEnv(tasks=[task])
+    env.reset(options={"task_index": 0})
+    _, reward, _, _, info = env.step(env.parse_action(text))
+    return reward, info
+
+
+def test_official_protocol_executes_the_call():
+    task = _task(1, "official", lambda t: t.gold["name"] == "GetUserToken")
+    args = dict(task.gold["arguments"])
+    # a wrong password: the backend refuses, the gold call succeeds
+    reward, info = _score(task, f"API-Request: [{ToolCall('GetUserToken', {**args, 'password': 'nope'}).to_python()}]")
+    assert reward == 0.0 and "The password is incorrect." in info["error"]
+    # another API, and text without a call
+    reward, info = _score(task, "API-Request: [GetToday()]")
+    assert reward == 0.0 and "expected 'GetUserToken'" in info["error"]
+    reward, info = _score(task, "I cannot help with that.")
+    assert reward == 0.0 and info["error"]
+    # the same call as JSON in a <tool_call> block scores like the benchmark's own format
+    payload = json.dumps({"name": "GetUserToken", "arguments": args})
+    assert _score(task, f"<tool_call>{payload}</tool_call>")[0] == 1.0
+
+
+def test_official_protocol_compares_free_text_by_word_overlap():
+    task = _task(1, "official", lambda t: t.gold["name"] == "AddAgenda")
+    args = dict(task.gold["arguments"])
+    words = args["content"].split(" ")
+    close = " ".join(words + ["today"]) if len(words) >= 3 else args["content"]
+    assert _score(task, f"API-Request: [{ToolCall('AddAgenda', {**args, 'content': close}).to_python()}]")[0] == 1.0
+    unrelated = {**args, "content": "completely different words here now"}
+    reward, info = _score(task, f"API-Request: [{ToolCall('AddAgenda', unrelated).to_python()}]")
+    assert reward == 0.0 and "content" in info["error"]
+    other_time = {**args, "time": "2023-01-01 00:00:00"}
+    assert _score(task, f"API-Request: [{ToolCall('AddAgenda', other_time).to_python()}]")[0] == 0.0
+
+
+def test_earlier_calls_of_the_dialogue_are_replayed():
+    """Some gold calls only succeed in the state the dialogue's earlier calls leave (e.g. the second
+    ForgotPassword step, a query of an appointment registered before): the oracle wins them through replay."""
+    depends = []
+    for task in load_api_bank_tasks(1, "official") + load_api_bank_tasks(2, "official"):
+        if not task.metadata["replay"]:
+            continue
+        fresh = make_runtime(DATA_DIR, "lv12").execute(task.gold["name"], task.gold["arguments"])
+        predicted, gold, _ = execute_in_context(task, ToolCall(task.gold["name"], task.gold["arguments"]), DATA_DIR)
+        assert predicted == gold
+        if fresh["exception"] and gold["exception"] is None:
+            depends.append(task)
+    assert depends
+    if FULL_DATA:
+        assert {t.gold["name"] for t in depends} >= {"ForgotPassword", "QueryRegistration"}
+    for task in depends:
+        assert _score(task, APIBankEnv.gold_text(task))[0] == 1.0
+
+
+def test_level2_toolsearcher_retrieves_from_the_catalogue():
+    task = _task(2, "official", lambda t: t.gold["name"] == "ToolSearcher")
+    reward, info = _score(task, APIBankEnv.gold_text(task))
+    assert reward == 1.0 and info["result"]["output"]
+    runtime = make_runtime(DATA_DIR, "lv12")
+    found = runtime.execute("ToolSearcher", {"keywords": "check the balance of my bank account"})["output"]
+    assert [d["name"] for d in found] == ["GetUserToken", "QueryBalance"]  # token APIs come with GetUserToken
+    assert runtime.execute("ToolSearcher", {"keywords": "  "})["exception"]
+
+
+def test_toolrl_protocol_is_exact_match():
+    task = _task(3, "toolrl", lambda t: any(isinstance(v, str) and v.isdigit() for v in t.gold["arguments"].values()))
+    name, args = task.gold["name"], dict(task.gold["arguments"])
+    key = next(k for k, v in args.items() if isinstance(v, str) and v.isdigit())
+    typed = {**args, key: int(args[key])}  # ToolRL's gold holds the string: an int is a different parameter value
+    line = json.dumps({"name": name, "parameters": typed})
+    assert _score(task, f"<tool_call>\n{line}\n</tool_call>")[0] == 0.0
+    other = json.dumps({"name": "Other", "parameters": {}})
+    both = f"<tool_call>\n{other}\n{json.dumps({'name': name, 'parameters': args})}\n</tool_call>"
+    assert _score(task, both)[0] == 1.0  # any predicted call may match (ToolRL's soft rule)
+
+
+def test_fuzzed_api_calls_never_raise():
+    rng = random.Random(0)
+    tasks = (load_api_bank_tasks(1, "official")[:12] + load_api_bank_tasks(2, "official")[:6]
+             + load_api_bank_tasks(3, "official")[:6] + load_api_bank_tasks(1, "toolrl")[:6])
+    envs = {t.id: APIBankEnv(tasks=[t]) for t in tasks}
+    noise = ["'", '"', "(", ")", "[", "]", "=", ",", "\\", "\x00", "{", "}", "__import__('os')", "1e999",
+             "9" * 400, "None", "True", "[[[[", "-", "**", "lambda: 0", "\n"]
+    texts = []
+    for i in range(1200):
+        task = tasks[i % len(tasks)]
+        gold = APIBankEnv.gold_text(task)
+        kind = i % 6
+        if kind == 0:
+            text = gold[: rng.randrange(len(gold) + 1)]
+        elif kind == 1:
+            pos = rng.randrange(len(gold) + 1)
+            text = gold[:pos] + rng.choice(noise) + gold[pos:]
+        elif kind == 2:
+            text = gold.replace("'", rng.choice(['"', "", "''", "`"]))
+        elif kind == 3:
+            name = task.gold["name"]
+            text = f"API-Request: [{name}({rng.choice(noise)}={rng.choice(noise)!r}, x={rng.randint(-9, 9)})]"
+        elif kind == 4:
+            text = "".join(rng.choice(noise) for _ in range(rng.randint(1, 30)))
+        else:
+            args = {k: rng.choice([None, [], {}, 3.5, -1, True, "", "x" * 300]) for k in task.gold["arguments"]}
+            text = json.dumps({"name": task.gold["name"], "arguments": args})
+        texts.append((task, text))
+    for task, text in texts:
+        env = envs[task.id]
+        env.reset(options={"task_index": 0})
+        _, reward, terminated, _, info = env.step(env.parse_action(text))
+        assert terminated and reward in (0.0, 1.0)
+        assert reward == 1.0 or info["error"], text
+
+
+def test_generated_tasks_are_admitted_only_when_the_call_executes():
+    spec = get_benchmark("api_bank")
+    parent = _task(1, "official", lambda t: spec.demonstrable(t))
+    ok = {"dialogue": "User: What is the price of AAPL stock on 2022-01-05?\nAI: Let me check.",
+          "call": {"name": "QueryStock", "arguments": {"stock_code": "AAPL", "date": "2022-01-05"}}}
+    task = spec.parse_generated(json.dumps(ok), "gen-0-0", 0, parent)
+    assert task.origin == "generated" and task.gold["name"] == "QueryStock"
+    assert "QueryStock" in task.metadata["system"] and task.metadata["system"].startswith(
+        parent.metadata["system"].split("API descriptions:")[0])
+    assert _score(task, APIBankEnv.gold_text(task))[0] == 1.0  # its gold wins through the env
+    cases = {
+        "missing_fields": {"dialogue": "no user line", "call": ok["call"]},
+        "unknown_api": {**ok, "call": {"name": "LaunchRocket", "arguments": {}}},
+        "bad_arguments": {**ok, "call": {"name": "QueryStock", "arguments": {"ticker": "AAPL"}}},
+        "execution_error": {**ok, "call": {"name": "QueryStock", "arguments": {"stock_code": "AAPL",
+                                                                             "date": "1999-01-01"}}},
+    }
+    for reason, obj in cases.items():
+        rejection = spec.parse_generated(json.dumps(obj), "gen-0-1", 0, parent)
+        assert getattr(rejection, "reason", None) == reason, (reason, rejection)
+        assert reason in spec.all_rejection_reasons
+
+
+def test_metrics_units_and_headline():
+    spec = get_benchmark("api_bank")
+    units = spec.eval_units({})
+    assert [u for u, _ in units] == [f"api_bank/{p}/level-{lv}" for p in ("official", "toolrl") for lv in (1, 2, 3)]
+    assert spec.eval_units({"protocol": "toolrl", "level": "1,3"})[1][1] == {"protocol": "toolrl", "level": 3}
+    from genenv.benchmarks.spec import Metric
+
+    metrics = [Metric("api_bank/toolrl/level-1/accuracy", 0.5, 10, ""), Metric("api_bank/toolrl/level-2/accuracy",
+                                                                                1.0, 30, "")]
+    head = spec.headline(metrics)
+    assert head.key == "api_bank/toolrl/pooled_accuracy" and head.value == pytest.approx(35 / 40) and head.n == 40
