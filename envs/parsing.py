@@ -5,8 +5,9 @@ Structured actions (tool / API calls) are accepted in three surface forms, tried
 1. ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Qwen / Hermes chat templates),
    one call per block, or one call per line inside a block (ToolRL's format);
 2. JSON: one call object or a list of them, optionally in a ```json fence (``arguments`` or ``parameters``);
-3. Python call syntax, ``[f(a=1), g.h(b='x')]`` or ``f(a=1)``, optionally after ``API-Request:`` (API-Bank),
-   parsed with :mod:`ast` and :func:`ast.literal_eval` only: model text is never executed.
+3. Python call syntax, ``[f(a=1), g.h(b='x')]`` or ``f(a=1)``, optionally after ``API-Request:`` (API-Bank; an
+   ``API-Request: [...]`` line inside longer text is found too), parsed with :mod:`ast` and
+   :func:`ast.literal_eval` only: model text is never executed.
 
 Free-text answers: the content of ``<answer>...</answer>``, else the text after the last ``Answer:``, else the
 whole text, stripped (``<think>`` blocks removed first).
@@ -27,6 +28,9 @@ MAX_ACTION_CHARS = 20_000  # longer model outputs are rejected before parsing (b
 
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCE_RE = re.compile(r"```(?:json|python|tool_code)?\s*(.*?)```", re.DOTALL)
+# API-Bank's request line inside longer text; the official extractor also searches for it anywhere
+_API_REQUEST_RE = re.compile(r"API-Request:\s*(\[.*\])", re.MULTILINE)
+_API_REQUEST_SHORT_RE = re.compile(r"API-Request:\s*(\[.*?\)\])", re.MULTILINE)
 _THINK_RE = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 _ANSWER_TAG_RE = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.DOTALL)
 
@@ -158,7 +162,8 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
             for block in blocks:
                 calls.extend(_calls_from_json(block))
             return calls
-        candidates = [m.strip() for m in _FENCE_RE.findall(text)] + [text]
+        candidates = ([m.strip() for m in _FENCE_RE.findall(text)] + [text]
+                      + [m.strip() for rx in (_API_REQUEST_RE, _API_REQUEST_SHORT_RE) for m in rx.findall(text)])
         for cand in candidates:
             for parser in (_calls_from_json, _calls_from_python):
                 try:

@@ -92,3 +92,11 @@ def test_parser_and_rewards_never_raise_on_any_model_output(text):
     if isinstance(answer, str):
         for metric in (exact_match, token_f1, fuzz_ratio):
             assert 0.0 <= metric(answer, "George VI") <= 1.0
+
+
+def test_api_bank_request_inside_prose_and_toolrl_json_lines():
+    text = "Sure.\nAPI-Request: [QueryStock(stock_code='AAPL', date='2022-01-05')]->182.6\nThe price is 182.6."
+    assert parse_tool_calls(text) == [ToolCall("QueryStock", {"stock_code": "AAPL", "date": "2022-01-05"})]
+    block = ('<think>two calls</think>\n<tool_call>\n{"name": "A", "parameters": {"x": "1"}}\n'
+             '{"name": "B", "parameters": {}}\n</tool_call>\n<response>done</response>')
+    assert parse_tool_calls(block) == [ToolCall("A", {"x": "1"}), ToolCall("B", {})]
