@@ -137,3 +137,88 @@ class APIBankSpec(BenchmarkSpec):
     def dedup_text(self, task: Task) -> str:
         """API name plus dialogue: the same request to a different API is not a duplicate."""
         return f"{task.gold.get('name', '') if isinstance(task.gold, dict) else ''} {task.prompt}"
+
+
+PLAN_PROTOCOL = ("API-Bank level 3 as episodes: retrieve with ToolSearcher, call; success = every gold call made "
+                 "with a matching result (lv3_evaluator's sample accuracy)")
+
+
+@register_benchmark
+class APIBankPlanSpec(BenchmarkSpec):
+    """API-Bank level 3 "Plan+Retrieve+Call" episodes (``genenv/APIBankPlan-v0``); not a column of the paper.
+
+    A generated task is a requirement and the sequence of level-3 API calls that fulfils it; ToolSearcher calls
+    (keywords = the API name) are inserted before each API's first use. Admission: strict JSON
+    ``{"requirement", "calls"}``, known level-3 APIs, arguments that fit their descriptions, and every call
+    executing without exception, in order, on a fresh backend.
+    """
+
+    name = "api_bank_plan"
+    baseline_column = ""
+    paper_protocol = ""
+    seed_options: dict[str, Any] = {}
+    rejection_reasons = ("missing_fields", "unknown_api", "bad_arguments", "execution_error")
+
+    def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
+        """``success_rate``, ``progress`` (share of gold calls matched) and ``rouge_l`` of the final answers."""
+        n = len(trajectories)
+        if n == 0:
+            return []
+
+        def mean(f) -> float:
+            return sum(f(t) for t in trajectories) / n
+
+        progress = mean(lambda t: t.info.get("matched", 0) / max(1, t.info.get("gold_calls", 1)))
+        return [Metric(f"{unit}/success_rate", mean(lambda t: float(bool(t.success))), n, PLAN_PROTOCOL),
+                Metric(f"{unit}/progress", progress, n, "share of the gold calls made with a matching result"),
+                Metric(f"{unit}/rouge_l", mean(lambda t: t.info.get("rouge_l", 0.0)), n,
+                       "ROUGE-L F1 (rouge-score) of the final answer vs the reference response")]
+
+    def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """The success rate."""
+        return next((m for m in metrics if m.key.endswith("/success_rate")), None)
+
+    generation_system_prompt = (
+        "You write new tasks for an agent that plans and calls APIs. A task is a user requirement and the "
+        "sequence of API calls that fulfils it. Reply with exactly one JSON object with keys \"requirement\" "
+        "and \"calls\" (a list of {\"name\": ..., \"arguments\": {...}}) and nothing else.")
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``{"requirement", "calls"}`` (the gold calls without the ToolSearcher steps)."""
+        return {"requirement": task.prompt, "calls": [c for c in task.gold if c["name"] != "ToolSearcher"]}
+
+    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+        """Strict JSON -> known level-3 APIs -> arguments fit -> the sequence executes -> :class:`Task`."""
+        obj = extract_json_object(text)
+        if isinstance(obj, Rejection):
+            return obj
+        requirement, calls = obj.get("requirement"), obj.get("calls")
+        if not isinstance(requirement, str) or not requirement.strip() or not isinstance(calls, list) or not calls \
+                or not all(isinstance(c, dict) for c in calls):
+            return Rejection("missing_fields", "needs a 'requirement' string and a non-empty 'calls' list")
+        catalogue = catalogue_for(3)
+        runtime = make_runtime(resolve_data_dir(None), suite_of(3))
+        gold: list[dict[str, Any]] = []
+        for call in calls:
+            name, arguments = call.get("name"), call.get("arguments", call.get("parameters", {}))
+            if not isinstance(name, str) or name not in catalogue or name == "ToolSearcher":
+                return Rejection("unknown_api", f"{str(name)[:60]!r} is not a level-3 API")
+            if not isinstance(arguments, dict):
+                return Rejection("missing_fields", "every call needs an 'arguments' object")
+            try:
+                runtime.convert(name, arguments)
+            except ApiError as exc:
+                return Rejection("bad_arguments", str(exc)[:200])
+            if not any(g["name"] == name for g in gold):
+                gold.append({"name": "ToolSearcher", "arguments": {"keywords": name}})
+            result = runtime.execute(name, arguments)
+            if result["exception"] is not None:
+                return Rejection("execution_error", f"{name}: {str(result['exception'])[:180]}")
+            gold.append({"name": name, "arguments": arguments})
+        return Task(id=task_id, benchmark=self.name, split="generated", prompt=requirement.strip(), gold=gold,
+                    action_kind="structured", origin="generated", parent_id=parent.id if parent else None,
+                    generation_step=step, metadata={"response": "", "sample_id": None})
+
+    def dedup_text(self, task: Task) -> str:
+        """The requirement plus the called API names."""
+        return f"{' '.join(c['name'] for c in task.gold)} {task.prompt}"

@@ -72,10 +72,11 @@ def _official_records(root: Path, level: int) -> list[dict[str, Any]]:
         turns = [t for t in dialogue(root, level, rec["file"]) if t.get("role") == "API"]
         k = rec["input"].count("API-Request:")  # the earlier calls of the dialogue are shown in the input
         if k >= len(turns):
-            raise DataError(f"{path}: {rec['file']} id {rec['id']} has {k} earlier calls but the dialogue only {len(turns)}")
+            raise DataError(f"{path}: {rec['file']} id {rec['id']} follows {k} calls; the dialogue has {len(turns)}")
         gold = turns[k]
-        records.append({"id": f"l{level}-{rec['file'].removesuffix('.jsonl')}-{rec['id']}", "system": rec["instruction"],
-                        "user": rec["input"], "gold": {"name": gold["api_name"], "arguments": gold["param_dict"]},
+        records.append({"id": f"l{level}-{rec['file'].removesuffix('.jsonl')}-{rec['id']}",
+                        "system": rec["instruction"], "user": rec["input"],
+                        "gold": {"name": gold["api_name"], "arguments": gold["param_dict"]},
                         "replay": [[t["api_name"], t["param_dict"]] for t in turns[:k]],
                         "source": {"file": rec["file"], "id": rec["id"]}})
     return records
@@ -280,7 +281,8 @@ def build_sample(source: Path, dest: Path) -> None:
         files[level].update(r["file"] for r in recs)
         write(f"test-data/{OFFICIAL_FILES[level]}", recs)
         toolrl = read_json(src / "toolrl" / f"level-{level}-api_processed.json")
-        kept = first_per_api(toolrl, lambda r: (r["answer"] if isinstance(r["answer"], list) else [r["answer"]])[0]["name"])
+        kept = first_per_api(toolrl, lambda r: (r["answer"] if isinstance(r["answer"], list)
+                                                else [r["answer"]])[0]["name"])
         write(f"toolrl/level-{level}-api_processed.json", kept)
     write("test-data/level-3.json", read_json(src / "test-data" / "level-3.json")[:10])
     write("test-data/level-3-batch-inf.json",

@@ -103,6 +103,7 @@ def require_fields(record: dict[str, Any], fields: tuple[str, ...], where: str) 
 
 
 def split_of(task_id: str) -> str:
-    """Deterministic co-evolution split of a task id (BFCL, API-Bank): ``"heldout"`` for 20 % of ids (sha1 bucket), else ``"train"``."""
+    """Deterministic co-evolution split of a task id (BFCL, API-Bank): ``"heldout"`` for 20 % of ids (sha1
+    bucket), else ``"train"``."""
     bucket = int(hashlib.sha1(task_id.encode()).hexdigest(), 16) % 10
     return "heldout" if bucket < 2 else "train"

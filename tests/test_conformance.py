@@ -177,7 +177,8 @@ def test_generation_rejects_garbage_and_admits_a_valid_task(name):
     assert isinstance(task, Task), task
     assert task.origin == "generated" and task.parent_id == seed.id and task.benchmark == name
     assert isinstance(spec.near_duplicate(task, seeds[:5]), Rejection)  # it restates a pool task
-    assert spec.near_duplicate(task, seeds[1:2]) is None
+    other = next(s for s in seeds[1:] if spec.near_duplicate(s, [seed]) is None)  # data may hold variants
+    assert spec.near_duplicate(task, [other]) is None
     traj = rollout_tasks([task], OraclePolicy())[0]  # the admitted task is solvable by its own gold
     assert traj.reward == 1.0 and traj.success
     msgs = spec.generation_messages(seeds[:2], p_hat=0.25, alpha=0.5)

@@ -125,9 +125,9 @@ def convert_argument(value: Any, type_name: str, param: str) -> Any:
 class Api:
     """One API-Bank API.
 
-    Class attributes: ``name`` (the API name), ``suite`` (``"lv12"`` or ``"lv3"``), ``database`` (stem of its ``init_database/*.json`` table, or
-    empty), ``optional`` (parameters that may be omitted; the others are required), ``compare`` (how
-    :meth:`matches` compares a result with the gold result, see there).
+    Class attributes: ``name`` (the API name), ``suite`` (``"lv12"`` or ``"lv3"``), ``database`` (stem of its
+    ``init_database/*.json`` table, or empty), ``optional`` (parameters that may be omitted; the others are
+    required), ``compare`` (how :meth:`matches` compares a result with the gold result, see there).
 
     Subclasses implement :meth:`run`, which receives the converted arguments, reads and mutates the runtime's
     tables, and returns the output or raises :class:`ApiError`.
@@ -137,9 +137,11 @@ class Api:
     suite: ClassVar[str] = "lv12"
     database: ClassVar[str] = ""
     optional: ClassVar[tuple[str, ...]] = ()
-    # per input parameter: "exact" (default: equal after stripping strings), "fold" (case-insensitive),
-    # "words" (word-set Jaccard > 0.5, the official rule for free-text contents; "words_fold": lower-cased first), "date" / "datetime"
-    # (equal after date normalisation), "ignore"; "output" in this dict: "exact" (default), "ignore" or "present"
+    # per input parameter: "exact" (default: equal after stripping strings), "fold" (case-insensitive), "words"
+    # (word-set Jaccard > 0.5, the official rule for free-text contents), "words_fold" (the same, lower-cased),
+    # "date" / "datetime" / "month_day" (equal after date normalisation), "ignore"; under the key "output":
+    # "exact" (default), "ignore", "present" (any output), "unordered" (lists), "values" (dict values without
+    # keys) or "fold" (case-insensitive)
     compare: ClassVar[dict[str, str]] = {}
 
     def run(self, rt: "ApiRuntime", **kwargs: Any) -> Any:
