@@ -222,3 +222,107 @@ class APIBankPlanSpec(BenchmarkSpec):
     def dedup_text(self, task: Task) -> str:
         """The requirement plus the called API names."""
         return f"{' '.join(c['name'] for c in task.gold)} {task.prompt}"
+
+
+RESPONSE_PROTOCOL = "API-Bank response turns: ROUGE-L F1 (rouge-score) of the AI reply vs the reference reply"
+MAX_RESPONSE_WORDS = 80
+
+
+@register_benchmark
+class APIBankResponseSpec(BenchmarkSpec):
+    """API-Bank response turns (``genenv/APIBankResponse-v0``); not a column of the paper.
+
+    A generated task is a dialogue ending in one API request and the AI's reply to its result. The environment,
+    not the generator, writes the result: the request must parse (``API-Request: [Name(k='v')]``), name a
+    level-1/2 API, fit its description and execute without exception; its result is appended as
+    ``->result``, the benchmark's format. The reply must be non-empty and at most 80 words.
+    """
+
+    name = "api_bank_response"
+    baseline_column = ""
+    paper_protocol = ""
+    seed_options: dict[str, Any] = {"level": 1}
+    rejection_reasons = ("missing_fields", "no_api_request", "unknown_api", "bad_arguments", "execution_error",
+                         "response_too_long")
+
+    def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """One unit per level (``options["level"]``: a value, a comma list or ``"all"``; default all)."""
+        levels = [int(lv) for lv in _as_list(options.get("level"), LEVELS)]
+        rest = {k: v for k, v in options.items() if k != "level"}
+        return [(f"api_bank_response/level-{lv}", {**rest, "level": lv}) for lv in levels]
+
+    def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
+        """``<unit>/rouge_l``: mean ROUGE-L F1."""
+        n = len(trajectories)
+        if n == 0:
+            return []
+        return [Metric(f"{unit}/rouge_l", sum(t.info.get("rouge_l", 0.0) for t in trajectories) / n, n,
+                       RESPONSE_PROTOCOL)]
+
+    def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """ROUGE-L pooled over the evaluated levels (micro average)."""
+        scores = [m for m in metrics if m.key.endswith("/rouge_l")]
+        if not scores:
+            return None
+        n = sum(m.n for m in scores)
+        return Metric("api_bank_response/pooled_rouge_l", sum(m.value * m.n for m in scores) / n, n,
+                      f"{RESPONSE_PROTOCOL}; pooled over {len(scores)} level(s)")
+
+    generation_system_prompt = (
+        "You write new test dialogues for an assistant that uses APIs. A task is a short dialogue between a User "
+        "and an AI that ends with one API request line API-Request: [ApiName(key='value', ...)], and the AI's "
+        "reply after the result. Reply with exactly one JSON object with keys \"dialogue\" and \"response\" and "
+        "nothing else.")
+
+    def demonstrable(self, task: Task) -> bool:
+        """Short level-1 samples."""
+        return task.metadata.get("level") == 1 and len(task.prompt) < 700
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``{"dialogue", "response"}``: the dialogue without the API result and the closing request line."""
+        lines = task.prompt.replace("Generate AI Response:", "").strip().splitlines()
+        if lines and "->" in lines[-1] and lines[-1].startswith("API-Request:"):
+            lines[-1] = lines[-1].split("]->", 1)[0] + "]"
+        return {"dialogue": "\n".join(lines), "response": task.gold}
+
+    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+        """Strict JSON -> the last ``API-Request:`` line executes -> its result is appended -> :class:`Task`."""
+        from genenv.envs.parsing import ActionParseError, parse_tool_calls
+
+        obj = extract_json_object(text)
+        if isinstance(obj, Rejection):
+            return obj
+        dialogue, response = obj.get("dialogue"), obj.get("response")
+        if not isinstance(dialogue, str) or "User:" not in dialogue or not isinstance(response, str) \
+                or not response.strip():
+            return Rejection("missing_fields", "needs a 'dialogue' with a 'User:' line and a non-empty 'response'")
+        if len(response.split()) > MAX_RESPONSE_WORDS:
+            return Rejection("response_too_long", f"{len(response.split())} words")
+        lines = dialogue.strip().splitlines()
+        request = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("API-Request:")), None)
+        if request is None:
+            return Rejection("no_api_request", "the dialogue has no API-Request: line")
+        try:
+            calls = parse_tool_calls(lines[request].split("]->", 1)[0] + ("]" if "]->" in lines[request] else ""))
+        except ActionParseError as exc:
+            return Rejection("no_api_request", str(exc)[:200])
+        if len(calls) != 1:
+            return Rejection("no_api_request", f"{len(calls)} calls on the request line, expected 1")
+        name, arguments = calls[0].name, calls[0].arguments
+        catalogue = catalogue_for(1)
+        if name not in catalogue or name == "ToolSearcher":
+            return Rejection("unknown_api", f"{name[:60]!r} is not an API of the catalogue")
+        runtime = make_runtime(resolve_data_dir(None), suite_of(1))
+        try:
+            runtime.convert(name, arguments)
+        except ApiError as exc:
+            return Rejection("bad_arguments", str(exc)[:200])
+        result = runtime.execute(name, arguments)
+        if result["exception"] is not None:
+            return Rejection("execution_error", str(result["exception"])[:200])
+        lines = lines[:request] + [f"API-Request: [{calls[0].to_python()}]->{result['output']}"]
+        system = parent.metadata["system"] if parent is not None else ""
+        return Task(id=task_id, benchmark=self.name, split="generated",
+                    prompt="\n".join(lines) + "\nGenerate AI Response:\n", gold=response.strip(),
+                    action_kind="free_text", origin="generated", parent_id=parent.id if parent else None,
+                    generation_step=step, metadata={"level": 1, "system": system, "index": None})

@@ -48,7 +48,8 @@ def suite_of(level: int) -> str:
     return "lv3" if int(level) == 3 else "lv12"
 
 
-def _check_level(level: Any) -> int:
+def check_level(level: Any) -> int:
+    """``level`` as an int; ``ValueError`` unless it is 1, 2 or 3."""
     if level not in LEVELS and str(level) not in {str(lv) for lv in LEVELS}:
         raise ValueError(f"unknown API-Bank level {level!r}; choose one of {LEVELS}")
     return int(level)
@@ -110,7 +111,7 @@ def load_api_bank_tasks(level: int = 1, protocol: str = "official", split: str |
     Raises:
         ValueError: unknown level, protocol or split. DataError: missing or malformed data.
     """
-    level = _check_level(level)
+    level = check_level(level)
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown API-Bank protocol {protocol!r}; choose one of {PROTOCOLS}")
     split = split or "test"
@@ -245,15 +246,15 @@ def _converted(runtime: ApiRuntime, call: ToolCall) -> dict[str, Any] | None:
 
 def catalogue_for(level: int, data_dir: str | None = None) -> dict[str, dict[str, Any]]:
     """The API catalogue of ``level`` (see :mod:`genenv.envs.api_bank_apis.catalogue`)."""
-    return load_catalogue(resolve_data_dir(data_dir), suite_of(_check_level(level)))
+    return load_catalogue(resolve_data_dir(data_dir), suite_of(check_level(level)))
 
 
 def build_sample(source: Path, dest: Path) -> None:
     """Write the packaged API-Bank sample (same layout as the full data) from the full data dir ``source``.
 
     Kept: per official file of levels 1-2, the first sample of every gold API without and with earlier calls in
-    its dialogue (so the level-1/2 catalogue is complete and replay is exercised); per ToolRL file, the first
-    sample of every gold API; level 3, the first 10 tasks and their steps; the dialogues those samples come from;
+    its dialogue (so the level-1/2 catalogue is complete and replay is exercised), and up to 40 response samples
+    of those dialogues; per ToolRL file, the first sample of every gold API; level 3, the first 10 tasks and their steps; the dialogues those samples come from;
     ``init_database/`` (ImageCaptioning cut to the images of the kept dialogues plus 20 more).
     """
     src, out = Path(source) / "api_bank", Path(dest) / "api_bank"
@@ -284,6 +285,11 @@ def build_sample(source: Path, dest: Path) -> None:
         kept = first_per_api(toolrl, lambda r: (r["answer"] if isinstance(r["answer"], list)
                                                 else [r["answer"]])[0]["name"])
         write(f"toolrl/level-{level}-api_processed.json", kept)
+    for level in (1, 2):  # the response samples of the kept dialogues
+        name = f"level-{level}-response.json"
+        write(f"test-data/{name}", [r for r in read_json(src / "test-data" / name) if r["file"] in files[level]][:40])
+    write("test-data/level-3-batch-inf-response.json",
+          [r for r in read_json(src / "test-data" / "level-3-batch-inf-response.json") if r["sample_id"] < 10])
     write("test-data/level-3.json", read_json(src / "test-data" / "level-3.json")[:10])
     write("test-data/level-3-batch-inf.json",
           [r for r in read_json(src / "test-data" / "level-3-batch-inf.json") if r["sample_id"] < 10])

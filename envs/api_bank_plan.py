@@ -30,6 +30,7 @@ from genenv.envs.data import benchmark_file, read_json, resolve_data_dir, split_
 from genenv.envs.parsing import ActionParseError, ToolCall, parse_free_text, parse_tool_calls
 from genenv.envs.registry import register_env
 from genenv.envs.task import Task
+from genenv.rewards.text import rouge_l
 
 SYSTEM_PROMPT = (
     "You are an assistant that fulfils the user's requirement by calling APIs, one call per reply, in the format "
@@ -44,16 +45,6 @@ class FinalAnswer:
     """The agent's reply without an API call: its answer to the user; it ends the episode."""
 
     text: str
-
-
-def rouge_l(prediction: str, reference: str) -> float:
-    """ROUGE-L F1 of ``prediction`` against ``reference`` (``rouge_score``'s ``rougeL``, stemming off); 0 for an
-    empty prediction."""
-    from rouge_score import rouge_scorer
-
-    if not prediction.strip() or not reference.strip():
-        return 0.0
-    return rouge_scorer.RougeScorer(["rougeL"]).score(reference, prediction)["rougeL"].fmeasure
 
 
 def load_plan_tasks(split: str | None = "test", data_dir: str | None = None) -> list[Task]:

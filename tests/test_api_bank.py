@@ -324,3 +324,44 @@ def test_plan_generation_executes_the_sequence():
     assert spec.parse_generated(json.dumps(bad), "gen-0-1", 0, None).reason == "execution_error"
     assert spec.parse_generated(json.dumps({**ok, "calls": [{"name": "Nope", "arguments": {}}]}), "g", 0,
                                 None).reason == "unknown_api"
+
+
+# ---------- response turns (genenv/APIBankResponse-v0) ----------
+def test_response_turns_score_rouge_l():
+    from genenv.envs.api_bank_response import APIBankResponseEnv, load_response_tasks
+
+    counts = {lv: len(load_response_tasks(lv)) for lv in (1, 2, 3)}
+    if FULL_DATA:
+        assert counts == {1: 375, 2: 103, 3: 50}
+    env = APIBankResponseEnv(level=1)
+    for i, task in enumerate(env.tasks):
+        env.reset(options={"task_index": i})
+        _, reward, _, _, info = env.step(env.parse_action(env.gold_text(task)))
+        assert reward == pytest.approx(1.0) and info["success"]
+    task = env.tasks[0]
+    env.reset(options={"task_index": 0})
+    half = " ".join(task.gold.split()[: max(1, len(task.gold.split()) // 2)])
+    _, reward, _, _, info = env.step(env.parse_action(f"AI: {half}"))  # the "AI:" prefix is not part of the reply
+    assert 0.0 < reward < 1.0 and reward == info["rouge_l"]
+    env.reset(options={"task_index": 0})
+    _, reward, _, _, info = env.step(env.parse_action("AI: ..."))
+    assert reward == 0.0 and info["error"]
+    f1_env = APIBankResponseEnv(tasks=[task], metric="f1")  # the trainer's configured free-text metric
+    f1_env.reset(options={"task_index": 0})
+    _, reward, _, _, info = f1_env.step(half)
+    assert 0.0 < reward < 1.0 and info["rouge_l"] > 0.0
+
+
+def test_response_generation_runs_the_request_on_the_backend():
+    spec = get_benchmark("api_bank_response")
+    ok = {"dialogue": "User: What was AAPL worth on 2022-01-05?\nAI: Let me check.\n"
+                      "API-Request: [QueryStock(stock_code='AAPL', date='2022-01-05')]",
+          "response": "AAPL closed at 182.6 on January 5th, 2022."}
+    task = spec.parse_generated(json.dumps(ok), "gen-0-0", 0, None)
+    assert task.prompt.splitlines()[-2].endswith("]->182.6")  # the result comes from the backend
+    assert task.gold == ok["response"] and task.action_kind == "free_text"
+    bad = {**ok, "dialogue": ok["dialogue"].replace("2022-01-05')", "1999-01-01')")}
+    assert spec.parse_generated(json.dumps(bad), "g", 0, None).reason == "execution_error"
+    assert spec.parse_generated(json.dumps({**ok, "dialogue": "User: hi"}), "g", 0, None).reason == "no_api_request"
+    long = {**ok, "response": "word " * 100}
+    assert spec.parse_generated(json.dumps(long), "g", 0, None).reason == "response_too_long"
