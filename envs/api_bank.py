@@ -287,7 +287,8 @@ def build_sample(source: Path, dest: Path) -> None:
         write(f"toolrl/level-{level}-api_processed.json", kept)
     for level in (1, 2):  # the response samples of the kept dialogues
         name = f"level-{level}-response.json"
-        write(f"test-data/{name}", [r for r in read_json(src / "test-data" / name) if r["file"] in files[level]][:40])
+        kept = [r for r in read_json(src / "test-data" / name) if r["file"] in files[level]]
+        write(f"test-data/{name}", kept[:40])
     write("test-data/level-3-batch-inf-response.json",
           [r for r in read_json(src / "test-data" / "level-3-batch-inf-response.json") if r["sample_id"] < 10])
     write("test-data/level-3.json", read_json(src / "test-data" / "level-3.json")[:10])
