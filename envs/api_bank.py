@@ -255,7 +255,8 @@ def build_sample(source: Path, dest: Path) -> None:
     Kept: per official file of levels 1-2, the first sample of every gold API without and with earlier calls in
     its dialogue (so the level-1/2 catalogue is complete and replay is exercised), and up to 40 response samples
     of those dialogues; per ToolRL file, the first sample of every gold API; level 3, the first 10 tasks, their
-    steps and responses; the dialogues those samples come from; ``init_database/`` (ImageCaptioning cut to the images of the kept dialogues plus 20 more).
+    steps and responses; the dialogues those samples come from; ``init_database/`` (ImageCaptioning cut to the
+    images of the kept dialogues plus 20 more).
     """
     src, out = Path(source) / "api_bank", Path(dest) / "api_bank"
 
