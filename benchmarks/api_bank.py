@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from genenv.benchmarks.registry import register_benchmark
 from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object
 from genenv.envs.api_bank import LEVELS, PROTOCOLS, catalogue_for, suite_of
-from genenv.envs.api_bank_apis import ApiError, make_runtime
+from genenv.envs.api_bank_apis import ApiError, ApiRuntime, make_runtime
 from genenv.envs.data import resolve_data_dir
 from genenv.envs.task import Task
 
@@ -28,6 +28,24 @@ INSTRUCTION = ("Generate an API request in the format of [ApiName(key1='value1',
                "previous dialogue context.\nThe current year is 2023.\n\nExpected output:\n"
                "API-Request: [ApiName(key1='value1', key2='value2', ...)]\n\nAPI descriptions:\n")
 ASK = "Generate API Request:"
+
+
+def executed_call(runtime: ApiRuntime, name: Any, arguments: Any) -> dict[str, Any] | Rejection:
+    """Run a generated gold call on ``runtime``: its result record, or the :class:`Rejection` (``unknown_api``:
+    not an API of the runtime's catalogue, or ToolSearcher; ``missing_fields``: arguments not an object;
+    ``bad_arguments``: they do not fit the description; ``execution_error``: the backend raised)."""
+    if not isinstance(name, str) or name not in runtime.catalogue or name == "ToolSearcher":
+        return Rejection("unknown_api", f"{str(name)[:60]!r} is not an API of the catalogue")
+    if not isinstance(arguments, dict):
+        return Rejection("missing_fields", f"the arguments of {name} must be an object")
+    try:
+        runtime.convert(name, arguments)
+    except ApiError as exc:
+        return Rejection("bad_arguments", str(exc)[:200])
+    result = runtime.execute(name, arguments)
+    if result["exception"] is not None:
+        return Rejection("execution_error", f"{name}: {str(result['exception'])[:180]}")
+    return result
 
 
 def _as_list(value: Any, default: Sequence[Any]) -> list[Any]:
@@ -108,20 +126,10 @@ class APIBankSpec(BenchmarkSpec):
         if not isinstance(dialogue, str) or "User:" not in dialogue or not isinstance(call, dict):
             return Rejection("missing_fields", "needs a 'dialogue' string with a 'User:' line and a 'call' object")
         name, arguments = call.get("name"), call.get("arguments", call.get("parameters", {}))
-        if not isinstance(arguments, dict):
-            return Rejection("missing_fields", "call.arguments must be an object")
-        root = resolve_data_dir(None)
+        result = executed_call(make_runtime(resolve_data_dir(None), suite_of(1)), name, arguments)
+        if isinstance(result, Rejection):
+            return result
         catalogue = catalogue_for(1)
-        if not isinstance(name, str) or name not in catalogue or name == "ToolSearcher":
-            return Rejection("unknown_api", f"{str(name)[:60]!r} is not an API of the catalogue")
-        runtime = make_runtime(root, suite_of(1))
-        try:
-            runtime.convert(name, arguments)
-        except ApiError as exc:
-            return Rejection("bad_arguments", str(exc)[:200])
-        result = runtime.execute(name, arguments)
-        if result["exception"] is not None:
-            return Rejection("execution_error", str(result["exception"])[:200])
         names = [name] + (["GetUserToken"] if "token" in catalogue[name].get("input_parameters", {}) else [])
         descriptions = [catalogue[n] for n in names if n in catalogue]
         head = INSTRUCTION
@@ -196,24 +204,15 @@ class APIBankPlanSpec(BenchmarkSpec):
         if not isinstance(requirement, str) or not requirement.strip() or not isinstance(calls, list) or not calls \
                 or not all(isinstance(c, dict) for c in calls):
             return Rejection("missing_fields", "needs a 'requirement' string and a non-empty 'calls' list")
-        catalogue = catalogue_for(3)
         runtime = make_runtime(resolve_data_dir(None), suite_of(3))
         gold: list[dict[str, Any]] = []
         for call in calls:
             name, arguments = call.get("name"), call.get("arguments", call.get("parameters", {}))
-            if not isinstance(name, str) or name not in catalogue or name == "ToolSearcher":
-                return Rejection("unknown_api", f"{str(name)[:60]!r} is not a level-3 API")
-            if not isinstance(arguments, dict):
-                return Rejection("missing_fields", "every call needs an 'arguments' object")
-            try:
-                runtime.convert(name, arguments)
-            except ApiError as exc:
-                return Rejection("bad_arguments", str(exc)[:200])
-            if not any(g["name"] == name for g in gold):
+            if isinstance(name, str) and not any(g["name"] == name for g in gold):
                 gold.append({"name": "ToolSearcher", "arguments": {"keywords": name}})
-            result = runtime.execute(name, arguments)
-            if result["exception"] is not None:
-                return Rejection("execution_error", f"{name}: {str(result['exception'])[:180]}")
+            result = executed_call(runtime, name, arguments)
+            if isinstance(result, Rejection):
+                return result
             gold.append({"name": name, "arguments": arguments})
         return Task(id=task_id, benchmark=self.name, split="generated", prompt=requirement.strip(), gold=gold,
                     action_kind="structured", origin="generated", parent_id=parent.id if parent else None,
@@ -308,18 +307,9 @@ class APIBankResponseSpec(BenchmarkSpec):
             return Rejection("no_api_request", str(exc)[:200])
         if len(calls) != 1:
             return Rejection("no_api_request", f"{len(calls)} calls on the request line, expected 1")
-        name, arguments = calls[0].name, calls[0].arguments
-        catalogue = catalogue_for(1)
-        if name not in catalogue or name == "ToolSearcher":
-            return Rejection("unknown_api", f"{name[:60]!r} is not an API of the catalogue")
-        runtime = make_runtime(resolve_data_dir(None), suite_of(1))
-        try:
-            runtime.convert(name, arguments)
-        except ApiError as exc:
-            return Rejection("bad_arguments", str(exc)[:200])
-        result = runtime.execute(name, arguments)
-        if result["exception"] is not None:
-            return Rejection("execution_error", str(result["exception"])[:200])
+        result = executed_call(make_runtime(resolve_data_dir(None), suite_of(1)), calls[0].name, calls[0].arguments)
+        if isinstance(result, Rejection):
+            return result
         lines = lines[:request] + [f"API-Request: [{calls[0].to_python()}]->{result['output']}"]
         system = parent.metadata["system"] if parent is not None else ""
         return Task(id=task_id, benchmark=self.name, split="generated",

@@ -110,11 +110,15 @@ class _Alarm(Api):
     database = "Alarm"
 
     @staticmethod
-    def find(rt, token: str, time: str) -> tuple[dict, str | None]:
+    def find(rt, token: str, time: str, missing: str = "You have no alarm clock at time : {time}") -> tuple[dict, str]:
+        """The Alarm table and the key of the user's alarm at ``time``; ``ApiError(missing)`` if none."""
         strict_datetime(time)
         user = rt.user_of(token)
         table = rt.table("Alarm")
-        return table, _find(table, user, lambda r: r["time"] == time)
+        key = _find(table, user, lambda r: r["time"] == time)
+        if key is None:
+            raise ApiError(missing.format(time=time))
+        return table, key
 
 
 @register_api
@@ -139,8 +143,6 @@ class DeleteAlarm(_Alarm):
 
     def run(self, rt, token: str, time: str) -> Any:
         table, key = self.find(rt, token, time)
-        if key is None:
-            raise ApiError(f"You have no alarm clock at time : {time}")
         del table[key]
         return "success"
 
@@ -153,9 +155,7 @@ class ModifyAlarm(_Alarm):
 
     def run(self, rt, token: str, from_time: str, to_time: str) -> Any:
         strict_datetime(to_time)
-        table, key = self.find(rt, token, from_time)
-        if key is None:
-            raise ApiError(f"You have no agenda at time : {from_time}")
+        table, key = self.find(rt, token, from_time, missing="You have no agenda at time : {time}")
         table[key] = {"time": to_time, "username": table[key]["username"]}
         return "success"
 
@@ -168,8 +168,6 @@ class QueryAlarm(_Alarm):
 
     def run(self, rt, token: str, time: str) -> Any:
         table, key = self.find(rt, token, time)
-        if key is None:
-            raise ApiError(f"You have no alarm clock at time : {time}")
         return dict(table[key])
 
 
@@ -179,7 +177,7 @@ class _Reminder(Api):
     compare = {"token": "ignore", "content": "words_fold"}
 
     @staticmethod
-    def find(rt, token: str, content: str, time: str) -> tuple[dict, str | None]:
+    def find(rt, token: str, content: str, time: str) -> tuple[dict, str]:
         strict_datetime(time)
         require_text(content, "Content should not be null")
         user = rt.user_of(token)

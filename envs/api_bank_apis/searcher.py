@@ -35,12 +35,20 @@ class ToolRetriever:
         self.texts = [f"{split_name(n)} {catalogue[n].get('description', '')}" for n in self.names]
         self._exact = {re.sub(r"[\s_]", "", n).lower(): n for n in self.names}
         self._matrix = None
+        self._cache: dict[str, str] = {}
 
     def best(self, keywords: str) -> str:
-        """The name of the best-matching API for ``keywords``."""
+        """The name of the best-matching API for ``keywords`` (answers are cached per keywords string)."""
         key = re.sub(r"[\s_]", "", keywords).lower()
         if key in self._exact:
             return self._exact[key]
+        if keywords not in self._cache:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[keywords] = self._rank(keywords)
+        return self._cache[keywords]
+
+    def _rank(self, keywords: str) -> str:
         from genenv.rewards.text import embedding_model
 
         model = embedding_model()
