@@ -120,7 +120,17 @@ class TaskEnv(gym.Env, abc.ABC):
     # ----- Gymnasium API -----
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start an episode on one task; returns ``(prompt, info)``."""
-        super().reset(seed=seed)
+        self.select_task(seed, options)
+        return self.first_observation()
+
+    def select_task(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Task:
+        """Seed the env (Gymnasium's ``reset(seed=...)``) and pick the episode's task: ``options["task_id"]``,
+        ``options["task_index"]``, else one drawn with the env's RNG. Sets and returns ``self.task``.
+
+        Raises:
+            ValueError: an unknown ``task_id`` or an out-of-range ``task_index``.
+        """
+        gym.Env.reset(self, seed=seed)
         options = options or {}
         if "task_id" in options:
             if options["task_id"] not in self._index:
@@ -134,6 +144,11 @@ class TaskEnv(gym.Env, abc.ABC):
             idx = int(self.np_random.integers(len(self.tasks)))
         self.task = self.tasks[idx]
         self._last = {}
+        return self.task
+
+    def first_observation(self) -> tuple[str, dict[str, Any]]:
+        """``(prompt, info)`` of the selected task: the last rendered message and ``info`` with ``task_id``,
+        ``messages`` (the chat messages, rendered once per task) and ``tools``."""
         if self.task.id not in self._messages:  # rendered once per task (resets repeat for n rollouts)
             self._messages[self.task.id] = self.render_messages(self.task)
         messages = [dict(m) for m in self._messages[self.task.id]]
@@ -188,6 +203,7 @@ class MultiStepTaskEnv(TaskEnv):
     multi_step: ClassVar[bool] = True
     default_max_steps: ClassVar[int] = 20
     idle_text: ClassVar[str] = ""  # the oracle's reply once its gold sequence is used up
+    context_turns: ClassVar[int | None] = None  # lock-step runner: earlier exchanges kept in the prompt (None: all)
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, max_steps: int | None = None,
@@ -199,6 +215,12 @@ class MultiStepTaskEnv(TaskEnv):
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.steps = 0
         self.done = False
+
+    @classmethod
+    def past_observation(cls, text: str) -> str:
+        """How an observation is shown in the prompt once it is no longer the latest (with ``context_turns``
+        set); unchanged by default."""
+        return text
 
     @abc.abstractmethod
     def start(self, task: Task) -> None:
@@ -223,11 +245,13 @@ class MultiStepTaskEnv(TaskEnv):
         raise TypeError(f"{type(self).__name__} is multi-step: use reset() and step()")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode (see :meth:`TaskEnv.reset`) and its state (:meth:`start`)."""
-        obs, info = super().reset(seed=seed, options=options)
+        """Pick the task (see :meth:`TaskEnv.reset`), start its state (:meth:`start`), then render the first
+        observation (so an env whose first observation comes from its engine renders it from the started
+        episode instead of loading the game twice)."""
+        self.select_task(seed, options)
         self.steps, self.done = 0, False
         self.start(self.task)
-        return obs, info
+        return self.first_observation()
 
     def step(self, action: Any):
         """One step; returns ``(observation, reward, terminated, truncated, info)``.

@@ -28,6 +28,12 @@ class DataError(RuntimeError):
     """A benchmark data file is missing or malformed. The message names the file, the record and a remedy."""
 
 
+def cache_dir() -> Path:
+    """Where genenv caches derived files (converted models, ALFWorld game records): ``$GENENV_CACHE``, else
+    ``~/.cache/genenv``. Everything in it can be deleted; it is rebuilt on use."""
+    return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
+
+
 def packaged_samples_dir() -> Path:
     """Folder of the real data samples shipped in the package (same layout as the full data directory)."""
     return Path(str(resources.files("genenv.envs").joinpath("samples")))

@@ -39,7 +39,7 @@ class EvalResult:
 def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: str | None = None,
              limit: int | None = None, options: dict[str, dict[str, Any]] | None = None,
              max_new_tokens: int = 256, progress: bool = True,
-             env_kwargs: dict[str, dict[str, Any]] | None = None) -> EvalResult:
+             env_kwargs: dict[str, dict[str, Any]] | None = None, env_workers: int | None = None) -> EvalResult:
     """Greedy single-sample evaluation of ``policy`` on each benchmark's units (multi-step envs: one episode
     per task, played to the end).
 
@@ -51,6 +51,8 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
         limit: at most this many tasks per unit (first ones, file order).
         options: per-benchmark loader options, e.g. ``{"bfcl": {"category": "all"}}``.
         env_kwargs: per-benchmark env constructor options, e.g. ``{"twx": {"max_steps": 30}}``.
+        env_workers: multi-step envs: play the episodes in this many worker processes (the CPU budget for the
+            envs; ``None`` / 0: in this process).
     """
     from genenv.trainer.rollout import rollout_tasks
 
@@ -59,10 +61,11 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
         spec = get_benchmark(bench)
         bench_metrics: list[Metric] = []
         for unit, opts in spec.eval_units((options or {}).get(bench, {})):
-            tasks = spec.load(split=split, data_dir=data_dir, **opts)[:limit]
+            tasks = spec.load(data_dir=data_dir, **{"split": split, **opts})[:limit]  # a unit may fix its split
             start = time.perf_counter()
             trajs = rollout_tasks(tasks, policy, n=1, temperature=0.0, max_new_tokens=max_new_tokens,
-                                  progress=unit if progress else None, env_kwargs=env_kwargs)
+                                  progress=unit if progress else None, env_kwargs=env_kwargs,
+                                  env_workers=env_workers)
             seconds = time.perf_counter() - start
             result.timing[unit] = {"tasks": len(tasks), "seconds": seconds,
                                    "tasks_per_second": len(tasks) / seconds if seconds > 0 else float("inf")}
@@ -120,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=16, help="local models: prompts per generate call")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default="cpu")
+    p.add_argument("--env-workers", type=int, default=0,
+                   help="multi-step envs: worker processes for the episodes (the envs' CPU budget; 0 = in-process)")
     args = p.parse_args(argv)
 
     from genenv.eval.report import leaderboard_markdown, write_results
@@ -136,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_options(args.option, {"bfcl": {"category": args.categories}})
     result = evaluate(policy, benchmarks, split=args.split, data_dir=str(data_dir), limit=args.limit,
                       options=options, max_new_tokens=args.max_new_tokens,
-                      env_kwargs=parse_options(args.env_option))
+                      env_kwargs=parse_options(args.env_option), env_workers=args.env_workers)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or f"results/{args.policy.replace('/', '_').replace(':', '_')}-{stamp}")
     write_results(result, out, data_dir=str(data_dir), split=args.split)

@@ -17,6 +17,8 @@ import logging
 import os
 from pathlib import Path
 
+from genenv.envs.data import cache_dir
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -28,11 +30,6 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 class ModelNotFound(RuntimeError):
     """A model name is neither a local folder nor the embedded model; the message says what to install."""
-
-
-def cache_dir() -> Path:
-    """Where converted models are cached (``$GENENV_CACHE`` or ``~/.cache/genenv``)."""
-    return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
 
 
 def smollm2_gguf_path() -> Path:

@@ -49,8 +49,8 @@ def make_text_env(benchmark: str, tasks: list[Task], env_kwargs: dict[str, Any] 
 def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
                   max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
                   chunk_size: int = 16, progress: str | None = None,
-                  stats: dict[str, float] | None = None) -> list[Trajectory]:
-    """Play ``n`` single-step episodes per task.
+                  stats: dict[str, float] | None = None, env_workers: int | None = None) -> list[Trajectory]:
+    """Play ``n`` single-step episodes per task (any multi-step env among them: :func:`rollout_episodes`).
 
     Args:
         tasks: tasks of one or more benchmarks.
@@ -62,6 +62,7 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
         progress: description for a tqdm progress bar, or ``None`` for none.
         stats: if given, ``generate_seconds`` and ``reward_seconds`` (env steps, i.e. parsing + scoring) are
             added to it.
+        env_workers: multi-step episodes only: worker processes for the envs (see :func:`rollout_episodes`).
     Returns:
         ``len(tasks) * n`` trajectories, grouped by task in input order.
     Raises:
@@ -69,7 +70,8 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
     """
     if any(env_entry(t.benchmark).env_class.multi_step for t in tasks):
         return rollout_episodes(tasks, policy, n=n, temperature=temperature, max_new_tokens=max_new_tokens,
-                                env_kwargs=env_kwargs, chunk_size=chunk_size, progress=progress, stats=stats)
+                                env_kwargs=env_kwargs, chunk_size=chunk_size, progress=progress, stats=stats,
+                                env_workers=env_workers)
     by_bench: dict[str, list[Task]] = defaultdict(list)
     for t in tasks:
         by_bench[t.benchmark].append(t)
@@ -111,54 +113,82 @@ def rollout_tasks(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
 def rollout_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
                      max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
                      chunk_size: int = 16, progress: str | None = None,
-                     stats: dict[str, float] | None = None) -> list[Trajectory]:
+                     stats: dict[str, float] | None = None, env_workers: int | None = None) -> list[Trajectory]:
     """Play ``n`` episodes per task in lock step (any mix of single- and multi-step envs).
 
-    Each episode has its own env instance (state). Every round, the conversations of the unfinished episodes
-    are generated ``chunk_size`` at a time (``n = 1`` each, the policy's :class:`Prompt` carries the turn for the
-    oracle), and each env takes one step; an episode ends when its env terminates or truncates. Arguments and
-    return value as for :func:`rollout_tasks`; ``info`` of each trajectory is the last step's, plus ``turns``.
+    Each episode has its own env instance (state), in this process or, with ``env_workers`` ≥ 1, spread over
+    that many worker processes (:class:`~genenv.envs.pool.ProcessEpisodes`: resets and steps run in parallel).
+    Every round, the conversations of the unfinished episodes are generated ``chunk_size`` at a time (``n = 1``
+    each; the policy's :class:`Prompt` carries the turn for the oracle), then every env takes one step; an
+    episode ends when its env terminates or truncates. An env class with ``context_turns`` set keeps only that
+    many earlier exchanges in the prompt, and shows older observations through its ``past_observation`` (the
+    trajectory keeps the whole conversation). Arguments and return value as for :func:`rollout_tasks`; ``info``
+    of each trajectory is the last step's, plus ``turns``.
     """
-    episodes = []
-    for t in tasks:
-        for k in range(n):
-            env = make_text_env(t.benchmark, [t], (env_kwargs or {}).get(t.benchmark))
-            _, info = env.reset(options={"task_id": t.id})
-            episodes.append({"task": t, "k": k, "env": env, "messages": list(info["messages"]), "texts": [],
-                             "reward": 0.0, "info": {}, "done": False})
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    from genenv.envs.pool import episode_runner
 
-        bar = tqdm(total=len(episodes), desc=progress, unit="episode")
-    while True:
-        active = [e for e in episodes if not e["done"]]
-        if not active:
-            break
-        for start in range(0, len(active), chunk_size):
-            chunk = active[start:start + chunk_size]
-            prompts = [Prompt(e["messages"], e["task"], len(e["texts"])) for e in chunk]
-            t0 = time.perf_counter()
-            generations = policy.generate(prompts, n=1, temperature=temperature, max_new_tokens=max_new_tokens)
-            t1 = time.perf_counter()
-            for e, gens in zip(chunk, generations):
-                text = gens[0].text
-                obs, reward, terminated, truncated, info = e["env"].step(text)
-                e["texts"].append(text)
-                e["reward"] += float(reward)
-                e["info"] = info
-                e["messages"] = e["messages"] + [{"role": "assistant", "content": text}]
-                if terminated or truncated:
-                    e["done"] = True
-                    e["env"].close()
-                    if bar:
-                        bar.update(1)
-                else:
-                    e["messages"].append({"role": "user", "content": obs})
-            if stats is not None:
-                stats["generate_seconds"] = stats.get("generate_seconds", 0.0) + t1 - t0
-                stats["reward_seconds"] = stats.get("reward_seconds", 0.0) + time.perf_counter() - t1
-    if bar:
-        bar.close()
+    runner = episode_runner(env_workers)
+    episodes = [{"id": i, "task": t, "k": k, "texts": [], "reward": 0.0, "info": {}, "done": False}
+                for i, (t, k) in enumerate((t, k) for t in tasks for k in range(n))]
+    bar = None
+    try:
+        opened = runner.open([(e["id"], e["task"], (env_kwargs or {}).get(e["task"].benchmark)) for e in episodes])
+        for e, (_, info) in zip(episodes, opened):
+            e["messages"] = list(info["messages"])
+            e["head"] = len(e["messages"])  # the rendered prompt; later messages are the episode's exchanges
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(episodes), desc=progress, unit="episode")
+        while True:
+            active = [e for e in episodes if not e["done"]]
+            if not active:
+                break
+            for start in range(0, len(active), chunk_size):
+                chunk = active[start:start + chunk_size]
+                prompts = [Prompt(prompt_window(e["messages"], e["head"], env_entry(e["task"].benchmark).env_class),
+                                  e["task"], len(e["texts"])) for e in chunk]
+                t0 = time.perf_counter()
+                generations = policy.generate(prompts, n=1, temperature=temperature, max_new_tokens=max_new_tokens)
+                t1 = time.perf_counter()
+                texts = [gens[0].text for gens in generations]
+                results = runner.step([(e["id"], text) for e, text in zip(chunk, texts)])
+                for e, text, (obs, reward, terminated, truncated, info) in zip(chunk, texts, results):
+                    e["texts"].append(text)
+                    e["reward"] += float(reward)
+                    e["info"] = info
+                    e["messages"] = e["messages"] + [{"role": "assistant", "content": text}]
+                    if terminated or truncated:
+                        e["done"] = True
+                        runner.close(e["id"])
+                        if bar:
+                            bar.update(1)
+                    else:
+                        e["messages"].append({"role": "user", "content": obs})
+                if stats is not None:
+                    stats["generate_seconds"] = stats.get("generate_seconds", 0.0) + t1 - t0
+                    stats["reward_seconds"] = stats.get("reward_seconds", 0.0) + time.perf_counter() - t1
+    finally:
+        runner.shutdown()
+        if bar:
+            bar.close()
     return [Trajectory(e["task"], e["k"], e["messages"], "\n".join(e["texts"]), e["reward"],
                        bool(e["info"].get("success")), {**e["info"], "turns": len(e["texts"])}) for e in episodes]
+
+
+def prompt_window(messages: list[dict[str, str]], head: int, env_class: type) -> list[dict[str, str]]:
+    """The prompt of an episode's next turn: the whole conversation, or, when ``env_class.context_turns`` is set,
+    the rendered prompt (its first observation included) and the last ``context_turns`` (action, observation)
+    exchanges, every observation but the latest shown through ``env_class.past_observation``.
+
+    ``messages``: the whole conversation, ``head`` = the length of the rendered prompt, whose last message is the
+    first observation; returns a new list.
+    """
+    keep = env_class.context_turns
+    if keep is None or len(messages) <= head:
+        return messages
+    recent = messages[max(head, len(messages) - 2 * keep):]
+    def shown(m: dict[str, str]) -> dict[str, str]:
+        return m if m is messages[-1] or m["role"] != "user" else {**m, "content": env_class.past_observation(m["content"])}
+
+    return messages[:head - 1] + [shown(messages[head - 1])] + [shown(m) for m in recent]
