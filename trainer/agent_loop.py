@@ -35,7 +35,8 @@ class GymAgentLoop(AgentLoopBase):
     """Plays one episode of a genenv Gymnasium env per ``run`` call (see module docstring).
 
     Config: ``actor_rollout_ref.rollout.{prompt_length,response_length}`` (veRL's keys) and
-    ``genenv.{max_turns, env_kwargs}``.
+    ``genenv.{max_turns, env_kwargs, max_new_tokens}``; ``max_new_tokens`` (tokens per assistant turn) applies
+    when the caller's sampling parameters carry no ``max_tokens`` (veRL's ``AgentLoopWorker`` passes none).
     """
 
     def __init__(self, *args, **kwargs):
@@ -43,6 +44,7 @@ class GymAgentLoop(AgentLoopBase):
         self.response_length = self.rollout_config.response_length
         genenv_cfg = self.config.get("genenv", {}) or {}
         self.max_turns = int(genenv_cfg.get("max_turns", 8))
+        self.max_new_tokens = genenv_cfg.get("max_new_tokens")
         env_kwargs = genenv_cfg.get("env_kwargs") or {}
         self.env_kwargs = (OmegaConf.to_container(env_kwargs, resolve=True) if OmegaConf.is_config(env_kwargs)
                            else dict(env_kwargs))
@@ -50,6 +52,8 @@ class GymAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         """Play the episode of ``kwargs["extra_info"]["task_json"]``; returns veRL's :class:`AgentLoopOutput`."""
         task = Task.from_json(kwargs["extra_info"]["task_json"])
+        if self.max_new_tokens is not None and "max_tokens" not in sampling_params:
+            sampling_params = {**sampling_params, "max_tokens": int(self.max_new_tokens)}
         env = make_text_env(task.benchmark, [task], self.env_kwargs.get(task.benchmark))
         _, info = env.reset(options={"task_id": task.id})
         messages = list(info["messages"])

@@ -10,7 +10,9 @@ Per batch of trajectories (``n`` per task, the group key ``uid`` = task id):
    ``agg_loss(kl_penalty(log_prob, ref_log_prob, "low_var_kl"))``, aggregated ``token-mean`` over the batch;
 5. one AdamW step per PPO epoch, gradient accumulation over micro-batches, gradient clipping.
 
-The same function serves the environment policy's GRPO option (rewards = R_env, groups = prompts).
+The same function serves the environment policy's GRPO option (rewards = R_env, groups = prompts). Steps 1-2
+(:func:`prepare_update`) are shared with the distributed ``verl_ray`` engine (:mod:`genenv.trainer.verl_ray`),
+whose veRL actor workers run steps 3-5 with the same veRL loss functions.
 """
 from __future__ import annotations
 
@@ -71,11 +73,52 @@ def informative_groups(rewards: Sequence[float], uids: Sequence[str]) -> tuple[l
     return sorted(keep), kept, dropped
 
 
+def prepare_update(samples: Sequence[Sample], pad_id: int, mode: str = "grpo"):
+    """Steps 1-2 of an update, shared by every engine: the samples that carry signal, as one veRL batch with
+    advantages.
+
+    ``mode="grpo"``: groups (``uid``) whose rewards are all equal are dropped and counted; advantages from
+    :func:`grpo_advantages`. ``mode="rwr"``: every sample is kept; advantage = its ``weight`` normalised to mean 1
+    over the batch, on every response token (see :mod:`genenv.trainer.rwr`).
+
+    Returns:
+        ``(batch, metrics)``: ``batch`` is the :func:`~genenv.trainer.tokens.build_batch` ``DataProto`` plus
+        ``advantages`` (``[B, R]``, float32) and the non-tensor ``uid``, or ``None`` when no sample carries
+        signal; ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
+    Raises:
+        ValueError: unknown ``mode``.
+    """
+    if mode not in ("grpo", "rwr"):
+        raise ValueError(f"unknown update mode {mode!r}")
+    metrics: dict[str, Any] = {"samples": len(samples), "groups_kept": 0, "groups_dropped": 0, "skipped": True}
+    if not samples:
+        return None, metrics
+    if mode == "grpo":
+        keep, kept, dropped = informative_groups([s.reward for s in samples], [s.uid for s in samples])
+        metrics.update(groups_kept=kept, groups_dropped=dropped)
+        samples = [samples[i] for i in keep]
+        if not samples:
+            return None, metrics
+    batch = build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples], pad_id,
+                        non_tensors={"uid": [s.uid for s in samples]},
+                        response_masks=[s.response_mask for s in samples])
+    mask = batch.batch["response_mask"].float()
+    if mode == "grpo":
+        adv = grpo_advantages([s.reward for s in samples], [s.uid for s in samples], batch.batch["response_mask"])
+    else:
+        w = torch.tensor([s.weight for s in samples], dtype=torch.float32)
+        adv = (w / w.mean()).unsqueeze(-1) * mask  # normalised weights, mean 1 over the batch
+    batch.batch["advantages"] = adv
+    return batch, metrics
+
+
 def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id: int, *, mode: str = "grpo",
                   kl_coef: float = 0.001, clip_ratio: float = 0.2, ppo_epochs: int = 1, micro_batch_size: int = 4,
                   max_grad_norm: float = 1.0, autocast_dtype: torch.dtype | None = torch.bfloat16,
                   ref_context=None) -> dict[str, Any]:
-    """One policy update on ``samples`` with veRL's loss functions.
+    """One policy update on ``samples`` with veRL's loss functions, in this process (the local engine).
+
+    Steps 1-2 are :func:`prepare_update` (shared with the ``verl_ray`` engine); steps 3-5 run here.
 
     Args:
         model: the trainable causal LM; ``ref_model`` the frozen reference (or ``None`` with ``ref_context``, a
@@ -91,27 +134,10 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     """
     from verl.trainer.ppo import core_algos
 
-    metrics: dict[str, Any] = {"samples": len(samples), "groups_kept": 0, "groups_dropped": 0, "skipped": True}
-    if not samples:
+    batch, metrics = prepare_update(samples, pad_id, mode)
+    if batch is None:
         return metrics
-    if mode == "grpo":
-        keep, kept, dropped = informative_groups([s.reward for s in samples], [s.uid for s in samples])
-        metrics.update(groups_kept=kept, groups_dropped=dropped)
-        samples = [samples[i] for i in keep]
-        if not samples:
-            return metrics
-    batch = build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples], pad_id,
-                        non_tensors={"uid": [s.uid for s in samples]},
-                        response_masks=[s.response_mask for s in samples])
     mask = batch.batch["response_mask"].float()
-    if mode == "grpo":
-        adv = grpo_advantages([s.reward for s in samples], [s.uid for s in samples], batch.batch["response_mask"])
-    elif mode == "rwr":
-        w = torch.tensor([s.weight for s in samples], dtype=torch.float32)
-        adv = (w / w.mean()).unsqueeze(-1) * mask  # normalised weights, mean 1 over the batch
-    else:
-        raise ValueError(f"unknown update mode {mode!r}")
-    batch.batch["advantages"] = adv
     model.eval()
     batch.batch["old_log_probs"] = response_logprobs(model, batch, micro_batch_size, autocast_dtype=autocast_dtype)
     if ref_model is not None:
@@ -124,7 +150,7 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     total_tokens = int(mask.sum().item())
     cfg = OmegaConf.create({"clip_ratio": clip_ratio, "clip_ratio_low": clip_ratio, "clip_ratio_high": clip_ratio,
                             "clip_ratio_c": 3.0, "global_batch_info": {"dp_size": 1, "batch_num_tokens": total_tokens,
-                                                                       "global_batch_size": len(samples)}})
+                                                                       "global_batch_size": len(batch)}})
     policy_loss_fn = core_algos.get_policy_loss_fn("vanilla")
     model.train()
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0}
@@ -149,5 +175,5 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
         optimizer.step()
     model.eval()
     metrics.update({k: v / ppo_epochs for k, v in sums.items()}, grad_norm=float(grad_norm), skipped=False,
-                   tokens=total_tokens, samples=len(samples))
+                   tokens=total_tokens, samples=len(batch))
     return metrics

@@ -208,10 +208,13 @@ class CoEvolutionTrainer:
             from genenv.trainer.agent_loop import rollout_agent_loop
 
             t_roll = time.perf_counter()
-            trajs = rollout_agent_loop(batch, self.backend.policy("agent"), n=cfg.agent.n,
-                                       temperature=cfg.agent.temperature, max_new_tokens=cfg.agent.max_new_tokens,
-                                       env_kwargs=self._env_kwargs(), max_turns=cfg.agent.get("max_turns", 8),
-                                       response_length=cfg.agent.get("response_length"))
+            kw = dict(n=cfg.agent.n, temperature=cfg.agent.temperature, max_new_tokens=cfg.agent.max_new_tokens,
+                      env_kwargs=self._env_kwargs(), max_turns=cfg.agent.get("max_turns", 8),
+                      response_length=cfg.agent.get("response_length"))
+            if hasattr(self.backend, "rollout_agent_loop"):  # verl_ray: veRL's AgentLoopManager on the cluster
+                trajs = self.backend.rollout_agent_loop(batch, **kw)
+            else:
+                trajs = rollout_agent_loop(batch, self.backend.policy("agent"), **kw)
             stats["generate_seconds"] = time.perf_counter() - t_roll  # env steps interleave with generation here
         else:
             trajs = rollout_tasks(batch, self.backend.policy("agent"), n=cfg.agent.n,
@@ -378,11 +381,21 @@ class CoEvolutionTrainer:
 
 
 def build_backend(cfg):
-    """The back-end named by ``cfg.engine`` (``local``: :class:`~genenv.trainer.backend.LocalBackend`)."""
+    """The back-end named by ``cfg.engine``: ``local`` (:class:`~genenv.trainer.backend.LocalBackend`) or
+    ``verl_ray`` (:class:`~genenv.trainer.verl_ray.VerlRayBackend`, imported only then).
+
+    Raises:
+        ValueError: an unknown engine.
+        RuntimeError: ``verl_ray`` without the GPUs its resource pools need (before any worker starts).
+    """
     from genenv.trainer.backend import LocalBackend, RoleConfig
 
+    if cfg.engine == "verl_ray":
+        from genenv.trainer.verl_ray import build_verl_ray_backend
+
+        return build_verl_ray_backend(cfg)
     if cfg.engine != "local":
-        raise ValueError(f"engine {cfg.engine!r} is not available; this build has 'local'")
+        raise ValueError(f"engine {cfg.engine!r} is not available; choose local or verl_ray")
     roles = {role: RoleConfig(**dict(cfg[role].policy)) for role in ("agent", "env")}
     device = cfg.device
     if device == "auto":  # one GPU when present, else the CPU
