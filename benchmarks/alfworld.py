@@ -11,7 +11,8 @@ decomposed into single steps" without naming the subset.
 Generation: the environment policy sees real scenes (the object and receptacle types of a pool task's PDDL
 problem) and proposes a goal in ALFWorld's goal grammar, ``{"task_type", "object", "receptacle"}`` (``"toggle"``
 instead of ``"receptacle"`` for ``look_at_obj_in_light``), for the scene of the first task shown. It is admitted
-only if every name is in that scene, the goal does not already hold, ALFWorld's planner (fast-downward through
+only if every name is in that scene, textworld loads the game with that goal (it fails on some impossible
+goals), the goal does not already hold, ALFWorld's planner (fast-downward through
 ``textworld``) finds a plan within the step limit, and that plan, every command admissible, wins when replayed;
 the plan is the task's gold walkthrough.
 """
@@ -54,7 +55,7 @@ class ALFWorldSpec(BenchmarkSpec):
     paper_protocol = "ALFWorld official validation set, multi-turn tasks decomposed into single steps"
     seed_options: dict[str, Any] = {"protocol": "episodic", "per_type": 10}
     rejection_reasons = ("missing_fields", "no_parent", "unknown_task_type", "object_not_in_scene",
-                         "receptacle_not_in_scene", "already_satisfied", "unsolvable", "exceeds_step_limit",
+                         "receptacle_not_in_scene", "engine_rejected", "already_satisfied", "unsolvable", "exceeds_step_limit",
                          "gold_fails")
     max_steps = ALFWorldEnv.default_max_steps
 
@@ -153,8 +154,12 @@ class ALFWorldSpec(BenchmarkSpec):
             goal = normalise_goal(obj, scene_inventory(data))
         except ValueError as exc:
             return Rejection(*exc.args)
-        with shared_lock:
-            plan, won = plan_goal(shared_game(), game_key(parent.metadata["game_file"], goal), with_goal(data, goal))
+        try:
+            with shared_lock:
+                plan, won = plan_goal(shared_game(), game_key(parent.metadata["game_file"], goal),
+                                      with_goal(data, goal))
+        except Exception as exc:  # noqa: BLE001 - textworld fails to load some impossible goals (KeyError 'val1')
+            return Rejection("engine_rejected", f"textworld could not load the goal: {type(exc).__name__} {exc}"[:200])
         if won:
             return Rejection("already_satisfied", "the goal holds before any command")
         if not plan:

@@ -44,6 +44,7 @@ from genenv.envs.data import DataError, cache_dir, read_json, resolve_data_dir
 from genenv.envs.parsing import parse_command
 from genenv.envs.registry import register_env
 from genenv.envs.task import Task
+from genenv.envs.text_games import ACTIONS_HEADER, match_command, observation_text, past_observation
 
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
               "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
@@ -54,7 +55,6 @@ PROTOCOLS = ("episodic", "single_step")
 GAMES_DIR = "json_2.1.1"
 GAME_FILE = "game.tw-pddl"
 RECORD_VERSION = 1
-ACTIONS_HEADER = "\n\nValid actions: "
 SYSTEM_PROMPT = ("You are a household robot in a text game. Each turn you see what happened and the list of "
                  "valid actions. Reply with exactly one action from that list, copied exactly, and nothing else.")
 DEMO = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 1, and a "
@@ -62,24 +62,6 @@ DEMO = ("You are in the middle of a room. Looking quickly around you, you see a 
         "go to cabinet 1, go to countertop 1, go to fridge 1, inventory, look",
         "go to fridge 1")  # a worked turn in ALFWorld's style, not an ALFWorld game
 _TASK_LINE_RE = re.compile(r"Your task is to: ([^\"\\]*)")
-
-
-# ----- text -----
-def observation_text(feedback: str, admissible: list[str]) -> str:
-    """What the agent sees after a step: the game's text, then the admissible commands."""
-    return f"{feedback.strip()}{ACTIONS_HEADER}{', '.join(admissible)}"
-
-
-def past_observation(text: str) -> str:
-    """An observation once it is no longer the latest: its game text without the admissible-command list (the
-    latest observation carries the current list; older lists only lengthen the prompt)."""
-    return text.split(ACTIONS_HEADER, 1)[0]
-
-
-def match_command(command: str, admissible: list[str]) -> str | None:
-    """The admissible command equal to ``command`` after lower-casing and whitespace normalisation, else ``None``."""
-    wanted = " ".join(command.lower().split())
-    return next((c for c in admissible if " ".join(c.lower().split()) == wanted), None)
 
 
 # ----- game files -----
@@ -437,7 +419,8 @@ class ALFWorldEnv(MultiStepTaskEnv):
 
     @classmethod
     def past_observation(cls, text: str) -> str:
-        """The game text without the admissible-command list (:func:`past_observation`)."""
+        """The game text without the admissible-command list
+        (:func:`genenv.envs.text_games.past_observation`)."""
         return past_observation(text)
 
     @classmethod

@@ -29,6 +29,7 @@ from genenv.envs.base import InvalidAction, MultiStepTaskEnv, parse_or_invalid
 from genenv.envs.parsing import parse_command
 from genenv.envs.registry import register_env
 from genenv.envs.task import Task
+from genenv.envs.text_games import match_command, observation_text
 
 GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
 DEFAULT_GAMES = ("coin", "cookingworld", "twc")
@@ -281,17 +282,13 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
         """See :func:`load_twx_tasks` (``data_dir`` is unused: the games come from the engine)."""
         return load_twx_tasks(split=split, **kwargs)
 
-    @staticmethod
-    def observation_text(observation: str, valid_actions: list[str]) -> str:
-        """The text shown to the agent: the game's text, then the admissible commands."""
-        return f"{observation}\n\nValid actions: {', '.join(valid_actions)}"
 
     @classmethod
     def render_messages(cls, task: Task) -> list[dict[str, str]]:
         """System instructions, one demonstrated turn, then the goal, first observation and valid actions."""
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": DEMO[0]},
                 {"role": "assistant", "content": DEMO[1]},
-                {"role": "user", "content": cls.observation_text(task.prompt, task.metadata["valid_actions"])}]
+                {"role": "user", "content": observation_text(task.prompt, task.metadata["valid_actions"])}]
 
     @classmethod
     def parse_action(cls, text: str) -> str | InvalidAction:
@@ -305,7 +302,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
 
     def invalid_observation(self, action: InvalidAction) -> str:
         """The parser's reason and the admissible commands."""
-        return self.observation_text(f"Invalid action: {action.reason}.", self._valid)
+        return observation_text(f"Invalid action: {action.reason}.", self._valid)
 
     def transition(self, action: Any) -> tuple[str, float, bool, dict[str, Any]]:
         """Match ``action`` to the admissible commands and play it; reward 1 on task success."""
@@ -314,10 +311,9 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
             return (self.invalid_observation(InvalidAction("an action is one command string")), 0.0, False,
                     {"success": False, "error": f"expected a command string, got {type(action).__name__}",
                      "game": game})
-        wanted = " ".join(action.lower().split())
-        command = next((c for c in self._valid if " ".join(c.lower().split()) == wanted), None)
+        command = match_command(action, self._valid)
         if command is None:
-            obs = self.observation_text(f"'{action[:80]}' is not a valid action here.", self._valid)
+            obs = observation_text(f"'{action[:80]}' is not a valid action here.", self._valid)
             return obs, 0.0, False, {"success": False, "error": f"not an admissible command: {action[:80]!r}",
                                      "game": game}
         out = TWXEngine.shared().step(self._token, self.task, self._history, command)
@@ -326,7 +322,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
         terminated = out["success"] or out["failure"]
         info = {"success": out["success"], "score": out["score"], "task_failure": out["failure"], "game": game,
                 "command": command}
-        return self.observation_text(out["observation"], self._valid), float(out["success"]), terminated, info
+        return observation_text(out["observation"], self._valid), float(out["success"]), terminated, info
 
     @classmethod
     def gold_action(cls, task: Task) -> list[str]:

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="genenv-eval", description="Evaluate a policy and print a leaderboard.")
     p.add_argument("--benchmarks", default="bfcl,bamboogle", help="comma-separated registry names")
     p.add_argument("--policy", default="smollm2",
-                   help="oracle | smollm2 | hf:PATH | PATH | openai:BASE_URL#MODEL")
+                   help="oracle | random[:SEED] (text games) | smollm2 | hf:PATH | PATH | openai:BASE_URL#MODEL")
     p.add_argument("--categories", default="simple_python",
                    help="BFCL categories: comma list or 'all' (default simple_python)")
     p.add_argument("--option", action="append", default=[], metavar="BENCH.KEY=VALUE",

@@ -68,6 +68,32 @@ class OraclePolicy:
         return out
 
 
+class RandomAdmissiblePolicy:
+    """Text games' random baseline: a uniformly random command among those the latest observation lists
+    (:func:`genenv.envs.text_games.admissible_commands`), from a seeded RNG; ``look`` when none is listed.
+
+    Args:
+        seed: the RNG seed (the same seed and prompts give the same commands).
+    """
+
+    def __init__(self, seed: int = 0):
+        import random
+
+        self.rng = random.Random(seed)
+        self.name = f"random-admissible:{seed}"
+
+    def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 256) -> list[list[Generation]]:
+        """``n`` random admissible commands per prompt (``temperature`` and ``max_new_tokens`` are ignored)."""
+        from genenv.envs.text_games import admissible_commands
+
+        out = []
+        for p in prompts:
+            commands = admissible_commands(p.messages[-1]["content"]) if p.messages else []
+            out.append([Generation(self.rng.choice(commands) if commands else "look") for _ in range(n)])
+        return out
+
+
 class TransformersPolicy:
     """A local causal LM run with ``transformers.generate`` (batched, left-padded, the model's chat template).
 
@@ -196,14 +222,17 @@ class OpenAIPolicy:
 def make_policy(spec: str, **kwargs: Any) -> Policy:
     """Build a policy from a command-line spec.
 
-    ``oracle``; ``smollm2`` (embedded model); ``hf:PATH`` or a folder path (local transformers);
-    ``openai:BASE_URL#MODEL`` (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set).
-    ``kwargs`` go to :class:`TransformersPolicy` (dtype, device, batch_size).
+    ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
+    model); ``hf:PATH`` or a folder path (local transformers); ``openai:BASE_URL#MODEL`` (OpenAI-compatible
+    endpoint; ``OPENAI_API_KEY`` is used if set). ``kwargs`` go to :class:`TransformersPolicy` (dtype, device,
+    batch_size).
     """
     import os
 
     if spec == "oracle":
         return OraclePolicy()
+    if spec == "random" or spec.startswith("random:"):
+        return RandomAdmissiblePolicy(int(spec.partition(":")[2] or 0))
     if spec.startswith("openai:"):
         url, _, model = spec[len("openai:"):].partition("#")
         if not model:

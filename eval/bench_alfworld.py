@@ -1,0 +1,119 @@
+"""Benchmark (not a test): the cost of an ALFWorld rollout through our env against raw TextWorld on the same
+games, and episode throughput with env worker processes.
+
+    python -m genenv.eval.bench_alfworld [--games 20] [--split valid_unseen] [--workers 0,1,2] [--data-dir DIR]
+
+1. **Raw TextWorld**, as ALFWorld plays its text games: ``textworld.start(game, EnvInfos(won, admissible_commands),
+   wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])``, ``reset()``, then the expert walkthrough with
+   ``env.step(command)``; run first, before our env memoises fast-downward's translation, so raw TextWorld pays
+   its own costs.
+2. **Ours**: ``genenv/ALFWorld-v0`` behind :class:`~genenv.envs.wrappers.TextActionWrapper`, fed the same
+   commands as model text (parsing, matching to the admissible commands, observation text, ``info``,
+   goal progress at the end).
+
+Prints, for both, the mean step time (ms; the issue's criterion: ours ≤ 1.1× raw), the episode time (load +
+reset + steps, s), the time of a second episode on the same game, and the ratios; then oracle episodes/s through
+the lock-step runner with 0 (in-process), 1, 2, … env worker processes.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def raw_textworld(tasks) -> dict[str, list[float]]:
+    """Per game: seconds of start+reset, of each walkthrough step, and of a second reset + walkthrough."""
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+
+    infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+    out: dict[str, list[float]] = {"first": [], "step": [], "again": []}
+    for task in tasks:
+        t0 = time.perf_counter()
+        env = textworld.start(task.metadata["game_file"], infos, wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+        env.reset()
+        start = time.perf_counter() - t0
+        steps = []
+        for command in task.gold:
+            t = time.perf_counter()
+            state, _, _ = env.step(command)
+            steps.append(time.perf_counter() - t)
+        assert state["won"], task.id
+        t = time.perf_counter()
+        env.reset()
+        for command in task.gold:
+            env.step(command)
+        out["again"].append(time.perf_counter() - t)
+        out["first"].append(start + sum(steps))
+        out["step"] += steps
+        env.close()
+    return out
+
+
+def ours(tasks) -> dict[str, list[float]]:
+    """As :func:`raw_textworld`, through ``genenv/ALFWorld-v0`` with text actions."""
+    from genenv.envs.alfworld import ALFWorldEnv
+    from genenv.envs.wrappers import TextActionWrapper
+
+    env = TextActionWrapper(ALFWorldEnv(tasks=list(tasks)))
+    out: dict[str, list[float]] = {"first": [], "step": [], "again": []}
+    for task in tasks:
+        t0 = time.perf_counter()
+        env.reset(options={"task_id": task.id})
+        start = time.perf_counter() - t0
+        steps = []
+        for command in task.gold:
+            t = time.perf_counter()
+            _, _, _, _, info = env.step(command)
+            steps.append(time.perf_counter() - t)
+        assert info["won"], task.id
+        t = time.perf_counter()
+        env.reset(options={"task_id": task.id})
+        for command in task.gold:
+            env.step(command)
+        out["again"].append(time.perf_counter() - t)
+        out["first"].append(start + sum(steps))
+        out["step"] += steps
+    env.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its figures."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--games", type=int, default=20, help="games (the first ones of the split, path order)")
+    p.add_argument("--split", default="valid_unseen")
+    p.add_argument("--workers", default="0,1,2", help="env worker processes to compare (comma list)")
+    p.add_argument("--data-dir", default=None)
+    args = p.parse_args(argv)
+    from genenv.envs.alfworld import load_alfworld_tasks
+    from genenv.trainer.policies import OraclePolicy
+    from genenv.trainer.rollout import rollout_tasks
+
+    tasks = load_alfworld_tasks(args.split, data_dir=args.data_dir)[:args.games]
+    n_steps = sum(len(t.gold) for t in tasks)
+    print(f"{len(tasks)} {args.split} games, {n_steps} walkthrough steps")
+    raw = raw_textworld(tasks)
+    mine = ours(tasks)
+    mean = statistics.mean
+    print(f"{'':28} {'raw TextWorld':>14} {'genenv env':>12} {'ratio':>7}")
+    for key, label, unit, scale in (("step", "step (ms, mean)", "ms", 1000.0),
+                                    ("first", "first episode (s, mean)", "s", 1.0),
+                                    ("again", "same game again (s, mean)", "s", 1.0)):
+        a, b = mean(raw[key]) * scale, mean(mine[key]) * scale
+        print(f"{label:28} {a:>14.3f} {b:>12.3f} {b / a:>7.3f}")
+    print("(episodes: load + reset + walkthrough; ours memoises fast-downward's PDDL translation, which raw "
+          "TextWorld repeats on every load and reset)")
+    for workers in [int(w) for w in args.workers.split(",") if w.strip()]:
+        t = time.perf_counter()
+        trajs = rollout_tasks(tasks, OraclePolicy(), env_workers=workers)
+        seconds = time.perf_counter() - t
+        wins = sum(tr.success for tr in trajs)
+        print(f"oracle rollouts, env_workers={workers}: {len(trajs)} episodes in {seconds:.1f} s "
+              f"({len(trajs) / seconds:.2f} episodes/s), {wins} won")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

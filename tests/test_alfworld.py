@@ -1,0 +1,259 @@
+"""ALFWorld: the real games through alfworld + textworld, both protocols, goal progress, generated goals, episodes
+in worker processes, the prompt window. Runs on ``$GENENV_DATA_DIR`` (CI: the full data) or the packaged games.
+The whole-split oracle runs (all 274 validation games) are ``slow``; the closing note reports them."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from alfworld.gen.goal_library import gdict
+
+from genenv.benchmarks import get_benchmark
+from genenv.benchmarks.spec import Rejection
+from genenv.envs import TextActionWrapper
+from genenv.envs.alfworld import (
+    SPLITS,
+    TASK_TYPES,
+    ALFWorldEnv,
+    folder_goal,
+    game_record,
+    load_alfworld_tasks,
+    read_game,
+    task_sentence,
+)
+from genenv.envs.alfworld_goals import goal_pddl, goal_sentence, scene_inventory
+from genenv.envs.pool import LocalEpisodes, ProcessEpisodes
+from genenv.trainer.policies import OraclePolicy
+from genenv.trainer.rollout import prompt_window, rollout_tasks
+
+from conftest import DATA_DIR
+
+SPEC = get_benchmark("alfworld")
+
+
+def one_per_type(split: str, protocol: str = "episodic"):
+    return load_alfworld_tasks(split, data_dir=DATA_DIR, protocol=protocol, per_type=1)
+
+
+def play(env, task, commands):
+    obs, info = env.reset(options={"task_id": task.id})
+    out = []
+    for command in commands:
+        out.append(env.step(command))
+        if out[-1][2] or out[-1][3]:
+            break
+    return obs, out
+
+
+def test_goal_grammar_reproduces_every_real_goal():
+    """ALFWorld's goal library, filled from the folder name, gives each game's own PDDL goal and sentence."""
+    norm = " ".join
+    n = 0
+    for split in SPLITS:
+        for task in load_alfworld_tasks(split, data_dir=DATA_DIR):
+            data, goal = read_game(task.metadata["game_file"]), task.metadata["goal"]
+            own = data["pddl_problem"][data["pddl_problem"].index("(:goal"):]
+            assert norm(own.lower().split()) == norm(goal_pddl(goal).lower().split()), task.id
+            fill = {"obj": goal["object"].lower(), "recep": goal["receptacle"].lower(),
+                    "toggle": goal["toggle"].lower(), "mrecep": ""}
+            assert task_sentence(data["grammar"]) in {t.format(**fill) + "." for t in gdict[goal["task_type"]]["templates"]}
+            n += 1
+    assert n >= 24
+
+
+def test_loader_splits_protocols_and_errors():
+    episodic = load_alfworld_tasks("valid_unseen", data_dir=DATA_DIR)
+    assert load_alfworld_tasks("test", data_dir=DATA_DIR) == episodic  # alias
+    assert {t.metadata["task_type"] for t in episodic} == set(TASK_TYPES)
+    steps = load_alfworld_tasks("valid_unseen", data_dir=DATA_DIR, protocol="single_step")
+    assert len(steps) == sum(len(t.gold) for t in episodic)
+    assert [s.gold for s in steps if s.id.startswith(episodic[0].id + "#")] == episodic[0].gold
+    assert all(t.metadata["task_type"] == "pick_two_obj_and_place"
+               for t in load_alfworld_tasks("valid_seen", data_dir=DATA_DIR, task_types="pick_two_obj_and_place"))
+    for bad in ({"split": "dev"}, {"protocol": "chat"}, {"task_types": "fly"}):
+        with pytest.raises(ValueError):
+            load_alfworld_tasks(**{"split": "valid_unseen", "data_dir": DATA_DIR, **bad})
+    with pytest.raises(Exception, match="not <task_type>"):
+        folder_goal("not-a-game")
+
+
+def test_walkthrough_never_shown_and_oracle_wins_every_task_type():
+    env = TextActionWrapper(ALFWorldEnv(tasks=one_per_type("valid_unseen") + one_per_type("valid_seen")))
+    for task in env.unwrapped.tasks:
+        obs, steps = play(env, task, task.gold)
+        prompt = " ".join(m["content"] for m in ALFWorldEnv.render_messages(task))
+        assert "Your task is to:" in obs and "Valid actions:" in obs
+        assert not all(c in prompt for c in task.gold[1:])  # the later expert commands are not revealed
+        _, reward, terminated, truncated, info = steps[-1]
+        assert reward == 1.0 and terminated and not truncated and info["won"] and info["success"], task.id
+        assert info["steps"] == len(task.gold) and info["goal_progress"] == 1.0
+        assert info["task_type"] == task.metadata["task_type"]
+
+
+def test_bad_commands_get_an_observation_and_truncation_reports_progress():
+    task = one_per_type("valid_unseen")[0]
+    env = TextActionWrapper(ALFWorldEnv(tasks=[task], max_steps=3))
+    obs, steps = play(env, task, ["fly to the moon", "", "look"])
+    (o1, r1, t1, tr1, i1), (o2, r2, t2, tr2, i2), (o3, r3, t3, tr3, i3) = steps
+    assert "is not a valid action here" in o1 and "Valid actions:" in o1 and "not an admissible" in i1["error"]
+    assert "Invalid action" in o2 and i2["error"]
+    assert (r1, r2, r3) == (0.0, 0.0, 0.0) and not (t1 or t2 or tr1 or tr2)
+    assert tr3 and not t3 and i3["steps"] == 3 and 0.0 <= i3["goal_progress"] < 1.0
+
+
+def test_goal_progress_counts_met_conditions():
+    """A clean-and-place task: cleaning the object meets one of its two fluent conditions."""
+    task = next(t for t in load_alfworld_tasks("valid_unseen", data_dir=DATA_DIR)
+                if t.metadata["task_type"] == "pick_clean_then_place_in_recep")
+    clean_at = next(i for i, c in enumerate(task.gold) if c.startswith("clean "))
+    env = TextActionWrapper(ALFWorldEnv(tasks=[task], max_steps=clean_at + 1))
+    _, steps = play(env, task, task.gold[:clean_at + 1])
+    assert steps[-1][3] and steps[-1][4]["goal_progress"] == 0.5
+
+
+def test_single_step_protocol_exact_match():
+    tasks = one_per_type("valid_seen", "single_step")
+    env = TextActionWrapper(ALFWorldEnv(tasks=tasks))
+    for task in tasks[:12]:
+        obs, info = env.reset(options={"task_id": task.id})
+        step = task.metadata["step"]
+        record = game_record(task)
+        assert obs.startswith(record["feedback"][step - 1].strip() if step else record["intro"].strip())
+        assert [m["content"] for m in info["messages"] if m["role"] == "assistant"][1:] == \
+            task.metadata["walkthrough"][:step]  # the trajectory so far (after the demonstrated turn)
+        _, reward, terminated, truncated, info2 = env.step(task.gold)
+        assert reward == 1.0 and info2["success"] and (terminated or truncated)
+        wrong = next(c for c in record["admissible"][step] if c != task.gold)
+        env.reset(options={"task_id": task.id})
+        _, reward, *_, info3 = env.step(wrong)
+        assert reward == 0.0 and not info3["success"] and info3["error"] == ""
+        env.reset(options={"task_id": task.id})
+        _, reward, _, truncated, info4 = env.step("dance")
+        assert reward == 0.0 and truncated and "not an admissible" in info4["error"]
+
+
+def parent_with_goal(task_type: str = "pick_and_place_simple"):
+    return next(t for t in load_alfworld_tasks("train", data_dir=DATA_DIR) if t.metadata["task_type"] == task_type)
+
+
+def initial_placement(game_file: str) -> tuple[str, str]:
+    """An (object type, receptacle type) pair the scene's initial state already satisfies."""
+    problem = read_game(game_file)["pddl_problem"]
+    types = dict(re.findall(r"\((?:objectType|receptacleType)\s+(\S+)\s+(\w+?)Type\)", problem))
+    obj, recep = re.search(r"\(inReceptacle\s+(\S+)\s+(\S+)\)", problem).groups()
+    return types[obj], types[recep]
+
+
+def test_generated_goals_are_validated_by_the_planner():
+    parent = parent_with_goal()
+    inv = scene_inventory(read_game(parent.metadata["game_file"]))
+    gen = lambda obj: SPEC.parse_generated(json.dumps(obj), "gen-t", 3, parent)  # noqa: E731
+    assert gen({"task_type": "fly", "object": "Mug"}).reason == "unknown_task_type"
+    assert gen({"task_type": "pick_and_place_simple", "object": "Unicorn", "receptacle": inv["receptacles"][0]}
+               ).reason == "object_not_in_scene"
+    assert gen({"task_type": "pick_and_place_simple", "object": inv["objects"][0]}).reason == "missing_fields"
+    obj, recep = initial_placement(parent.metadata["game_file"])
+    assert gen({"task_type": "pick_and_place_simple", "object": obj, "receptacle": recep}).reason == \
+        "already_satisfied"
+    own = parent.metadata["goal"]
+    admitted = None
+    for recep in inv["receptacles"]:  # the parent's own object into another receptacle type
+        if recep == own["receptacle"]:
+            continue
+        out = gen({"task_type": "pick_and_place_simple", "object": own["object"], "receptacle": recep})
+        assert isinstance(out, Rejection) and out.reason in SPEC.all_rejection_reasons or not isinstance(out, Rejection)
+        if not isinstance(out, Rejection):
+            admitted = out
+            break
+    assert admitted is not None, "no receptacle of the scene admitted the parent's object"
+    assert admitted.origin == "generated" and admitted.parent_id == parent.id and admitted.generation_step == 3
+    assert admitted.prompt == f"Your task is to: {goal_sentence(admitted.metadata['goal_override'])}"
+    env = TextActionWrapper(ALFWorldEnv(tasks=[admitted]))  # the planner's walkthrough wins in the env
+    obs, steps = play(env, admitted, admitted.gold)
+    assert admitted.prompt in obs and steps[-1][1] == 1.0 and steps[-1][4]["won"]
+    assert SPEC.near_duplicate(admitted, [admitted]).reason == "near_duplicate"
+    assert SPEC.near_duplicate(admitted, [parent]) is None
+
+
+def test_generation_prompt_names_the_parent_scene():
+    seeds = load_alfworld_tasks("train", data_dir=DATA_DIR)[:2]
+    messages = SPEC.generation_messages(seeds, 0.25, 0.5)
+    assert messages[-1]["content"].count("Scene: objects") == 1
+    assert SPEC.describe_scene(seeds[0]) in messages[-1]["content"]
+    assert json.loads(messages[2]["content"]) == SPEC.as_generation(seeds[0])
+
+
+def test_worker_processes_match_in_process_and_respect_the_budget():
+    tasks = one_per_type("valid_unseen")[:4]
+    items = [(i, t, {"max_steps": 6}) for i, t in enumerate(tasks)]
+    local, procs = LocalEpisodes(), ProcessEpisodes(workers=2)
+    try:
+        assert len(procs.processes()) <= 2
+        assert [o for o, _ in local.open(items)] == [o for o, _ in procs.open(items)]
+        for turn in range(3):
+            actions = [(i, t.gold[turn] if turn < len(t.gold) else "look") for i, t in enumerate(tasks)]
+            a, b = local.step(actions), procs.step(actions)
+            assert [(o, r, te, tr, i["success"]) for o, r, te, tr, i in a] == \
+                [(o, r, te, tr, i["success"]) for o, r, te, tr, i in b]
+        assert len(procs.processes()) <= 2
+    finally:
+        local.shutdown()
+        procs.shutdown()
+    trajs = rollout_tasks(tasks, OraclePolicy(), env_workers=2)
+    assert [t.success for t in trajs] == [True] * len(tasks)
+
+
+def test_prompt_window_keeps_the_goal_and_recent_turns():
+    task = one_per_type("valid_unseen")[0]
+    head = ALFWorldEnv.render_messages(task)
+    messages = list(head)
+    for k in range(6):
+        messages += [{"role": "assistant", "content": f"go to shelf {k}"},
+                     {"role": "user", "content": f"You arrive at shelf {k}.\n\nValid actions: look, go to bed 1"}]
+    shown = prompt_window(messages, len(head), ALFWorldEnv)
+    assert shown[:len(head) - 1] == head[:-1]
+    assert "Your task is to:" in shown[len(head) - 1]["content"] and "Valid actions" not in shown[len(head) - 1]["content"]
+    assert [m["content"] for m in shown if m["role"] == "assistant"][1:] == [f"go to shelf {k}" for k in range(2, 6)]
+    assert shown[-1] == messages[-1] and all("Valid actions" not in m["content"] for m in shown[len(head):-1])
+    assert [m["role"] for m in shown[len(head) - 1:]] == ["user", "assistant"] * 4 + ["user"]
+
+
+def test_units_metrics_and_headline():
+    units = SPEC.eval_units({})
+    assert [u for u, _ in units] == ["alfworld/valid_unseen/episodic", "alfworld/valid_unseen/single_step",
+                                     "alfworld/valid_seen/episodic", "alfworld/valid_seen/single_step"]
+    tasks = one_per_type("valid_unseen", "single_step")
+    trajs = rollout_tasks(tasks, OraclePolicy())
+    metrics = SPEC.summarize("alfworld/valid_unseen/single_step", trajs)
+    assert {m.key for m in metrics} >= {f"alfworld/valid_unseen/single_step/{t}/accuracy" for t in TASK_TYPES}
+    head = SPEC.headline(metrics)
+    assert head.key == "alfworld/valid_unseen/single_step/accuracy" and head.value == 1.0
+    assert "GenEnv paper protocol" in head.protocol
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["valid_unseen", "valid_seen"])
+def test_oracle_wins_every_validation_game(split):
+    """Acceptance: the expert walkthrough wins 100 % of the split's games through the env (both protocols)."""
+    for protocol in ("episodic", "single_step"):
+        tasks = load_alfworld_tasks(split, data_dir=DATA_DIR, protocol=protocol)
+        trajs = rollout_tasks(tasks, OraclePolicy(), env_workers=2)
+        assert all(t.success for t in trajs), [t.task.id for t in trajs if not t.success]
+
+
+def test_random_admissible_policy_only_plays_listed_commands():
+    from genenv.envs.text_games import admissible_commands
+    from genenv.trainer.policies import make_policy
+
+    tasks = one_per_type("valid_unseen")[:3]
+    policy = make_policy("random:7")
+    trajs = rollout_tasks(tasks, policy, env_kwargs={"alfworld": {"max_steps": 5}})
+    assert all(t.info["turns"] == 5 or t.success for t in trajs)
+    for t in trajs:
+        observations = [m["content"] for m in t.messages if m["role"] == "user"][1:]  # after the demo turn
+        commands = [m["content"] for m in t.messages if m["role"] == "assistant"][1:]
+        assert all(c in admissible_commands(o) for o, c in zip(observations, commands))
+        assert t.info["error"] == ""
+    again = rollout_tasks(tasks, make_policy("random:7"), env_kwargs={"alfworld": {"max_steps": 5}})
+    assert [t.text for t in again] == [t.text for t in trajs]  # seeded
