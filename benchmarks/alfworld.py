@@ -178,16 +178,8 @@ class ALFWorldSpec(BenchmarkSpec):
                                            f"(inadmissible: {record['inadmissible'][:2]})")
         return task
 
-    def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = 0.0) -> Rejection | None:
-        """A duplicate is the same goal in the same game (other scenes or goals are different tasks)."""
-        key = _goal_key(task)
-        for other in pool:
-            if other.benchmark == self.name and _goal_key(other) == key:
-                return Rejection("near_duplicate", f"same goal and scene as pool task {other.id}")
-        return None
-
-
-def _goal_key(task: Task) -> tuple:
-    goal = task.metadata["goal"]
-    return (task.metadata["game_file"], task.metadata["protocol"], task.metadata.get("step"),
-            *(goal.get(k, "") for k in ("task_type", "object", "receptacle", "toggle")))
+    def duplicate_key(self, task: Task) -> tuple:
+        """The same goal in the same game (other scenes or goals are different tasks)."""
+        goal, meta = task.metadata["goal"], task.metadata
+        return (meta["game_file"], meta["protocol"], meta.get("step"),
+                *(goal.get(k, "") for k in ("task_type", "object", "receptacle", "toggle")))

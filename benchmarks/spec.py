@@ -142,10 +142,20 @@ class BenchmarkSpec(abc.ABC):
         """The text compared for near-duplicates (the prompt by default)."""
         return task.prompt
 
+    def duplicate_key(self, task: Task) -> tuple | None:
+        """An exact identity for benchmarks where text similarity is the wrong notion of "the same task" (a text
+        game's parameters and seed, a goal in a scene); ``None`` (the default): compare texts."""
+        return None
+
     def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = NEAR_DUPLICATE_THRESHOLD
                        ) -> Rejection | None:
-        """``Rejection("near_duplicate")`` if ``task`` is within ``threshold`` (rapidfuzz token_set_ratio) of a
-        pool task, else ``None``."""
+        """``Rejection("near_duplicate")`` if a pool task of this benchmark has the same :meth:`duplicate_key`
+        or, for benchmarks without one, is within ``threshold`` (rapidfuzz token_set_ratio) of ``task``'s
+        :meth:`dedup_text`; else ``None``."""
+        key = self.duplicate_key(task)
+        if key is not None:
+            same = next((o for o in pool if o.benchmark == task.benchmark and self.duplicate_key(o) == key), None)
+            return Rejection("near_duplicate", f"the same task as pool task {same.id}") if same else None
         from rapidfuzz import fuzz, process
 
         choices = [self.dedup_text(t) for t in pool]

@@ -107,18 +107,10 @@ class TWXSpec(BenchmarkSpec):
             return Rejection("gold_fails", "the engine's gold sequence does not win")
         return task
 
-    def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = 0.0) -> Rejection | None:
-        """A duplicate is the same game, parameters and seed (different seeds are different games)."""
-        key = _game_key(task)
-        for other in pool:
-            if other.benchmark == self.name and _game_key(other) == key:
-                return Rejection("near_duplicate", f"same game as pool task {other.id}")
-        return None
-
-
-def _game_key(task: Task) -> tuple:
-    meta = task.metadata
-    return meta["game"], tuple(sorted(meta["params"].items())), meta["fold"], meta["seed"]
+    def duplicate_key(self, task: Task) -> tuple:
+        """The same game, parameters, fold and seed (different seeds are different games)."""
+        meta = task.metadata
+        return meta["game"], tuple(sorted(meta["params"].items())), meta["fold"], meta["seed"]
 
 
 def gold_wins(task: Task, max_steps: int | None = None) -> bool:

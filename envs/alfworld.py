@@ -342,7 +342,7 @@ def make_task(game_file: Path, split: str, root: Path, protocol: str = "episodic
 
 def load_alfworld_tasks(split: str | None = "valid_unseen", data_dir: str | Path | None = None,
                         protocol: str = "episodic", task_types: str | list[str] | None = None,
-                        per_type: int | None = None) -> list[Task]:
+                        per_type: int | None = None, max_walkthrough: int | None = None) -> list[Task]:
     """Tasks of ``split`` (``valid_unseen`` / ``valid_seen`` / ``train``, or the aliases ``test`` / ``heldout``),
     games in sorted path order.
 
@@ -350,6 +350,8 @@ def load_alfworld_tasks(split: str | None = "valid_unseen", data_dir: str | Path
         protocol: ``episodic`` (one task per game) or ``single_step`` (one task per walkthrough step).
         task_types: keep only these task types (comma list or list).
         per_type: at most this many games per task type (the first in path order).
+        max_walkthrough: only games whose expert walkthrough has at most this many commands (short games for
+            short training episodes).
     Raises:
         ValueError: unknown split, protocol or task type.
         DataError: no games, or a malformed game file.
@@ -376,8 +378,11 @@ def load_alfworld_tasks(split: str | None = "valid_unseen", data_dir: str | Path
             continue
         if per_type is not None and taken.get(task_type, 0) >= per_type:
             continue
+        game_tasks = make_task(path, split, root, protocol)
+        if max_walkthrough is not None and len(game_tasks[0].metadata["walkthrough"]) > max_walkthrough:
+            continue
         taken[task_type] = taken.get(task_type, 0) + 1
-        tasks.extend(make_task(path, split, root, protocol))
+        tasks.extend(game_tasks)
     return tasks
 
 
@@ -391,7 +396,8 @@ _intros: dict[str, tuple[str, list[str]]] = {}  # task id → (intro, admissible
 class ALFWorldEnv(MultiStepTaskEnv):
     """``genenv/ALFWorld-v0``: ALFWorld text games, episodic or single-step protocol (see module docstring).
 
-    Constructor: ``split``, ``protocol``, ``task_types``, ``per_type`` (loader options) or ``tasks``; ``limit``;
+    Constructor: ``split``, ``protocol``, ``task_types``, ``per_type``, ``max_walkthrough`` (loader options) or
+    ``tasks``; ``limit``;
     ``max_steps`` (episodic truncation, default 50; single-step tasks always end after one step).
     """
 

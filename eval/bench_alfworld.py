@@ -22,61 +22,69 @@ import statistics
 import time
 
 
+def time_episodes(tasks, start, step) -> dict[str, list[float]]:
+    """Play each task's walkthrough twice: ``start(task)`` (load/reset) then ``step(command) -> won`` per
+    command, then a reset (``start``) and the walkthrough again. Returns per game the seconds of the first episode
+    (``first``), of each step (``step``) and of the second episode (``again``).
+
+    Raises:
+        AssertionError: a walkthrough did not win (the two paths must play the same games to the same end).
+    """
+    out: dict[str, list[float]] = {"first": [], "step": [], "again": []}
+    for task in tasks:
+        t0 = time.perf_counter()
+        start(task)
+        load = time.perf_counter() - t0
+        steps = []
+        for command in task.gold:
+            t = time.perf_counter()
+            won = step(command)
+            steps.append(time.perf_counter() - t)
+        assert won, task.id
+        t = time.perf_counter()
+        start(task)
+        for command in task.gold:
+            step(command)
+        out["again"].append(time.perf_counter() - t)
+        out["first"].append(load + sum(steps))
+        out["step"] += steps
+    return out
+
+
 def raw_textworld(tasks) -> dict[str, list[float]]:
-    """Per game: seconds of start+reset, of each walkthrough step, and of a second reset + walkthrough."""
+    """:func:`time_episodes` on raw TextWorld: ``textworld.start`` + ``reset`` (first episode), ``reset`` (second),
+    ``env.step(command)``."""
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-    out: dict[str, list[float]] = {"first": [], "step": [], "again": []}
-    for task in tasks:
-        t0 = time.perf_counter()
-        env = textworld.start(task.metadata["game_file"], infos, wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
-        env.reset()
-        start = time.perf_counter() - t0
-        steps = []
-        for command in task.gold:
-            t = time.perf_counter()
-            state, _, _ = env.step(command)
-            steps.append(time.perf_counter() - t)
-        assert state["won"], task.id
-        t = time.perf_counter()
-        env.reset()
-        for command in task.gold:
-            env.step(command)
-        out["again"].append(time.perf_counter() - t)
-        out["first"].append(start + sum(steps))
-        out["step"] += steps
-        env.close()
-    return out
+    envs: dict[str, object] = {}
+
+    def start(task):
+        if task.id not in envs:
+            envs.clear()
+            envs[task.id] = textworld.start(task.metadata["game_file"], infos,
+                                            wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+        envs[task.id].reset()
+
+    def step(command):
+        state, _, _ = next(iter(envs.values())).step(command)
+        return state["won"]
+
+    return time_episodes(tasks, start, step)
 
 
 def ours(tasks) -> dict[str, list[float]]:
-    """As :func:`raw_textworld`, through ``genenv/ALFWorld-v0`` with text actions."""
+    """:func:`time_episodes` through ``genenv/ALFWorld-v0`` behind the text wrapper."""
     from genenv.envs.alfworld import ALFWorldEnv
     from genenv.envs.wrappers import TextActionWrapper
 
     env = TextActionWrapper(ALFWorldEnv(tasks=list(tasks)))
-    out: dict[str, list[float]] = {"first": [], "step": [], "again": []}
-    for task in tasks:
-        t0 = time.perf_counter()
-        env.reset(options={"task_id": task.id})
-        start = time.perf_counter() - t0
-        steps = []
-        for command in task.gold:
-            t = time.perf_counter()
-            _, _, _, _, info = env.step(command)
-            steps.append(time.perf_counter() - t)
-        assert info["won"], task.id
-        t = time.perf_counter()
-        env.reset(options={"task_id": task.id})
-        for command in task.gold:
-            env.step(command)
-        out["again"].append(time.perf_counter() - t)
-        out["first"].append(start + sum(steps))
-        out["step"] += steps
-    env.close()
-    return out
+    try:
+        return time_episodes(tasks, lambda task: env.reset(options={"task_id": task.id}),
+                             lambda command: env.step(command)[4]["won"])
+    finally:
+        env.close()
 
 
 def main(argv: list[str] | None = None) -> int:
