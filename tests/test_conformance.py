@@ -35,8 +35,14 @@ FUZZ_CASES = 120
 
 
 def sample_tasks(name: str, k: int = SAMPLE) -> list[Task]:
+    """The first ``k`` tasks of the env's first split with distinct prompts (scripted clients key on the prompt;
+    ALFWorld's full data holds several trials of one goal)."""
     entry = ENVS[name]
-    return entry.env_class.load_tasks(data_dir=str(DATA_DIR), **entry.split_options[0])[:k]
+    tasks = entry.env_class.load_tasks(data_dir=str(DATA_DIR), **entry.split_options[0])
+    first: dict[str, Task] = {}
+    for t in tasks:
+        first.setdefault(t.prompt, t)
+    return list(first.values())[:k]
 
 
 def make_env(name: str, tasks: list[Task], **kwargs: Any):

@@ -140,10 +140,14 @@ def rollout_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperat
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(episodes), desc=progress, unit="episode")
+        turn = 0
         while True:
             active = [e for e in episodes if not e["done"]]
             if not active:
                 break
+            turn += 1
+            if bar:
+                bar.set_postfix(turn=turn, active=len(active))
             for start in range(0, len(active), chunk_size):
                 chunk = active[start:start + chunk_size]
                 prompts = [Prompt(prompt_window(e["messages"], e["head"], env_entry(e["task"].benchmark).env_class),
