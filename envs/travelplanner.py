@@ -162,15 +162,24 @@ def parse_plan(text: str) -> list[dict[str, Any]]:
             never guessed from other text.
     """
     try:
-        value = parse_literal(text)
-    except ActionParseError as literal_error:
-        if not isinstance(text, str) or len(text) > 20_000:
-            raise
+        value, literal_error = parse_literal(text), None
+    except ActionParseError as exc:
+        value, literal_error = None, exc
+    structure_error = None
+    if value is not None:
         try:
-            value = _day_blocks(strip_think(text))
-        except ActionParseError:
-            raise ActionParseError(f"no plan found: {literal_error}") from None
-    return normalize_plan(value)
+            return normalize_plan(value)
+        except ActionParseError as exc:  # a list or object that is not a plan; the text form may still be there
+            structure_error = exc
+    try:
+        blocks = _day_blocks(strip_think(text)) if isinstance(text, str) and len(text) <= 20_000 else None
+    except ActionParseError:
+        blocks = None
+    if blocks:
+        return normalize_plan(blocks)
+    if structure_error is not None:
+        raise structure_error
+    raise ActionParseError(f"no plan found: {literal_error}")
 
 
 def plan_text(plan: list[dict[str, Any]]) -> str:

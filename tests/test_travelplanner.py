@@ -152,6 +152,7 @@ def test_plan_forms_parse_to_the_same_structure():
         f"Breakfast: {d['breakfast']}\nAttraction: {d['attraction']}\nLunch: {d['lunch']}\nDinner: {d['dinner']}\n"
         f"Accommodation: {d['accommodation']}" for d in plan[:3])
     assert parse_plan(text) == plan[:3]
+    assert parse_plan("Costs: [1, 2]\n" + text) == plan[:3]  # a stray literal does not hide the text form
     assert parse_plan(json.dumps({"plan": [{"Day": 1, "Current City": "Rockford", "attractions": ["A, X", "B, X"],
                                             "dinner": None}]})) == [
         {"days": 1, "current_city": "Rockford", "attraction": "A, X;B, X;", "dinner": "-"}]
