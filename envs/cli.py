@@ -42,10 +42,12 @@ def build_samples(source: Path, dest: Path = None) -> None:
     BFCL: the first :data:`SAMPLE_PER_BFCL_CATEGORY` entries of every single-turn and multi-turn category (50
     of simple_python) and their answers;
     Bamboogle: all 125 questions (39 KB); API-Bank: see :func:`genenv.envs.api_bank.build_sample`;
-    ALFWorld: see :func:`genenv.envs.alfworld.build_sample`; baselines: the paper's Table 1.
+    ALFWorld: see :func:`genenv.envs.alfworld.build_sample`; TravelPlanner: see
+    :func:`genenv.envs.travelplanner.build_sample`; baselines: the paper's Table 1.
     """
     from genenv.envs.alfworld import build_sample as build_alfworld_sample
     from genenv.envs.api_bank import build_sample as build_api_bank_sample
+    from genenv.envs.travelplanner import build_sample as build_travelplanner_sample
     from genenv.envs.bfcl import NO_ANSWER_CATEGORIES, SINGLE_TURN_CATEGORIES
     from genenv.envs.bfcl_multi_turn import MULTI_TURN_CATEGORIES
 
@@ -66,6 +68,7 @@ def build_samples(source: Path, dest: Path = None) -> None:
         shutil.copyfile(source / sub / name, dest / sub / name)
     build_api_bank_sample(source, dest)
     build_alfworld_sample(source, dest)
+    build_travelplanner_sample(source, dest)
 
 
 def main(argv: list[str] | None = None) -> int:

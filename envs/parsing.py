@@ -12,6 +12,11 @@ Structured actions (tool / API calls) are accepted in three surface forms, tried
 Free-text answers: the content of ``<answer>...</answer>``, else the text after the last ``Answer:``, else the
 whole text, stripped (``<think>`` blocks removed first).
 
+Two more surface forms, for structured outputs that are not tool calls: :func:`parse_literal` (the first JSON or
+Python-literal list / object in the text, e.g. a TravelPlanner plan as JSON or in its annotated
+``[{'days': 1, ...}]`` form) and :func:`parse_bracket_call` (a ReAct action ``Name[arg1, arg2]``, e.g.
+TravelPlanner's ``FlightSearch[New York, London, 2022-10-01]``).
+
 Every failure raises :class:`ActionParseError` with a human-readable reason; environments turn that into
 reward 0 and ``info["error"]``. Nothing in here raises anything else, whatever the input (fuzz-tested).
 """
@@ -240,3 +245,109 @@ def parse_command(text: str) -> str:
     if not any(ch.isalnum() for ch in command):
         raise ActionParseError(f"no command in model output {line[:40]!r}")
     return command
+
+
+def _closing_bracket(text: str, start: int) -> int:
+    """Index of the bracket that closes ``text[start]`` (``[`` or ``{``), skipping quoted strings (single or
+    double quotes, backslash escapes), or -1 when it is never closed."""
+    depth, quote, i = 0, "", start
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+MAX_LITERAL_STARTS = 4  # opening brackets tried per candidate text (bounded cost on long outputs)
+
+
+def parse_literal(text: str, openers: str = "[{") -> Any:
+    """The first list or object in model text, as JSON or as a Python literal.
+
+    Candidates are the contents of ``` fences, then the whole text (``<think>`` blocks removed). In each, up to
+    :data:`MAX_LITERAL_STARTS` opening brackets of ``openers`` are tried in order: first strict JSON
+    (:meth:`json.JSONDecoder.raw_decode`), then :func:`ast.literal_eval` of the text up to the matching closing
+    bracket (Python literals such as ``[{'days': 1, 'breakfast': '-'}]``; never ``eval``).
+
+    Returns:
+        the decoded value (a ``list`` or ``dict``).
+    Raises:
+        ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no candidate decodes (the
+            message names the first decoding error).
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    text = strip_think(text)
+    errors: list[str] = []
+    for cand in [m.strip() for m in _FENCE_RE.findall(text)] + [text]:
+        starts = [i for i, ch in enumerate(cand) if ch in openers][:MAX_LITERAL_STARTS]
+        for start in starts:
+            try:
+                value, _ = json.JSONDecoder().raw_decode(cand, start)
+                if isinstance(value, (list, dict)):
+                    return value
+            except (json.JSONDecodeError, RecursionError) as exc:
+                errors.append(f"not JSON ({str(exc)[:80]})")
+            end = _closing_bracket(cand, start)
+            if end < 0:
+                errors.append("unclosed bracket")
+                continue
+            with warnings.catch_warnings():  # model text with odd escapes must not print compiler warnings
+                warnings.simplefilter("ignore")
+                try:
+                    value = ast.literal_eval(cand[start:end + 1])
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+                    errors.append(f"not a Python literal ({type(exc).__name__})")
+                    continue
+            if isinstance(value, (list, dict)):
+                return value
+    raise ActionParseError(errors[0] if errors else f"no list or object (starting with one of {openers!r}) found")
+
+
+def parse_bracket_call(text: str, signatures: dict[str, tuple[str, ...]],
+                       aliases: dict[str, str] | None = None) -> ToolCall:
+    """A ReAct action ``Name[arg1, arg2, ...]`` (optionally after ``Action:``) as a :class:`ToolCall`.
+
+    The first ``Name[...]`` whose name is a key of ``signatures`` (or of ``aliases``, mapped to its target) is
+    taken; its bracket content is split on commas and stripped, and the values are named by the signature's
+    parameters. Only names the caller declares are recognised, so JSON text is never mistaken for a call.
+
+    Args:
+        text: raw model output.
+        signatures: tool name -> parameter names, in order.
+        aliases: other accepted names -> the tool name they mean.
+    Raises:
+        ActionParseError: not a string, too long, no declared ``Name[...]``, or the wrong number of arguments.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    aliases = aliases or {}
+    names = sorted(set(signatures) | set(aliases), key=len, reverse=True)
+    if not names:
+        raise ActionParseError("no tool names declared")
+    match = re.search(r"\b(" + "|".join(map(re.escape, names)) + r")\s*\[([^\[\]]*)\]", strip_think(text))
+    if not match:
+        raise ActionParseError(f"no action of the form Name[arguments], Name one of {', '.join(sorted(signatures))}")
+    name = aliases.get(match.group(1), match.group(1))
+    params = signatures[name]
+    raw = match.group(2).strip()
+    values = [v.strip().strip("'\"").strip() for v in raw.split(",")] if raw else []
+    if len(values) != len(params):
+        raise ActionParseError(f"{name} takes {len(params)} argument(s) [{', '.join(params)}], got {len(values)}")
+    return ToolCall(name, dict(zip(params, values)))
