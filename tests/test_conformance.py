@@ -192,14 +192,17 @@ def test_generation_rejects_garbage_and_admits_a_valid_task(name):
 
 
 class ScriptedClient:
-    """veRL's ``server_manager.generate`` answering each episode from a script keyed by the task's prompt."""
+    """veRL's ``server_manager.generate`` answering each episode from a script keyed by the task's prompt, or by
+    a tuple of texts that must all be in the conversation (the longest matching key wins)."""
 
-    def __init__(self, tokenizer, scripts: dict[str, list[str]]):
+    def __init__(self, tokenizer, scripts: dict[str | tuple[str, ...], list[str]]):
         self.tok, self.scripts = tokenizer, {k: list(v) for k, v in scripts.items()}
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **_: Any) -> TokenOutput:
         text = self.tok.decode(prompt_ids)
-        key = max((k for k in self.scripts if k in text), key=len)
+        parts = {k: (k,) if isinstance(k, str) else k for k in self.scripts}
+        key = max((k for k in self.scripts if all(p in text for p in parts[k])),
+                  key=lambda k: sum(map(len, parts[k])))
         return TokenOutput(token_ids=self.tok.encode(self.scripts[key].pop(0), add_special_tokens=False) + [2])
 
 

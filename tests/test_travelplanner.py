@@ -432,11 +432,10 @@ def _generation(**over) -> str:
                                                   "room type": "entire room", "transportation": "no flight"}},
     {"org": "Orlando", "dest": "Texas", "days": 5, "visiting_city_number": 2, "budget": 4000,
      "date": ["2022-03-10", "2022-03-11", "2022-03-12", "2022-03-13", "2022-03-14"]},
-    pytest.param({"org": "Seattle", "dest": "California", "days": 7, "visiting_city_number": 3, "budget": 6000,
-                  "date": [f"2022-03-0{d}" for d in range(1, 8)],
-                  "local_constraint": {"house rule": None, "cuisine": ["Mexican"], "room type": "private room",
-                                       "transportation": "no self-driving"}},
-                 marks=pytest.mark.skipif(not FULL_DATA, reason="California's cities are not in the sample")),
+    {"org": "Pittsburgh", "dest": "New York", "days": 7, "visiting_city_number": 3, "budget": 6000,  # the sample's
+     "date": [f"2022-03-{d}" for d in range(13, 20)],  # 7-day query with a larger budget and fewer cuisines
+     "local_constraint": {"house rule": "visitors", "cuisine": ["Italian"], "room type": None,
+                          "transportation": "no flight"}},
 ])
 def test_admitted_generated_queries_have_a_gold_plan_that_passes(over):
     task = SPEC.parse_generated(_generation(**over), "gen-0-0-0", 2, None)

@@ -77,12 +77,16 @@ def ray_cluster():
 
 
 def gold_client(tokenizer, tasks):
-    """A generate client that answers each task's episode with its gold turns."""
+    """A generate client that answers each task's episode with its gold turns, keyed by the env's system prompt
+    and the task's prompt (TravelPlanner's two modes share their queries)."""
     scripts = {}
     for t in tasks:
         cls = ENVS[t.benchmark].env_class
         turns = len(cls.gold_action(t)) if cls.multi_step else 1
-        scripts[t.prompt] = [cls.gold_text(t, k) for k in range(turns)]
+        first = cls.render_messages(t)[0]
+        key = (first["content"] if first["role"] == "system" else "", t.prompt)
+        assert key not in scripts, key
+        scripts[key] = [cls.gold_text(t, k) for k in range(turns)]
     return ScriptedClient(tokenizer, scripts)
 
 
@@ -287,7 +291,7 @@ def test_verls_agent_loop_worker_plays_gold_episodes_of_every_env(paper_cfg, tok
 
     assert GymAgentLoopWorker.__mro__[1] is AgentLoopWorker and not vars(GymAgentLoopWorker).keys() - {
         "__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"}  # veRL's, unchanged
-    config = _worker_config()
+    config = _worker_config(max_new_tokens=512)  # a TravelPlanner gold plan is one turn of up to ~430 tokens
     tasks = [t for name in BENCHMARKS for t in sample_tasks(name, 2)]
     batch = tasks_to_batch(tasks, 1, tokenizer, config.data, tmp_path / "rows.parquet")
     client = gold_client(tokenizer, tasks)
