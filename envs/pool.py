@@ -15,6 +15,7 @@ Episodes are text-level: ``open`` returns ``(observation, info)`` of ``env.reset
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import traceback
@@ -169,11 +170,9 @@ class ProcessEpisodes:
             self._workers[w] = self._spawn()
 
     def _stop(self, worker: dict[str, Any]) -> None:
-        try:
+        with contextlib.suppress(EOFError, OSError):  # a worker that already died has closed its pipe: join it
             worker["conn"].send(("quit",))
             worker["conn"].recv()
-        except (EOFError, OSError, BrokenPipeError):
-            pass
         worker["proc"].join(timeout=10)
         if worker["proc"].is_alive():
             worker["proc"].terminate()
