@@ -37,6 +37,7 @@ from genenv.envs.travelplanner_query import (
     CONSTRAINT_KEYS,
     CUISINES,
     HOUSE_RULES,
+    QUERY_FIELDS,
     ROOM_TYPES,
     TRANSPORT_RULES,
     VALIDATION_REASONS,
@@ -50,8 +51,6 @@ from genenv.rewards.travelplanner import COMMONSENSE, HARD, LABELS, PlanVerdict,
 CHECKER = "our checker (official rules, whole names, rebuilt flights; docs/travelplanner.md)"
 SPLIT_NOTE = {"validation": "validation 102 with fields (42 medium + 60 hard)",
               "train": "train 45 (fields read from text)", "generated": "generated queries"}
-GENERATION_FIELDS = ("org", "dest", "days", "visiting_city_number", "date", "people_number", "budget",
-                     "local_constraint")
 
 
 @register_benchmark
@@ -125,7 +124,7 @@ class TravelPlannerSpec(BenchmarkSpec):
     def as_generation(self, task: Task) -> dict[str, Any]:
         """The query's fields in the generation format."""
         q = task.metadata["query"]
-        return {k: q[k] for k in GENERATION_FIELDS}
+        return {k: q[k] for k in QUERY_FIELDS}
 
     def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON -> fields validated over the database -> the search finds a plan passing every constraint
@@ -137,7 +136,7 @@ class TravelPlannerSpec(BenchmarkSpec):
         problem = validate_fields(obj, db.city_state, db.state_cities)
         if problem:
             return Rejection(*problem)
-        fields = {k: obj[k] for k in GENERATION_FIELDS}
+        fields = {k: obj[k] for k in QUERY_FIELDS}
         fields["local_constraint"] = {k: obj["local_constraint"][k] for k in CONSTRAINT_KEYS}
         fields["level"] = level_of(fields["local_constraint"], fields["people_number"])
         fields["query"] = render_query(fields)

@@ -70,6 +70,19 @@ def strip_think(text: str) -> str:
     return _THINK_RE.sub("", text)
 
 
+def checked_text(text: Any) -> str:
+    """``text`` with its ``<think>`` blocks removed (:func:`strip_think`), after the checks every parser makes.
+
+    Raises:
+        ActionParseError: ``text`` is not a string, or longer than :data:`MAX_ACTION_CHARS`.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    return strip_think(text)
+
+
 def _call_from_obj(obj: Any) -> ToolCall:
     if not isinstance(obj, dict):
         raise ActionParseError(f"a call must be a JSON object, got {type(obj).__name__}")
@@ -153,11 +166,7 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
     Raises:
         ActionParseError: no accepted form parses; the message says why.
     """
-    if not isinstance(text, str):
-        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
-    if len(text) > MAX_ACTION_CHARS:
-        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    text = strip_think(text).strip()
+    text = checked_text(text).strip()
     if not text:
         raise ActionParseError("empty model output")
     errors: list[str] = []
@@ -193,11 +202,7 @@ def _final_line(text: str, marker: str, what: str) -> str:
     Raises:
         ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no line.
     """
-    if not isinstance(text, str):
-        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
-    if len(text) > MAX_ACTION_CHARS:
-        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    text = strip_think(text)
+    text = checked_text(text)
     tag = _ANSWER_TAG_RE.search(text)
     if tag:
         text = tag.group(1)
@@ -287,11 +292,7 @@ def parse_literal(text: str, openers: str = "[{") -> Any:
         ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no candidate decodes (the
             message names the first decoding error).
     """
-    if not isinstance(text, str):
-        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
-    if len(text) > MAX_ACTION_CHARS:
-        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    text = strip_think(text)
+    text = checked_text(text)
     errors: list[str] = []
     for cand in [m.strip() for m in _FENCE_RE.findall(text)] + [text]:
         starts = [i for i, ch in enumerate(cand) if ch in openers][:MAX_LITERAL_STARTS]
@@ -333,15 +334,12 @@ def parse_bracket_call(text: str, signatures: dict[str, tuple[str, ...]],
     Raises:
         ActionParseError: not a string, too long, no declared ``Name[...]``, or the wrong number of arguments.
     """
-    if not isinstance(text, str):
-        raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
-    if len(text) > MAX_ACTION_CHARS:
-        raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    text = checked_text(text)
     aliases = aliases or {}
     names = sorted(set(signatures) | set(aliases), key=len, reverse=True)
     if not names:
         raise ActionParseError("no tool names declared")
-    match = re.search(r"\b(" + "|".join(map(re.escape, names)) + r")\s*\[([^\[\]]*)\]", strip_think(text))
+    match = re.search(r"\b(" + "|".join(map(re.escape, names)) + r")\s*\[([^\[\]]*)\]", text)
     if not match:
         raise ActionParseError(f"no action of the form Name[arguments], Name one of {', '.join(sorted(signatures))}")
     name = aliases.get(match.group(1), match.group(1))

@@ -43,7 +43,9 @@ import pandas as pd
 
 from genenv.envs.base import InvalidAction, MultiStepTaskEnv, TaskEnv, parse_or_invalid
 from genenv.envs.data import DataError, benchmark_file, iter_jsonl, resolve_data_dir
-from genenv.envs.parsing import ActionParseError, ToolCall, parse_bracket_call, parse_literal, strip_think
+from genenv.envs.parsing import (
+    MAX_ACTION_CHARS, ActionParseError, ToolCall, parse_bracket_call, parse_literal, strip_think,
+)
 from genenv.envs.registry import register_env
 from genenv.envs.task import Task
 from genenv.envs.travelplanner_db import (
@@ -55,8 +57,9 @@ from genenv.envs.travelplanner_db import (
     TravelDB,
     literal_sections,
     load_database,
+    read_table,
 )
-from genenv.envs.travelplanner_query import extract_fields
+from genenv.envs.travelplanner_query import QUERY_FIELDS, extract_fields
 from genenv.envs.travelplanner_search import search_plan
 from genenv.rewards.travelplanner import evaluate_plan, plan_reward
 
@@ -172,7 +175,7 @@ def parse_plan(text: str) -> list[dict[str, Any]]:
         except ActionParseError as exc:  # a list or object that is not a plan; the text form may still be there
             structure_error = exc
     try:
-        blocks = _day_blocks(strip_think(text)) if isinstance(text, str) and len(text) <= 20_000 else None
+        blocks = _day_blocks(strip_think(text)) if isinstance(text, str) and len(text) <= MAX_ACTION_CHARS else None
     except ActionParseError:
         blocks = None
     if blocks:
@@ -285,12 +288,7 @@ def _validation_records(root: Path) -> list[dict[str, Any]]:
     import ast
 
     path = benchmark_file(root, "travelplanner", *VALIDATION_FILE)
-    frame = pd.read_csv(path)
-    need = ["org", "dest", "days", "visiting_city_number", "date", "people_number", "local_constraint", "budget",
-            "query", "level", "reference_information"]
-    missing = [c for c in need if c not in frame.columns]
-    if missing:
-        raise DataError(f"{path}: missing columns {missing}")
+    frame = read_table(path, [*QUERY_FIELDS, "query", "level", "reference_information"])
     index_path = benchmark_file(root, "travelplanner", *INDEX_FILE)
     idx_of = {rec["csv_row"]: rec["idx"] for _, rec in iter_jsonl(index_path)
               if rec.get("in_validation_with_hidden_profile")}
@@ -606,8 +604,7 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
                 return InvalidAction(f"{call_error}; and no plan: {plan_error}", text if isinstance(text, str) else "")
 
     def start(self, task: Task) -> None:
-        """Nothing to set up: the database is read-only."""
-        self.calls: list[str] = []
+        """Nothing to set up: the database is read-only and an episode keeps no state beyond the base class's."""
 
     def transition(self, action: Any) -> tuple[str, float, bool, dict[str, Any]]:
         """Run one tool call, or score the submitted plan and end the episode."""
@@ -622,7 +619,6 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
         else:
             try:
                 obs, error = self.db.tool(action.name, list(action.arguments.values())), ""
-                self.calls.append(action.name)
             except ValueError as exc:
                 obs, error = f"Error: {exc}", str(exc)
         if self.steps + 1 >= self.max_steps:  # the last step: no plan was delivered

@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from genenv.envs.data import DataError, benchmark_file, iter_jsonl
+from genenv.envs.data import DataError, benchmark_file, iter_jsonl, require_fields
 
 DB_FILES = {
     "accommodations": ("database", "accommodations", "clean_accommodations_2022.csv"),
@@ -85,17 +85,40 @@ def strip_parenthesis(text: str) -> str:
     return (match.group(1) if match else text).strip()
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def read_table(path: Path, columns: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """The CSV file ``path`` as a DataFrame (all its columns, file order).
+
+    Raises:
+        DataError: the file cannot be parsed, or it lacks one of ``columns``.
+    """
     try:
-        return pd.read_csv(path)
+        frame = pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"{path} is not a readable CSV file ({exc}); re-copy it.") from exc
+    require_fields(frame, tuple(columns), str(path))  # a DataFrame's ``in`` tests its columns
+    return frame
 
 
-def _require_columns(df: pd.DataFrame, columns: list[str], path: Path) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise DataError(f"{path}: missing columns {missing}; the file does not have the documented layout.")
+ROOM_TYPE_ROW = {"entire room": "Entire home/apt", "private room": "Private room", "shared room": "Shared room"}
+
+
+def room_type_fits(row_type: str, wanted: str) -> bool:
+    """Whether an accommodation's ``room type`` cell meets the query's ``room type`` constraint: entire room =
+    "Entire home/apt", private room = "Private room", shared room = "Shared room", not shared room = anything
+    but "Shared room" (the harness's ``room_type`` check); an unknown constraint fits nothing."""
+    return row_type != "Shared room" if wanted == "not shared room" else row_type == ROOM_TYPE_ROW.get(wanted)
+
+
+def house_rule_fits(house_rules: Any, rule: str) -> bool:
+    """Whether an accommodation's ``house_rules`` cell allows the query's ``house rule`` (it must not contain
+    "No <rule>", e.g. "No pets"; the harness's ``room_rule`` check)."""
+    return f"No {rule}" not in str(house_rules)
+
+
+def cuisines_of(row: pd.Series) -> set[str]:
+    """The cuisines a restaurant row serves: its comma-separated ``Cuisines`` cell, stripped
+    (``database/restaurants/clean_restaurant_2022.csv``)."""
+    return {c.strip() for c in str(row["Cuisines"]).split(",")}
 
 
 def parse_flight_table(text: str, origin: str, destination: str, where: str) -> list[dict[str, Any]]:
@@ -144,8 +167,7 @@ def reference_flights(root: Path) -> pd.DataFrame:
                         raise DataError(f"{train}: line {lineno}, {description}: flight row lacks {FLIGHT_COLUMNS}")
                     rows.append({c: row[c] for c in FLIGHT_COLUMNS})
     validation = benchmark_file(root, "travelplanner", *VALIDATION_FILE)
-    frame = _read_csv(validation)
-    _require_columns(frame, ["reference_information"], validation)
+    frame = read_table(validation, ["reference_information"])
     for i, text in enumerate(frame["reference_information"]):
         for section in literal_sections(text, f"{validation}: row {i}"):
             match = FLIGHT_SECTION_RE.match(section["Description"])
@@ -217,11 +239,19 @@ class TravelDB:
     _by_city: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict, repr=False)
     _pairs: dict[tuple[str, str], tuple[str | None, str | None]] = field(default_factory=dict, repr=False)
     _legs: dict[tuple[str, str, str], pd.DataFrame] = field(default_factory=dict, repr=False)
+    _names: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict, repr=False)
+    _by_number: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for kind in ("accommodations", "restaurants", "attractions"):
             table = getattr(self, kind)
             self._by_city[kind] = {city: rows for city, rows in table.groupby(CITY_COLUMN[kind], sort=False)}
+            for city, rows in self._by_city[kind].items():
+                index: dict[str, int] = {}
+                for position, name in enumerate(rows[NAME_COLUMN[kind]].astype(str)):
+                    index.setdefault(_norm(name), position)  # the first row in database order wins
+                self._names[(kind, city)] = index
+        self._by_number = {number: i for i, number in enumerate(self.flights["Flight Number"])}
         for origin, dest, duration, distance in self.distances[["origin", "destination", "duration",
                                                                 "distance"]].itertuples(index=False):
             key = (origin, dest)
@@ -246,13 +276,10 @@ class TravelDB:
         official harness accepts any row whose name *contains* the given text, so a one-letter "name" would
         pass; for an RL reward that is an exploit, so we require the whole name.
         """
-        rows = self.city_rows(kind, city)
-        if rows.empty or not isinstance(name, str):
+        if not isinstance(name, str):
             return None
-        key = _norm(name)
-        names = rows[NAME_COLUMN[kind]].astype(str).map(_norm)
-        hit = rows[names == key]
-        return None if hit.empty else hit.iloc[0]
+        position = self._names.get((kind, city), {}).get(_norm(name))
+        return None if position is None else self._by_city[kind][city].iloc[position]
 
     # ----- transport -----
     def drive(self, origin: str, destination: str, mode: str) -> Drive:
@@ -277,10 +304,12 @@ class TravelDB:
     def find_flight(self, number: str, origin: str, destination: str) -> pd.Series | None:
         """The flight ``number`` from ``origin`` to ``destination``, or ``None`` (the official sandbox rule:
         number and both cities; the date is not checked)."""
-        f = self.flights
-        hit = f[(f["Flight Number"] == number) & (f["OriginCityName"] == strip_parenthesis(origin))
-                & (f["DestCityName"] == strip_parenthesis(destination))]
-        return None if hit.empty else hit.iloc[0]
+        position = self._by_number.get(number)  # numbers are unique (:func:`reference_flights`)
+        if position is None:
+            return None
+        row = self.flights.iloc[position]
+        same = (row["OriginCityName"], row["DestCityName"]) == (strip_parenthesis(origin), strip_parenthesis(destination))
+        return row if same else None
 
     def flights_on(self, origin: str, destination: str, date: str) -> pd.DataFrame:
         """Flights from ``origin`` to ``destination`` on ``date`` (``YYYY-MM-DD``), table order."""
@@ -295,8 +324,7 @@ class TravelDB:
             ValueError: unknown tool, wrong number of arguments, or a bad mode (the message is the observation
                 the agent sees).
         """
-        if name == "DistanceMatrix":  # the name in the official ReAct prompt
-            name = "GoogleDistanceMatrix"
+        name = TOOL_ALIASES.get(name, name)  # "DistanceMatrix": the name in the official ReAct prompt
         if name not in TOOLS:
             raise ValueError(f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
         params = TOOLS[name]
@@ -399,12 +427,10 @@ def _load(root: str) -> TravelDB:
     tables = {}
     for kind in ("accommodations", "restaurants", "attractions"):
         path = benchmark_file(base, "travelplanner", *DB_FILES[kind])
-        frame = _read_csv(path)
-        _require_columns(frame, COLUMNS[kind], path)
+        frame = read_table(path, COLUMNS[kind])
         tables[kind] = frame.dropna()[COLUMNS[kind]].reset_index(drop=True)
     path = benchmark_file(base, "travelplanner", *DB_FILES["distances"])
-    distances = _read_csv(path)
-    _require_columns(distances, ["origin", "destination", "duration", "distance"], path)
+    distances = read_table(path, ["origin", "destination", "duration", "distance"])
     path = benchmark_file(base, "travelplanner", *DB_FILES["cities"])
     city_state: dict[str, str] = {}
     state_cities: dict[str, list[str]] = {}

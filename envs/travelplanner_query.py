@@ -30,6 +30,8 @@ CONSTRAINT_KEYS = ("house rule", "cuisine", "room type", "transportation")
 DAYS = (3, 5, 7)
 CITY_NUMBER = {3: 1, 5: 2, 7: 3}  # TravelPlanner's design: one destination city per two days
 MAX_PEOPLE = 8
+QUERY_FIELDS = ("org", "dest", "days", "visiting_city_number", "date", "people_number", "budget",
+                "local_constraint")  # a query's structured fields (the validation CSV columns)
 YEAR = 2022  # the database (flights, prices) is of March 2022
 
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -67,8 +69,7 @@ def validate_fields(q: dict[str, Any], city_state: dict[str, str],
     :data:`DAYS`, ``visiting_city_number`` = :data:`CITY_NUMBER` [days], ``people_number`` 1-:data:`MAX_PEOPLE`,
     ``budget`` a positive number, ``local_constraint`` with the four keys and allowed values (``bad_value``).
     """
-    need = ("org", "dest", "days", "visiting_city_number", "date", "people_number", "local_constraint", "budget")
-    missing = [k for k in need if k not in q]
+    missing = [k for k in QUERY_FIELDS if k not in q]
     if missing:
         return "missing_fields", f"missing field(s) {missing}"
     days = q["days"]

@@ -38,7 +38,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from genenv.envs.travelplanner_db import MAX_ROWS, PEOPLE_PER_VEHICLE, TravelDB, people_per_unit, shown_rows
+from genenv.envs.travelplanner_db import (
+    MAX_ROWS, PEOPLE_PER_VEHICLE, TravelDB, cuisines_of, house_rule_fits, people_per_unit, room_type_fits, shown_rows,
+)
 
 SEARCH_FAILURES = ("no_candidate_city", "no_transport", "cuisine_unavailable", "over_budget", "checker_failed")
 NIGHTS_PER_CITY = 2
@@ -77,14 +79,10 @@ def _city_option(db: TravelDB, city: str, query: dict[str, Any]) -> _City | None
     people, c = int(query["people_number"]), query["local_constraint"]
     acc = shown_rows(db, "accommodations", city)
     acc = acc[acc["minimum nights"] <= NIGHTS_PER_CITY]
-    wanted = c.get("room type")
-    if wanted == "not shared room":
-        acc = acc[acc["room type"] != "Shared room"]
-    elif wanted:
-        acc = acc[acc["room type"] == {"entire room": "Entire home/apt", "private room": "Private room",
-                                       "shared room": "Shared room"}[wanted]]
+    if c.get("room type"):
+        acc = acc.loc[[room_type_fits(kind, c["room type"]) for kind in acc["room type"]]]
     if c.get("house rule"):
-        acc = acc[~acc["house_rules"].astype(str).str.contains(f"No {c['house rule']}", regex=False)]
+        acc = acc.loc[[house_rule_fits(rules, c["house rule"]) for rules in acc["house_rules"]]]
     restaurants = shown_rows(db, "restaurants", city).sort_values("Average Cost", kind="stable")
     attractions = shown_rows(db, "attractions", city)
     if acc.empty or len(restaurants) < 3 or attractions.empty:
@@ -141,7 +139,7 @@ def _meals(route: list[_City], cuisines: Sequence[str] | None) -> dict[tuple[int
             for _, row in city.restaurants.iterrows():
                 if (city.name, row["Name"]) in used:
                     continue
-                offered = {x.strip() for x in str(row["Cuisines"]).split(",")}
+                offered = cuisines_of(row)
                 gain = sum(c in offered for c in missing)
                 if gain and (best is None or (gain, -row["Average Cost"]) > (best[0], -best[2]["Average Cost"])):
                     best = (gain, k, row)
@@ -151,7 +149,7 @@ def _meals(route: list[_City], cuisines: Sequence[str] | None) -> dict[tuple[int
         slot = (base[k] or extra[k]).pop(0)
         chosen[slot] = (route[k].name, row)
         used.add((route[k].name, row["Name"]))
-        offered = {x.strip() for x in str(row["Cuisines"]).split(",")}
+        offered = cuisines_of(row)
         missing = [c for c in missing if c not in offered]
     for k, city in enumerate(route):
         rows = (r for _, r in city.restaurants.iterrows() if (city.name, r["Name"]) not in used)

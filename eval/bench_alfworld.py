@@ -58,20 +58,26 @@ def raw_textworld(tasks) -> dict[str, list[float]]:
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-    envs: dict[str, object] = {}
+    current: dict[str, object] = {"id": None, "env": None}  # the game being played (one at a time)
 
     def start(task):
-        if task.id not in envs:
-            envs.clear()
-            envs[task.id] = textworld.start(task.metadata["game_file"], infos,
-                                            wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
-        envs[task.id].reset()
+        if current["id"] != task.id:
+            if current["env"] is not None:
+                current["env"].close()
+            current["env"] = textworld.start(task.metadata["game_file"], infos,
+                                             wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+            current["id"] = task.id
+        current["env"].reset()
 
     def step(command):
-        state, _, _ = next(iter(envs.values())).step(command)
+        state, _, _ = current["env"].step(command)
         return state["won"]
 
-    return time_episodes(tasks, start, step)
+    try:
+        return time_episodes(tasks, start, step)
+    finally:
+        if current["env"] is not None:
+            current["env"].close()
 
 
 def ours(tasks) -> dict[str, list[float]]:

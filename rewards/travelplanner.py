@@ -28,7 +28,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from genenv.envs.travelplanner_db import PEOPLE_PER_VEHICLE, TravelDB, people_per_unit, strip_parenthesis
+from genenv.envs.travelplanner_db import (
+    PEOPLE_PER_VEHICLE, TravelDB, cuisines_of, house_rule_fits, people_per_unit, room_type_fits, strip_parenthesis,
+)
 
 COMMONSENSE = ("within_sandbox", "complete_information", "within_current_city", "reasonable_city_route",
                "diverse_restaurants", "diverse_attractions", "non_conflicting_transportation", "minimum_nights")
@@ -45,7 +47,6 @@ FIELDS = ("transportation", "breakfast", "attraction", "lunch", "dinner", "accom
 MEALS = ("breakfast", "lunch", "dinner")
 HARD_KEY = {"room_rule": "house rule", "room_type": "room type", "cuisine": "cuisine",
             "transportation": "transportation"}
-ROOM_TYPE_ROW = {"entire room": "Entire home/apt", "private room": "Private room", "shared room": "Shared room"}
 UNNEEDED_DAY = "You don't need to fill in the information for this or later days."
 _FROM_TO_RE = re.compile(r"from\s+(.+?)\s+to\s+([^,]+?)(?=\s*,|\s*$)", re.IGNORECASE)
 _FLIGHT_NO_RE = re.compile(r"flight number:\s*([^,\s]+)", re.IGNORECASE)
@@ -461,7 +462,7 @@ def room_rule(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: TravelD
     """
     rule = query["local_constraint"]["house rule"]
     for i, text, row in _accommodation_rows(query, plan, db):
-        if f"No {rule}" in str(row["house_rules"]):
+        if not house_rule_fits(row["house_rules"], rule):
             return False, f"day {i}: {text[:50]!r} has 'No {rule}'"
     return True, ""
 
@@ -472,8 +473,7 @@ def room_type(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: TravelD
     wanted = query["local_constraint"]["room type"]
     for i, text, row in _accommodation_rows(query, plan, db):
         kind = row["room type"]
-        ok = kind != "Shared room" if wanted == "not shared room" else kind == ROOM_TYPE_ROW.get(wanted)
-        if not ok:
+        if not room_type_fits(kind, wanted):
             return False, f"day {i}: {text[:50]!r} is a {kind}, the query asks {wanted}"
     return True, ""
 
@@ -496,8 +496,7 @@ def cuisine(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: TravelDB)
                 continue
             row = db.find("restaurants", *pair)
             if row is not None:
-                offered = {c.strip() for c in str(row["Cuisines"]).split(",")}
-                served.update(c for c in wanted if c in offered)
+                served.update(c for c in wanted if c in cuisines_of(row))
     missing = [c for c in wanted if c not in served]
     return (not missing), (f"no meal serves {', '.join(missing)}" if missing else "")
 
