@@ -1,7 +1,20 @@
-"""Benchmark specs (evaluation metrics, task generation, validation) and the paper's baselines."""
-from genenv.benchmarks.registry import BENCHMARKS, discover, get_benchmark, register_benchmark
-from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection
+"""The benchmarks: one folder each (env, data loading, backends, checker, task-generation spec, sample builder,
+packaged sample) and the spec base class every folder implements (:mod:`genenv.benchmarks.spec`).
 
-__all__ = ["BENCHMARKS", "BenchmarkSpec", "Metric", "Rejection", "get_benchmark", "register_benchmark"]
+Importing this package imports no benchmark. :func:`register_builtin` (this project's entry point in the
+``genenv.benchmarks`` group, called by ``import genenv.envs``) imports the ``__init__`` of each folder, which only
+registers its envs and spec by name and entry-point string.
+"""
+from __future__ import annotations
 
-discover()
+import importlib
+import pkgutil
+
+
+def register_builtin() -> list[str]:
+    """Import the ``__init__`` of every benchmark folder of this package (each registers its envs and spec by
+    entry-point string); returns the folder names. A new folder is found without any edit here."""
+    names = [info.name for info in pkgutil.iter_modules(__path__) if info.ispkg and not info.name.startswith("_")]
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}")
+    return names

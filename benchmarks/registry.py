@@ -1,42 +1,57 @@
-"""The one benchmark registry: name → :class:`~genenv.benchmarks.spec.BenchmarkSpec` instance.
+"""The benchmark-spec registry: name → the ``"module:Class"`` of its :class:`~genenv.benchmarks.spec.BenchmarkSpec`.
 
-A spec module registers its class with :func:`register_benchmark`; :func:`discover` imports every module of the
-``genenv.benchmarks`` package once, so adding a benchmark edits nothing here.
+A benchmark folder's ``__init__`` registers its spec by entry-point string (:func:`register_benchmark`) beside its
+envs (:func:`genenv.envs.registry.register_env`); the spec module is imported only when :func:`get_benchmark` asks
+for it. Registrations are loaded with the envs' plugins (:func:`genenv.envs.registry.load_plugins`), so a
+third-party benchmark plugs in through the same entry-point group.
 """
 from __future__ import annotations
 
-from genenv.benchmarks.spec import BenchmarkSpec
-from genenv.envs.registry import import_submodules
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {}
-IMPORT_ERRORS: dict[str, str] = {}
+if TYPE_CHECKING:  # this module imports nothing of genenv at import time: benchmark folders import it while the
+    from genenv.benchmarks.spec import BenchmarkSpec  # env framework loads its plugins
+
+BENCHMARKS: dict[str, str] = {}  # name → "module:Class" of the spec
+_INSTANCES: dict[tuple[str, str | None], "BenchmarkSpec"] = {}
 
 
-def register_benchmark(cls: type[BenchmarkSpec]) -> type[BenchmarkSpec]:
-    """Class decorator: instantiate the spec and register it under ``cls.name``.
+def register_benchmark(name: str, entry_point: str) -> None:
+    """Register the spec class at ``entry_point`` (``"module:Class"``) under ``name`` (nothing is imported).
 
     Raises:
-        ValueError: empty ``name``, or the name is taken by another class.
+        ValueError: an empty name, a malformed entry point, or the name taken by another class.
     """
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} must set the class attribute 'name'")
-    other = BENCHMARKS.get(cls.name)
-    if other is not None and type(other).__qualname__ != cls.__qualname__:
-        raise ValueError(f"benchmark {cls.name!r} already registered by {type(other).__qualname__}")
-    BENCHMARKS[cls.name] = cls()
-    return cls
+    if not name:
+        raise ValueError(f"{entry_point}: a benchmark spec needs a name")
+    if ":" not in entry_point:
+        raise ValueError(f"entry point {entry_point!r} is not 'package.module:Class'")
+    other = BENCHMARKS.get(name)
+    if other is not None and other != entry_point:
+        raise ValueError(f"benchmark {name!r} already registered by {other}")
+    BENCHMARKS[name] = entry_point
 
 
-def discover() -> dict[str, BenchmarkSpec]:
-    """Import every module of ``genenv.benchmarks`` once; failures are logged in :data:`IMPORT_ERRORS`."""
-    import_submodules("genenv.benchmarks", IMPORT_ERRORS)
-    return BENCHMARKS
+def get_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> "BenchmarkSpec":
+    """The spec of ``name`` bound to ``data_dir`` (its loaders, backends and validators read that data; ``None``:
+    ``$GENENV_DATA_DIR``, else the packaged samples). One instance per (name, data dir).
 
+    Raises:
+        KeyError: no such benchmark (the message lists the registered names and plugin failures).
+        TypeError: the registered class's ``name`` differs from ``name``.
+    """
+    from genenv.envs.registry import PLUGIN_ERRORS, load_object, load_plugins
 
-def get_benchmark(name: str) -> BenchmarkSpec:
-    """The spec registered as ``name``; raises ``KeyError`` listing the registered names."""
-    try:
-        return discover()[name]
-    except KeyError:
-        failed = f"; modules that failed to import: {IMPORT_ERRORS}" if IMPORT_ERRORS else ""
-        raise KeyError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}{failed}") from None
+    load_plugins()
+    if name not in BENCHMARKS:
+        failed = f"; plugins that failed to load: {PLUGIN_ERRORS}" if PLUGIN_ERRORS else ""
+        raise KeyError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}{failed}")
+    key = (name, str(Path(data_dir).expanduser().resolve()) if data_dir else None)
+    if key not in _INSTANCES:
+        cls = load_object(BENCHMARKS[name])
+        if getattr(cls, "name", None) != name:
+            raise TypeError(f"{BENCHMARKS[name]} has name {getattr(cls, 'name', None)!r}, registered as {name!r}")
+        _INSTANCES[key] = cls(data_dir=data_dir)
+    return _INSTANCES[key]

@@ -62,6 +62,23 @@ def extract_json_object(text: str) -> dict[str, Any] | Rejection:
     return obj
 
 
+def final_request(ask: str, p_hat: float | None, alpha: float, feedback: str | None = None) -> str:
+    """The generation prompt's last user turn: ``feedback`` (EnvGen) or the α-curriculum feedback (the agent's
+    recent success rate p̂ and the target α), then ``ask``."""
+    if feedback is not None:
+        return f"{feedback} {ask} Make it different from the previous ones."
+    rate = f"The agent currently solves {p_hat:.0%} of such tasks. " if p_hat is not None else ""
+    return f"{rate}{ask} Make it different from the previous ones, so that the agent solves it about " \
+           f"{alpha:.0%} of the time."
+
+
+def json_object(properties: dict[str, Any], optional: Sequence[str] = ()) -> dict[str, Any]:
+    """A JSON Schema object with exactly ``properties`` (in that order), all required but ``optional``, no others
+    (the strict shape a generation format takes)."""
+    return {"type": "object", "properties": properties,
+            "required": [k for k in properties if k not in optional], "additionalProperties": False}
+
+
 class BenchmarkSpec(abc.ABC):
     """Base class; one subclass per benchmark, registered with :func:`genenv.benchmarks.registry.register_benchmark`.
 
@@ -69,6 +86,10 @@ class BenchmarkSpec(abc.ABC):
     the paper's Table 1; empty or absent from the table: the leaderboard prints "—"), ``paper_protocol`` (what
     that column measures), ``seed_options`` (loader options of the default training pool),
     ``rejection_reasons`` (the spec's own reasons; :attr:`all_rejection_reasons` adds the shared ones).
+
+    Args:
+        data_dir: the data directory this spec's loaders, backends and validators read (``None``:
+            ``$GENENV_DATA_DIR``, else the packaged samples; see :func:`genenv.envs.data.resolve_data_dir`).
     """
 
     name: str = ""
@@ -77,6 +98,9 @@ class BenchmarkSpec(abc.ABC):
     seed_options: dict[str, Any] = {}
     rejection_reasons: tuple[str, ...] = ()
     COMMON_REJECTION_REASONS = ("no_json", "invalid_json", "not_object", "near_duplicate")
+
+    def __init__(self, data_dir: str | None = None):
+        self.data_dir = None if data_dir is None else str(data_dir)
 
     @property
     def all_rejection_reasons(self) -> tuple[str, ...]:
@@ -88,9 +112,9 @@ class BenchmarkSpec(abc.ABC):
         """The benchmark's :class:`~genenv.envs.base.TaskEnv` subclass."""
         return env_entry(self.name).env_class
 
-    def load(self, split: str = "test", data_dir: str | None = None, **options: Any) -> list[Task]:
-        """Tasks of ``split`` (loader options as for the env constructor)."""
-        return self.env_class.load_tasks(split=split, data_dir=data_dir, **options)
+    def load(self, split: str = "test", **options: Any) -> list[Task]:
+        """Tasks of ``split`` from this spec's data directory (loader options as for the env constructor)."""
+        return self.env_class.load_tasks(split=split, data_dir=self.data_dir, **options)
 
     # ----- evaluation -----
     def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -106,29 +130,59 @@ class BenchmarkSpec(abc.ABC):
         """The one metric printed beside the paper's column (with its protocol label)."""
 
     # ----- task generation -----
-    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float) -> list[dict[str, str]]:
+    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float,
+                            feedback: str | None = None) -> list[dict[str, str]]:
         """Chat messages asking the environment policy for one new task in strict JSON.
 
         Layout: the benchmark's system instructions; each seed task as a demonstrated turn (a request, then the
         seed in the output JSON format as the assistant's reply: small models copy a demonstrated format far
-        more reliably than a described one); finally the request carrying the agent's recent success rate p̂
-        and the target rate α.
+        more reliably than a described one); finally the request carrying the feedback: by default (GenEnv) the
+        agent's recent success rate p̂ and the target rate α (:func:`final_request`); ``feedback``
+        replaces it (EnvGen's per-skill success rates, :mod:`genenv.trainer.generation`).
         """
-        feedback = f"The agent currently solves {p_hat:.0%} of such tasks. " if p_hat is not None else ""
         ask = "Write one new task as a single JSON object."
         messages = [{"role": "system", "content": self.generation_system_prompt}]
         for seed in seeds:
             messages += [{"role": "user", "content": ask},
                          {"role": "assistant", "content": json.dumps(self.as_generation(seed), ensure_ascii=False)}]
-        messages.append({"role": "user", "content": f"{feedback}{ask} Make it different from the previous ones, "
-                                                    f"so that the agent solves it about {alpha:.0%} of the time."})
+        messages.append({"role": "user", "content": final_request(ask, p_hat, alpha, feedback)})
         return messages
 
+    def skill_of(self, task: Task) -> str:
+        """The skill ``task`` exercises (EnvGen's unit of feedback: the agent's success rate is reported per
+        skill); one skill for the whole benchmark by default."""
+        return self.name
+
     generation_system_prompt: str = ""
+    grounded: bool = True  # grounded validation (``generation.grounded``); false: format, type and execution only
+    grounding_reasons: tuple[str, ...] = ()  # the reasons only grounded validation gives (empty: no such rules)
+
+    def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
+        """The JSON Schema of one generation (the format :meth:`as_generation` writes, properties in its order),
+        for structured decoding (:mod:`genenv.trainer.rollout.grammar`); ``seeds`` are the prompt's
+        demonstrations (a spec may narrow the schema to their context, e.g. ALFWorld's scene). ``None`` (the
+        default): the environment policy samples freely."""
+        return None
 
     def demonstrable(self, task: Task) -> bool:
-        """Whether ``task`` can serve as a demonstration in the generation prompt (all tasks by default)."""
+        """Whether ``task`` can serve as a demonstration in the generation prompt (all tasks by default). A spec
+        demonstrates only tasks its own validator admits, so that no demonstration teaches a rejected format."""
         return True
+
+    def admits_own_demonstration(self, task: Task) -> bool:
+        """Whether :meth:`parse_generated` admits ``task``'s own demonstration (:meth:`as_generation`), with
+        ``task`` as the parent; cached per task id and :attr:`grounded` (validation may execute calls). A
+        demonstration the format cannot express (``ValueError``) is not admitted."""
+        key = (task.id, self.grounded)
+        cache = self.__dict__.setdefault("_admits_own", {})
+        if key not in cache:
+            try:
+                text = json.dumps(self.as_generation(task), ensure_ascii=False)
+            except (ValueError, KeyError, TypeError):
+                cache[key] = False
+            else:
+                cache[key] = isinstance(self.parse_generated(text, f"{task.id}-demo", 0, task), Task)
+        return cache[key]
 
     @abc.abstractmethod
     def as_generation(self, task: Task) -> dict[str, Any]:

@@ -64,6 +64,7 @@ class TaskEnv(gym.Env, abc.ABC):
     benchmark: ClassVar[str] = ""
     action_kind: ClassVar[str] = "structured"
     multi_step: ClassVar[bool] = False
+    prompt_window: ClassVar[int | None] = None  # earlier exchanges kept in the prompt (None: all; PromptWindow)
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, **load_kwargs: Any):
@@ -112,6 +113,12 @@ class TaskEnv(gym.Env, abc.ABC):
     def gold_text(cls, task: Task, turn: int = 0) -> str:
         """The gold action of ``turn`` (0-based; single-step envs have only turn 0) as model text that
         :meth:`parse_action` turns back into the gold action."""
+
+    @classmethod
+    def past_observation(cls, text: str) -> str:
+        """How an observation is shown in the prompt once it is no longer the latest (with ``prompt_window``
+        set, :class:`~genenv.envs.wrappers.PromptWindow`); unchanged by default."""
+        return text
 
     def make_action_space(self) -> gym.Space:
         """The action space; free-text envs use :class:`UnicodeText`."""
@@ -203,7 +210,6 @@ class MultiStepTaskEnv(TaskEnv):
     multi_step: ClassVar[bool] = True
     default_max_steps: ClassVar[int] = 20
     idle_text: ClassVar[str] = ""  # the oracle's reply once its gold sequence is used up
-    context_turns: ClassVar[int | None] = None  # lock-step runner: earlier exchanges kept in the prompt (None: all)
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, max_steps: int | None = None,
@@ -215,12 +221,6 @@ class MultiStepTaskEnv(TaskEnv):
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.steps = 0
         self.done = False
-
-    @classmethod
-    def past_observation(cls, text: str) -> str:
-        """How an observation is shown in the prompt once it is no longer the latest (with ``context_turns``
-        set); unchanged by default."""
-        return text
 
     @abc.abstractmethod
     def start(self, task: Task) -> None:

@@ -5,9 +5,11 @@ The data directory holds one folder per benchmark (``bfcl/``, ``bamboogle/``, ..
 
 1. an explicit ``data_dir`` argument (from a config or a command-line flag);
 2. the ``GENENV_DATA_DIR`` environment variable;
-3. the small real samples shipped inside this package (``envs/samples/``), so that a fresh clone runs.
+3. otherwise the small real sample that each benchmark folder ships (``benchmarks/<name>/sample/``, the same
+   layout as ``<data_dir>/<name>/``), so that a fresh clone runs.
 
-Every reader raises :class:`DataError` naming the file, the record and what to do, never a bare ``KeyError``.
+A benchmark reads its folder with :func:`benchmark_dir`; every reader raises :class:`DataError` naming the file,
+the record and what to do, never a bare ``KeyError``.
 """
 from __future__ import annotations
 
@@ -15,13 +17,13 @@ import hashlib
 import json
 import logging
 import os
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "GENENV_DATA_DIR"
+PACKAGED = "packaged samples"  # how results name the data when no data directory is set
 
 
 class DataError(RuntimeError):
@@ -34,13 +36,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
 
 
-def packaged_samples_dir() -> Path:
-    """Folder of the real data samples shipped in the package (same layout as the full data directory)."""
-    return Path(str(resources.files("genenv.envs").joinpath("samples")))
-
-
-def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """Return the data directory to read: ``data_dir``, else ``$GENENV_DATA_DIR``, else the packaged samples.
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The data directory to read: ``data_dir``, else ``$GENENV_DATA_DIR``, else ``None`` (the packaged samples).
 
     Raises:
         DataError: an explicitly given directory (argument or environment variable) does not exist.
@@ -54,17 +51,35 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
                     f"bfcl/, bamboogle/, ... (e.g. shared/data), or unset it to use the packaged samples."
                 )
             return path
-    return packaged_samples_dir()
+    return None
 
 
-def is_packaged(data_dir: Path) -> bool:
-    """True when ``data_dir`` is the packaged samples folder (results are then a sample, not the full split)."""
-    return Path(data_dir).resolve() == packaged_samples_dir().resolve()
+def is_packaged(data_dir: str | os.PathLike | None = None) -> bool:
+    """True when ``data_dir`` resolves to the packaged samples (results are then a sample, not the full split)."""
+    return resolve_data_dir(data_dir) is None
 
 
-def benchmark_file(data_dir: Path, *parts: str) -> Path:
-    """Path of a data file; raises :class:`DataError` naming the expected path if it is missing."""
-    path = Path(data_dir, *parts)
+def data_label(data_dir: str | os.PathLike | None = None) -> str:
+    """The resolved data directory as text for result files, or :data:`PACKAGED`."""
+    root = resolve_data_dir(data_dir)
+    return str(root) if root is not None else PACKAGED
+
+
+def benchmark_dir(benchmark: str, data_dir: str | os.PathLike | None, sample: Path) -> Path:
+    """The folder a benchmark reads: ``<data dir>/<benchmark>``, or its packaged ``sample`` folder when no data
+    directory is set (:func:`resolve_data_dir`). A missing file under it is reported by :func:`benchmark_file`.
+
+    Raises:
+        DataError: an explicitly set data directory does not exist.
+    """
+    root = resolve_data_dir(data_dir)
+    return Path(sample) if root is None else root / benchmark
+
+
+def benchmark_file(folder: Path, *parts: str) -> Path:
+    """Path of a data file under ``folder`` (usually a :func:`benchmark_dir`); raises :class:`DataError` naming
+    the expected path if it is missing."""
+    path = Path(folder, *parts)
     if not path.is_file():
         raise DataError(
             f"missing data file {path}. Point GENENV_DATA_DIR (or data_dir) at the full data folder "

@@ -1,121 +1,174 @@
-"""Registry of the benchmark environments: Gymnasium ids, env classes, and per-task prompt rendering.
+"""Registry of the benchmark environments, filled lazily: env ids map to entry-point strings, not classes.
 
-An env module registers its :class:`~genenv.envs.base.TaskEnv` subclass with the :func:`register_env` class
-decorator; :func:`discover` imports every module of the ``genenv.envs`` package once, so a new benchmark is one
-new module and nothing here is edited. :func:`register_all` (run on ``import genenv.envs``) discovers the envs
-and calls :func:`gymnasium.register` for each, so ``gymnasium.make("genenv/BFCL-v0", category="simple_python")``
-works.
+A benchmark registers its environments by name, as Gymnasium and skyrl-gym do: :func:`register_env` records the
+Gymnasium id, the benchmark name and the ``"module:Class"`` entry point, and calls :func:`gymnasium.register` with
+that string. Nothing is imported until an env is made (``gymnasium.make``) or its class is asked for
+(:attr:`EnvEntry.env_class`), so ``import genenv.envs`` imports no benchmark.
+
+Where registrations come from (:func:`load_plugins`, run by ``import genenv.envs``, as Gymnasium's
+``load_plugin_envs``): every entry point of the Python entry-point group ``genenv.benchmarks``. This project
+declares one, ``builtin = "genenv.benchmarks:register_builtin"``, which imports the light ``__init__`` of each
+benchmark folder; a third-party package adds its own entry point (a function that calls :func:`register_env`,
+or a module whose import does), and its benchmarks appear in ``genenv-envs``, ``genenv-train`` and
+``genenv-eval`` without any edit here (``docs/adding-an-env.md``).
 """
 from __future__ import annotations
 
 import importlib
 import logging
-import pkgutil
 from dataclasses import dataclass
-from typing import Any, Callable
+from importlib import metadata
+from typing import Any
 
 import gymnasium as gym
-from genenv.envs.task import Task
 
 log = logging.getLogger(__name__)
+
+PLUGIN_GROUP = "genenv.benchmarks"  # the Python entry-point group benchmarks register through
+BUILTIN_PLUGIN = "genenv.benchmarks:register_builtin"  # this project's own entry point (fallback when uninstalled)
+
+
+def load_object(entry_point: str) -> Any:
+    """The object named by ``"package.module:attribute"`` (the module is imported on first use).
+
+    Raises:
+        ValueError: ``entry_point`` is not ``module:attribute``.
+        ImportError / AttributeError: the module or the attribute does not exist.
+    """
+    module, sep, name = entry_point.partition(":")
+    if not (sep and module and name):
+        raise ValueError(f"entry point {entry_point!r} is not 'package.module:attribute'")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 @dataclass(frozen=True)
 class EnvEntry:
-    """One registered environment: ``benchmark`` name, Gymnasium ``env_id``, ``entry_point`` (``module:Class``),
-    ``split_options``: the loader keyword sets that ``genenv-envs list`` counts, the first of which is the
-    benchmark's default evaluation split (the conformance suite samples its tasks from it), and
-    ``gym_entry_point``: what ``gymnasium.make`` calls when it is not the class."""
+    """One registered environment.
+
+    Attributes:
+        benchmark: registry name (``"bfcl"``), equal to the env class's ``benchmark`` attribute.
+        env_id: the Gymnasium id, ``"genenv/<Name>-v<version>"``.
+        entry_point: ``"module:Class"`` of the :class:`~genenv.envs.base.TaskEnv` subclass.
+        split_source: the loader keyword sets that ``genenv-envs`` counts, or the ``"module:attribute"`` that holds
+            them (read on first use, see :attr:`split_options`).
+        gym_entry_point: what ``gymnasium.make`` calls when it is not the class (e.g. a factory by category).
+    """
 
     benchmark: str
     env_id: str
     entry_point: str
-    split_options: tuple[dict[str, Any], ...]
-    gym_entry_point: str = ""  # what gymnasium.make calls, when not the class (e.g. a factory by category)
+    split_source: tuple[dict[str, Any], ...] | str = ({},)
+    gym_entry_point: str = ""
+
+    @property
+    def split_options(self) -> tuple[dict[str, Any], ...]:
+        """The loader keyword sets of the env's splits; the first is the benchmark's default evaluation split
+        (the conformance suite samples its tasks from it)."""
+        source = self.split_source
+        return tuple(load_object(source)) if isinstance(source, str) else tuple(source)
 
     @property
     def env_class(self) -> type:
-        """The env class (imported on first use)."""
-        module, name = self.entry_point.split(":")
-        return getattr(importlib.import_module(module), name)
+        """The env class (its module imported on first use).
+
+        Raises:
+            TypeError: the class's ``benchmark`` attribute is not this entry's name.
+        """
+        cls = load_object(self.entry_point)
+        if getattr(cls, "benchmark", None) != self.benchmark:
+            raise TypeError(f"{self.entry_point} has benchmark {getattr(cls, 'benchmark', None)!r}, "
+                            f"registered as {self.benchmark!r}")
+        return cls
 
 
 ENVS: dict[str, EnvEntry] = {}
-IMPORT_ERRORS: dict[str, str] = {}  # module → error, for modules that failed to import during discovery
-_IMPORTED_PACKAGES: set[str] = set()
+SAMPLE_BUILDERS: dict[str, str] = {}  # data folder name → "module:function" that writes its packaged sample
+PLUGIN_ERRORS: dict[str, str] = {}  # entry point → error, for plugins that failed to load
+_plugins_loaded = False
 
 
-def register_env(env_id: str, split_options: tuple[dict[str, Any], ...] = ({},),
-                 gym_entry_point: str = "") -> Callable[[type], type]:
-    """Class decorator that registers a :class:`~genenv.envs.base.TaskEnv` subclass under its ``benchmark``.
+def register_env(benchmark: str, env_id: str, entry_point: str,
+                 split_options: tuple[dict[str, Any], ...] | str = ({},), gym_entry_point: str = "") -> EnvEntry:
+    """Register one environment by entry-point string (nothing is imported) and its id with Gymnasium.
 
-    Args:
-        env_id: the Gymnasium id, ``"genenv/<Name>-v<version>"``.
-        split_options: loader keyword sets (see :class:`EnvEntry`); the first is the default evaluation split.
-        gym_entry_point: ``"module:function"`` for ``gymnasium.make`` instead of the class (optional).
+    ``split_options``: the loader keyword sets of its splits, or the ``"module:attribute"`` holding them.
+    Idempotent for the same entry point; returns the :class:`EnvEntry`.
+
     Raises:
-        ValueError: the class has no ``benchmark`` name, or the name / env id is already taken by another class.
+        ValueError: an empty name, a malformed entry point, or the name / env id already taken by another class.
     """
+    if not benchmark:
+        raise ValueError(f"{entry_point}: a benchmark needs a name")
+    for target in (entry_point, gym_entry_point):
+        if target and ":" not in target:
+            raise ValueError(f"entry point {target!r} is not 'package.module:Class'")
+    splits = split_options if isinstance(split_options, str) else tuple(split_options)
+    entry = EnvEntry(benchmark, env_id, entry_point, splits, gym_entry_point)
+    for other in ENVS.values():
+        if (other.benchmark == benchmark or other.env_id == env_id) and other.entry_point != entry_point:
+            raise ValueError(f"{entry_point}: benchmark {benchmark!r} / id {env_id!r} already registered "
+                             f"by {other.entry_point}")
+    ENVS[benchmark] = entry
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=gym_entry_point or entry_point, disable_env_checker=False)
+    return entry
 
-    def decorate(cls: type) -> type:
-        """Record ``cls`` in :data:`ENVS` and return it unchanged."""
-        name = getattr(cls, "benchmark", "")
-        if not name:
-            raise ValueError(f"{cls.__name__} must set the class attribute 'benchmark'")
-        entry = EnvEntry(name, env_id, f"{cls.__module__}:{cls.__qualname__}", tuple(split_options),
-                         gym_entry_point)
-        for other in ENVS.values():
-            if (other.benchmark == name or other.env_id == env_id) and other.entry_point != entry.entry_point:
-                raise ValueError(f"{entry.entry_point}: benchmark {name!r} / id {env_id!r} already registered "
-                                 f"by {other.entry_point}")
-        ENVS[name] = entry
-        return cls
 
-    return decorate
+def register_sample_builder(folder: str, entry_point: str) -> None:
+    """Register the maintainers' tool that writes the packaged sample of data folder ``folder``
+    (``build_sample(source: full data dir, dest=its packaged sample folder)``; ``genenv-envs build-samples``).
+
+    Raises:
+        ValueError: a malformed entry point, or ``folder`` already has another builder.
+    """
+    if ":" not in entry_point:
+        raise ValueError(f"entry point {entry_point!r} is not 'package.module:function'")
+    if SAMPLE_BUILDERS.get(folder, entry_point) != entry_point:
+        raise ValueError(f"data folder {folder!r} already has the sample builder {SAMPLE_BUILDERS[folder]}")
+    SAMPLE_BUILDERS[folder] = entry_point
 
 
-def import_submodules(package_name: str, errors: dict[str, str]) -> None:
-    """Import every public module of ``package_name``, once per process (later calls return at once); a module
-    that raises ``ImportError`` (e.g. a missing optional dependency) is logged and recorded in ``errors``
-    (module → message) instead of raising."""
-    if package_name in _IMPORTED_PACKAGES:
-        return
-    _IMPORTED_PACKAGES.add(package_name)
-    package = importlib.import_module(package_name)
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_"):
-            continue
+def load_plugins(entry_points: list[Any] | None = None) -> dict[str, EnvEntry]:
+    """Call every entry point of the ``genenv.benchmarks`` group once per process (later calls return at once).
+
+    A plugin that raises is logged and recorded in :data:`PLUGIN_ERRORS` (the other benchmarks stay usable).
+    When this package is used from a source tree without its installed metadata, the project's own entry point
+    (:data:`BUILTIN_PLUGIN`) is called directly. ``entry_points`` replaces the group's (tests). Returns
+    :data:`ENVS`.
+    """
+    global _plugins_loaded
+    if _plugins_loaded and entry_points is None:
+        return ENVS
+    _plugins_loaded = True
+    if entry_points is None:
+        entry_points = list(metadata.entry_points(group=PLUGIN_GROUP))
+        if not any(ep.value == BUILTIN_PLUGIN for ep in entry_points):
+            entry_points.append(metadata.EntryPoint("builtin", BUILTIN_PLUGIN, PLUGIN_GROUP))
+    for ep in entry_points:
         try:
-            importlib.import_module(f"{package_name}.{info.name}")
-        except ImportError as exc:
-            errors[info.name] = str(exc)
-            log.warning("%s.%s not loaded: %s", package_name, info.name, exc)
-
-
-def discover() -> dict[str, EnvEntry]:
-    """Import every module of the ``genenv.envs`` package once (their decorators fill :data:`ENVS`); import
-    failures land in :data:`IMPORT_ERRORS` and the other benchmarks stay usable. Returns :data:`ENVS`."""
-    import_submodules("genenv.envs", IMPORT_ERRORS)
+            loaded = ep.load()
+            if callable(loaded):
+                loaded()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the others
+            PLUGIN_ERRORS[ep.value] = f"{type(exc).__name__}: {exc}"
+            log.warning("benchmark plugin %s not loaded: %s", ep.value, exc)
     return ENVS
 
 
-def register_all() -> None:
-    """Discover the envs and register each with Gymnasium (idempotent)."""
-    for entry in discover().values():
-        if entry.env_id not in gym.registry:
-            gym.register(id=entry.env_id, entry_point=entry.gym_entry_point or entry.entry_point,
-                         disable_env_checker=False)
-
-
 def env_entry(benchmark: str) -> EnvEntry:
-    """The registry entry of ``benchmark``; raises ``KeyError`` listing the known names (and import failures)."""
+    """The registry entry of ``benchmark``; raises ``KeyError`` listing the known names (and plugin failures)."""
     try:
-        return discover()[benchmark]
+        return load_plugins()[benchmark]
     except KeyError:
-        failed = f"; modules that failed to import: {IMPORT_ERRORS}" if IMPORT_ERRORS else ""
+        failed = f"; plugins that failed to load: {PLUGIN_ERRORS}" if PLUGIN_ERRORS else ""
         raise KeyError(f"unknown benchmark {benchmark!r}; registered: {sorted(ENVS)}{failed}") from None
 
 
-def render_messages(task: Task) -> list[dict[str, str]]:
-    """The chat messages that present ``task`` to a chat model (its env class's ``render_messages``)."""
+def render_messages(task) -> list[dict[str, str]]:
+    """The chat messages that present ``task`` (a :class:`~genenv.envs.task.Task`) to a chat model: its env
+    class's ``render_messages``."""
     return env_entry(task.benchmark).env_class.render_messages(task)
+

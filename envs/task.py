@@ -2,8 +2,7 @@
 
 A :class:`Task` is what an environment episode is about: the user-facing prompt, the tools (function schemas)
 when the action space is structured, and the gold answer the reward compares against. It serialises to JSON
-(lossless round trip) and to a veRL parquet row (``data_source``, ``prompt`` chat messages, ``ability``,
-``reward_model.{style,ground_truth}``, ``extra_info``), the format of veRL's ``RLHFDataset``.
+(lossless round trip); :mod:`genenv.envs.verl_rows` writes it as a veRL parquet row.
 """
 from __future__ import annotations
 
@@ -71,50 +70,3 @@ class Task:
     def from_json(cls, text: str) -> "Task":
         """Inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
-
-    def to_verl_row(self) -> dict[str, Any]:
-        """The task as one row of veRL's RL parquet format.
-
-        ``prompt`` holds the chat messages the environment renders for the agent, ``reward_model.ground_truth``
-        the gold answer as a JSON string (veRL passes it untouched to ``compute_score``), ``extra_info`` the
-        whole task as JSON so that the row converts back with :meth:`from_verl_row`.
-        """
-        from genenv.envs.registry import render_messages
-
-        return {
-            "data_source": f"genenv/{self.benchmark}",
-            "prompt": render_messages(self),
-            "ability": "tool_use" if self.action_kind == "structured" else "qa",
-            "reward_model": {"style": "rule", "ground_truth": json.dumps(self.gold, ensure_ascii=False)},
-            "extra_info": {"task_id": self.id, "split": self.split, "task_json": self.to_json()},
-        }
-
-    @classmethod
-    def from_verl_row(cls, row: dict[str, Any]) -> "Task":
-        """Inverse of :meth:`to_verl_row` (reads ``extra_info.task_json``)."""
-        return cls.from_json(row["extra_info"]["task_json"])
-
-
-def write_verl_parquet(tasks: list[Task], path) -> None:
-    """Write ``tasks`` as a veRL RL parquet file (one :meth:`Task.to_verl_row` per row; pandas + pyarrow)."""
-    import pandas as pd
-
-    pd.DataFrame([t.to_verl_row() for t in tasks]).to_parquet(path)
-
-
-def read_verl_parquet(path) -> list[Task]:
-    """The tasks of a parquet file written by :func:`write_verl_parquet` (or any veRL file whose rows carry
-    ``extra_info.task_json``).
-
-    Raises:
-        ValueError: a row has no ``extra_info.task_json``.
-    """
-    import pandas as pd
-
-    tasks = []
-    for i, row in enumerate(pd.read_parquet(path).to_dict("records")):
-        info = row.get("extra_info")
-        if not isinstance(info, dict) or "task_json" not in info:
-            raise ValueError(f"{path}: row {i} has no extra_info.task_json (not written by genenv)")
-        tasks.append(Task.from_verl_row(row))
-    return tasks

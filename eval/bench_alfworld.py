@@ -82,7 +82,7 @@ def raw_textworld(tasks) -> dict[str, list[float]]:
 
 def ours(tasks) -> dict[str, list[float]]:
     """:func:`time_episodes` through ``genenv/ALFWorld-v0`` behind the text wrapper."""
-    from genenv.envs.alfworld import ALFWorldEnv
+    from genenv.benchmarks.alfworld.env import ALFWorldEnv
     from genenv.envs.wrappers import TextActionWrapper
 
     env = TextActionWrapper(ALFWorldEnv(tasks=list(tasks)))
@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", default="0,1,2", help="env worker processes to compare (comma list)")
     p.add_argument("--data-dir", default=None)
     args = p.parse_args(argv)
-    from genenv.envs.alfworld import load_alfworld_tasks
-    from genenv.trainer.policies import OraclePolicy
-    from genenv.trainer.rollout import rollout_tasks
+    from genenv.benchmarks.alfworld.env import load_alfworld_tasks
+    from genenv.trainer.rollout.policies import OraclePolicy
+    from genenv.trainer.rollout.episodes import play_episodes
 
     tasks = load_alfworld_tasks(args.split, data_dir=args.data_dir)[:args.games]
     n_steps = sum(len(t.gold) for t in tasks)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
           "TextWorld repeats on every load and reset)")
     for workers in [int(w) for w in args.workers.split(",") if w.strip()]:
         t = time.perf_counter()
-        trajs = rollout_tasks(tasks, OraclePolicy(), env_workers=workers)
+        trajs = play_episodes(tasks, OraclePolicy(), env_workers=workers)
         seconds = time.perf_counter() - t
         wins = sum(tr.success for tr in trajs)
         print(f"oracle rollouts, env_workers={workers}: {len(trajs)} episodes in {seconds:.1f} s "

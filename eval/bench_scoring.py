@@ -4,7 +4,7 @@
 
 For every AST category it scores the gold answers twice: (a) ours, from raw model text
 (``<tool_call>`` JSON) through :class:`~genenv.envs.wrappers.TextActionWrapper` → parser → env step →
-:func:`genenv.rewards.bfcl.bfcl_check`; (b) direct, bfcl-eval's own prompt-mode decoder
+:func:`genenv.benchmarks.bfcl.checker.bfcl_check`; (b) direct, bfcl-eval's own prompt-mode decoder
 (``default_decode_ast_prompting`` on Python call syntax) plus ``ast_checker``, as its eval runner does. Prints
 answers/s of both, the ratio ours/direct, and that both verdicts agree.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from genenv.envs.bfcl import BFCLEnv, gold_calls, load_bfcl_tasks
+from genenv.benchmarks.bfcl.env import BFCLEnv, gold_calls, load_bfcl_tasks
 from genenv.envs.wrappers import TextActionWrapper
-from genenv.rewards.bfcl import CHECKER_MODEL_NAME, IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, language_of
-from genenv.envs.bfcl import SINGLE_TURN_CATEGORIES
+from genenv.benchmarks.bfcl.checker import CHECKER_MODEL_NAME, IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, language_of
+from genenv.benchmarks.bfcl.data import SINGLE_TURN_CATEGORIES
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from genenv.benchmarks.baselines import load_baselines
+from genenv.envs.data import data_label
+from genenv.eval.baselines import load_baselines
 from genenv.benchmarks.registry import get_benchmark
 
 
@@ -46,7 +47,7 @@ def write_results(result, out: Path, data_dir: str | None = None, split: str = "
     with open(out / "tasks.jsonl", "w", encoding="utf-8") as fh:
         for row in result.rows:
             fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-    summary = {"policy": result.policy, "split": split, "data_dir": data_dir,
+    summary = {"policy": result.policy, "split": split, "data_dir": data_label(data_dir),
                "metrics": [asdict(m) for m in result.metrics],
                "headlines": {b: asdict(m) for b, m in result.headlines.items()}, "timing": result.timing}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))

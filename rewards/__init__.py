@@ -1,7 +1,7 @@
-"""Scoring, no LLM and no I/O: the agent reward (paper Eq. 1) and the environment reward (paper Eq. 3).
-
-Imports neither torch nor verl. See :mod:`genenv.rewards.text` (free-text similarity),
-:mod:`genenv.rewards.bfcl` (bfcl-eval's AST checker) and :mod:`genenv.rewards.env_reward` (Eq. 3 and friends).
+"""Benchmark-independent scoring, no LLM and no I/O: the free-text agent rewards (paper Eq. 1's soft similarity,
+:mod:`genenv.rewards.text`) and the environment rewards (paper Eq. 3 and the other learnability rewards,
+:mod:`genenv.rewards.env_reward`). Benchmark checkers live in their benchmark's folder. Imports neither torch nor
+verl, and nothing else of this project.
 """
 from genenv.rewards.env_reward import (
     ENV_REWARDS,
@@ -9,11 +9,14 @@ from genenv.rewards.env_reward import (
     alpha_curriculum_reward,
     difficulty_filter,
     env_reward,
+    learnability_reward,
+    register_env_reward,
     rzero_reward,
 )
 from genenv.rewards.text import FREE_TEXT_METRICS, exact_match, normalize_answer, similarity, token_f1
 
 __all__ = [
     "ENV_REWARDS", "FREE_TEXT_METRICS", "absolute_zero_reward", "alpha_curriculum_reward", "difficulty_filter",
-    "env_reward", "exact_match", "normalize_answer", "rzero_reward", "similarity", "token_f1",
+    "env_reward", "exact_match", "learnability_reward", "normalize_answer", "register_env_reward", "rzero_reward",
+    "similarity", "token_f1",
 ]

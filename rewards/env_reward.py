@@ -10,8 +10,11 @@ return a float in [0, 1]; they accept NumPy arrays elementwise too.
 - :func:`rzero_reward` — R-Zero's uncertainty reward ``min(p̂, 1 - p̂)`` (scaled by 2 so that its maximum is 1).
 - :func:`absolute_zero_reward` — Absolute Zero's learnability reward ``1 - p̂`` for ``0 < p̂ < 1``, else 0
   (tasks that are always or never solved teach nothing).
+- :func:`learnability_reward` — the proposer-solver learnability ``4 p̂ (1 - p̂)`` (the variance of a Bernoulli
+  success, scaled to 1 at p̂ = 0.5; the ``verifiers`` library's proposer-solver environments).
 
-:data:`ENV_REWARDS` maps config names to these functions (same signature ``f(p_hat, **params)``).
+Each is registered under its config name (``curriculum.env_reward``) with :func:`register_env_reward`; all share
+the signature ``f(p_hat, alpha=0.5, beta=2.0)`` (rewards that need no α or β ignore them).
 """
 from __future__ import annotations
 
@@ -20,10 +23,34 @@ from typing import Callable
 import numpy as np
 
 
+ENV_REWARDS: dict[str, Callable] = {}
+
+
+def register_env_reward(name: str) -> Callable[[Callable], Callable]:
+    """Decorator: register an environment reward ``f(p_hat, alpha=..., beta=...)`` under its config name.
+
+    Raises:
+        ValueError: the name is taken by another function.
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        """Record ``fn`` under ``name`` and return it unchanged."""
+        if ENV_REWARDS.get(name, fn) is not fn:
+            raise ValueError(f"environment reward {name!r} already registered")
+        ENV_REWARDS[name] = fn
+        return fn
+
+    return decorate
+
+
+def _out(value):
+    return float(value) if np.ndim(value) == 0 else value
+
+
+@register_env_reward("alpha_curriculum")
 def alpha_curriculum_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
     """GenEnv Eq. 3, ``exp(-beta * (p_hat - alpha)**2)``; ``p_hat`` scalar or array in [0, 1]."""
-    value = np.exp(-beta * (np.asarray(p_hat, dtype=float) - alpha) ** 2)
-    return float(value) if np.ndim(value) == 0 else value
+    return _out(np.exp(-beta * (np.asarray(p_hat, dtype=float) - alpha) ** 2))
 
 
 def difficulty_filter(p_hat, alpha: float = 0.5, k_min: float = 0.1):
@@ -36,29 +63,30 @@ def difficulty_filter(p_hat, alpha: float = 0.5, k_min: float = 0.1):
     return bool(keep) if np.ndim(keep) == 0 else keep
 
 
+@register_env_reward("rzero")
 def rzero_reward(p_hat, **_):
     """R-Zero (Huang et al. 2025) uncertainty reward ``2 * min(p_hat, 1 - p_hat)``, in [0, 1]."""
     p = np.asarray(p_hat, dtype=float)
-    value = 2.0 * np.minimum(p, 1.0 - p)
-    return float(value) if np.ndim(value) == 0 else value
+    return _out(2.0 * np.minimum(p, 1.0 - p))
 
 
+@register_env_reward("absolute_zero")
 def absolute_zero_reward(p_hat, **_):
     """Absolute Zero (Zhao et al. 2025) proposer learnability reward: ``1 - p_hat`` if ``0 < p_hat < 1`` else 0."""
     p = np.asarray(p_hat, dtype=float)
-    value = np.where((p > 0.0) & (p < 1.0), 1.0 - p, 0.0)
-    return float(value) if np.ndim(value) == 0 else value
+    return _out(np.where((p > 0.0) & (p < 1.0), 1.0 - p, 0.0))
 
 
-ENV_REWARDS: dict[str, Callable] = {
-    "alpha_curriculum": alpha_curriculum_reward,
-    "rzero": rzero_reward,
-    "absolute_zero": absolute_zero_reward,
-}
+@register_env_reward("learnability")
+def learnability_reward(p_hat, **_):
+    """Proposer-solver learnability ``4 * p_hat * (1 - p_hat)``: 0 for tasks always or never solved, 1 at 0.5."""
+    p = np.asarray(p_hat, dtype=float)
+    return _out(4.0 * p * (1.0 - p))
 
 
-def env_reward(name: str, p_hat, **params):
-    """Environment reward by config name; ``params`` go to the function (alpha/beta for the α-curriculum).
+def env_reward(name: str, p_hat, alpha: float = 0.5, beta: float = 2.0, **_):
+    """The environment reward registered as ``name`` of ``p_hat`` (α and β for the rewards that use them; other
+    curriculum settings such as ``k_min`` or ``lam`` are accepted and ignored).
 
     Raises:
         ValueError: unknown reward name.
@@ -67,6 +95,4 @@ def env_reward(name: str, p_hat, **params):
         fn = ENV_REWARDS[name]
     except KeyError:
         raise ValueError(f"unknown environment reward {name!r}; choose one of {sorted(ENV_REWARDS)}") from None
-    if name == "alpha_curriculum":
-        params = {k: v for k, v in params.items() if k in ("alpha", "beta")}
-    return fn(p_hat, **params)
+    return fn(p_hat, alpha=alpha, beta=beta)

@@ -29,8 +29,8 @@ run() {  # exec the command, or print it (shell-quoted) with DRY_RUN=1
 train_args() {  # BENCHMARK MODEL_DIR -> the genenv-train arguments shared by all modes
   local benchmark="$1" model="$2"
   echo "benchmark=${benchmark} engine=verl_ray profile=paper" \
-       "agent.policy.model=${model} env.policy.model=${model}" \
-       "run_dir=${RUN_DIR:-runs/${benchmark}-verl}"
+       "agent.policy.model=${model} env_policy.policy.model=${model}" \
+       "run_dir=$(realpath -m "${RUN_DIR:-runs/${benchmark}-verl}")"
 }
 
 mode="${1:-}"; shift || true
@@ -41,7 +41,7 @@ case "${mode}" in
     half=$((GPUS_PER_NODE / 2))
     # shellcheck disable=SC2046
     run genenv-train $(train_args "${benchmark}" "${model}") \
-      "verl_ray.pools.agent.n_gpus_per_node=${half}" "verl_ray.pools.env.n_gpus_per_node=${half}" "$@"
+      "verl_ray.pools.agent.n_gpus_per_node=${half}" "verl_ray.pools.env_policy.n_gpus_per_node=${half}" "$@"
     ;;
   head)
     run ray start --head --port="${RAY_PORT}" --dashboard-host=0.0.0.0 --dashboard-port="${DASHBOARD_PORT}" \
@@ -60,7 +60,8 @@ case "${mode}" in
     run ray job submit --address="http://${head}:${DASHBOARD_PORT}" --runtime-env-json="${env_json}" -- \
       genenv-train $(train_args "${benchmark}" "${model}") \
       "verl_ray.pools.agent.nnodes=${agent_nodes}" "verl_ray.pools.agent.n_gpus_per_node=${GPUS_PER_NODE}" \
-      "verl_ray.pools.env.nnodes=${env_nodes}" "verl_ray.pools.env.n_gpus_per_node=${GPUS_PER_NODE}" "$@"
+      "verl_ray.pools.env_policy.nnodes=${env_nodes}" "verl_ray.pools.env_policy.n_gpus_per_node=${GPUS_PER_NODE}" \
+      "$@"
     ;;
   *) usage ;;
 esac

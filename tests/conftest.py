@@ -1,7 +1,8 @@
 """Shared fixtures: the data directory under test, a tiny random model, the real embedded model.
 
 Tests read real data: ``$GENENV_DATA_DIR`` (CI sets it to ``../shared/data``) or, on a fresh clone without it,
-the real samples shipped in the package. ``FULL_DATA`` tells whether the full benchmark files are in use.
+the real samples shipped in each benchmark folder. ``DATA_DIR`` is the data directory (``None``: the packaged
+samples); ``FULL_DATA`` tells whether the full benchmark files are in use.
 """
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ FULL_DATA = not is_packaged(DATA_DIR)
 
 
 @pytest.fixture(scope="session")
-def data_dir() -> Path:
-    """The data directory the tests read."""
+def data_dir() -> Path | None:
+    """The data directory the tests read (``None``: the packaged samples)."""
     return DATA_DIR
 
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """The embedded SmolLM2-135M-Instruct as a Hugging Face folder (converted from the GGUF once, cached)."""
-    from genenv.trainer.models import resolve_model_path
+    from genenv.trainer.rollout.models import resolve_model_path
 
     return resolve_model_path("smollm2")
 

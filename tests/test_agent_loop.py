@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from verl.workers.rollout.replica import TokenOutput
 
-from genenv.envs.bamboogle import BamboogleEnv, load_bamboogle_tasks
-from genenv.envs.bfcl import load_bfcl_tasks
+from genenv.benchmarks.bamboogle.env import BamboogleEnv, load_bamboogle_tasks
+from genenv.benchmarks.bfcl.env import load_bfcl_tasks
 from genenv.envs.registry import ENVS, EnvEntry
 from genenv.envs.task import Task
-from genenv.trainer.agent_loop import LocalGenerateClient, make_agent_loop, rollout_agent_loop
-from genenv.trainer.policies import TransformersPolicy
+from genenv.trainer.rollout.agent_loop import LocalGenerateClient, make_agent_loop, rollout_agent_loop
+from genenv.trainer.rollout.policies import TransformersPolicy
 
 
 class ScriptedClient:
@@ -40,7 +40,8 @@ def test_transformers_client_batches_concurrent_episodes(tiny_model_dir):
     tasks = load_bamboogle_tasks()[:2] + load_bfcl_tasks("simple_python")[:1]
     trajs = rollout_agent_loop(tasks, policy, n=2, temperature=1.0, max_new_tokens=8)
     assert len(trajs) == 6 and [t.task.id for t in trajs][::2] == [t.id for t in tasks]
-    assert all(0.0 <= t.reward <= 1.0 and 0 < len(t.response_ids) <= 8 for t in trajs)
+    assert all(0.0 <= t.reward <= 1.0 and t.turns and all(0 < len(u.response_ids) <= 8 for u in t.turns)
+               for t in trajs)
     assert all(t.info["error"] or t.reward >= 0 for t in trajs)
 
 
@@ -68,13 +69,15 @@ def test_multi_turn_episode_masks_environment_tokens(smollm2_policy, monkeypatch
                 action_kind="free_text")
     client = ScriptedClient(smollm2_policy.tokenizer,
                             {task.prompt: ["Answer: Marlowe", "Answer: William Shakespeare"]})
-    traj = rollout_agent_loop([task], smollm2_policy, n=1, server_manager=client, env_kwargs={"two_guess": {"metric": "exact_match"}})[0]
-    mask = traj.info["response_mask"]
+    traj = rollout_agent_loop([task], smollm2_policy, n=1, server_manager=client,
+                              env_kwargs={"two_guess": {"metric": "exact_match"}})[0]
+    (seg,) = traj.segments()  # the conversation grew append-only: one packed sequence
+    mask = seg.response_mask
     assert traj.reward == 1.0 and traj.success and len(client.calls) == 2
     assert 0 in mask and mask[0] == 1 and mask[-1] == 1  # policy, then env tokens (0), then policy again
-    hint = smollm2_policy.tokenizer.decode([tok for tok, m in zip(traj.response_ids, mask) if m == 0])
+    hint = smollm2_policy.tokenizer.decode([tok for tok, m in zip(seg.response_ids, mask) if m == 0])
     assert "Wrong, try again." in hint
-    assert client.calls[1] == len(traj.prompt_ids) + mask.index(1, mask.index(0))
+    assert client.calls[1] == len(seg.prompt_ids) + mask.index(1, mask.index(0))
 
 
 def test_agent_loop_is_instantiated_through_verls_registry(smollm2_policy):
@@ -82,4 +85,4 @@ def test_agent_loop_is_instantiated_through_verls_registry(smollm2_policy):
 
     assert _agent_loop_registry["genenv_gym"]["_target_"].endswith("GymAgentLoop")
     loop = make_agent_loop(smollm2_policy.tokenizer, LocalGenerateClient(smollm2_policy))
-    assert loop.max_turns == 8 and loop.response_length == 1024
+    assert loop.response_length == 1024 and loop.max_new_tokens is None

@@ -9,27 +9,21 @@ import re
 import pytest
 from alfworld.gen.goal_library import gdict
 
-from genenv.benchmarks import get_benchmark
+from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Rejection
 from genenv.envs import TextActionWrapper
-from genenv.envs.alfworld import (
-    SPLITS,
-    TASK_TYPES,
-    ALFWorldEnv,
-    folder_goal,
-    game_record,
-    load_alfworld_tasks,
-    read_game,
-    task_sentence,
-)
-from genenv.envs.alfworld_goals import goal_pddl, goal_sentence, scene_inventory
-from genenv.envs.pool import LocalEpisodes, ProcessEpisodes
-from genenv.trainer.policies import OraclePolicy
-from genenv.trainer.rollout import prompt_window, rollout_tasks
+from genenv.benchmarks.alfworld.env import SPLITS, ALFWorldEnv, load_alfworld_tasks
+from genenv.benchmarks.alfworld.files import TASK_TYPES, folder_goal, read_game, task_sentence
+from genenv.benchmarks.alfworld.game import game_record
+from genenv.benchmarks.alfworld.goals import goal_pddl, goal_sentence, scene_inventory
+from genenv.envs.workers import LocalEpisodes, ProcessEpisodes
+from genenv.envs.wrappers import make_text_env
+from genenv.trainer.rollout.episodes import play_episodes
+from genenv.trainer.rollout.policies import OraclePolicy
 
 from conftest import DATA_DIR
 
-SPEC = get_benchmark("alfworld")
+SPEC = get_benchmark("alfworld", DATA_DIR)
 
 
 def one_per_type(split: str, protocol: str = "episodic"):
@@ -200,18 +194,21 @@ def test_worker_processes_match_in_process_and_respect_the_budget():
     finally:
         local.shutdown()
         procs.shutdown()
-    trajs = rollout_tasks(tasks, OraclePolicy(), env_workers=2)
+    trajs = play_episodes(tasks, OraclePolicy(), env_workers=2)
     assert [t.success for t in trajs] == [True] * len(tasks)
 
 
 def test_prompt_window_keeps_the_goal_and_recent_turns():
     task = one_per_type("valid_unseen")[0]
-    head = ALFWorldEnv.render_messages(task)
+    env = make_text_env([task])
+    head = env.reset()[1]["messages"]
+    assert head == ALFWorldEnv.render_messages(task) and env.keep_turns == ALFWorldEnv.prompt_window == 4
     messages = list(head)
     for k in range(6):
         messages += [{"role": "assistant", "content": f"go to shelf {k}"},
                      {"role": "user", "content": f"You arrive at shelf {k}.\n\nValid actions: look, go to bed 1"}]
-    shown = prompt_window(messages, len(head), ALFWorldEnv)
+    env.conversation = messages  # the conversation after six exchanges
+    shown = env.prompt()
     assert shown[:len(head) - 1] == head[:-1]
     assert "Your task is to:" in shown[len(head) - 1]["content"] and "Valid actions" not in shown[len(head) - 1]["content"]
     assert [m["content"] for m in shown if m["role"] == "assistant"][1:] == [f"go to shelf {k}" for k in range(2, 6)]
@@ -224,7 +221,7 @@ def test_units_metrics_and_headline():
     assert [u for u, _ in units] == ["alfworld/valid_unseen/episodic", "alfworld/valid_unseen/single_step",
                                      "alfworld/valid_seen/episodic", "alfworld/valid_seen/single_step"]
     tasks = one_per_type("valid_unseen", "single_step")
-    trajs = rollout_tasks(tasks, OraclePolicy())
+    trajs = play_episodes(tasks, OraclePolicy())
     metrics = SPEC.summarize("alfworld/valid_unseen/single_step", trajs)
     assert {m.key for m in metrics} >= {f"alfworld/valid_unseen/single_step/{t}/accuracy" for t in TASK_TYPES}
     head = SPEC.headline(metrics)
@@ -238,22 +235,22 @@ def test_oracle_wins_every_validation_game(split):
     """Acceptance: the expert walkthrough wins 100 % of the split's games through the env (both protocols)."""
     for protocol in ("episodic", "single_step"):
         tasks = load_alfworld_tasks(split, data_dir=DATA_DIR, protocol=protocol)
-        trajs = rollout_tasks(tasks, OraclePolicy(), env_workers=2)
+        trajs = play_episodes(tasks, OraclePolicy(), env_workers=2)
         assert all(t.success for t in trajs), [t.task.id for t in trajs if not t.success]
 
 
 def test_random_admissible_policy_only_plays_listed_commands():
     from genenv.envs.text_games import admissible_commands
-    from genenv.trainer.policies import make_policy
+    from genenv.trainer.rollout.policies import make_policy
 
     tasks = one_per_type("valid_unseen")[:3]
     policy = make_policy("random:7")
-    trajs = rollout_tasks(tasks, policy, env_kwargs={"alfworld": {"max_steps": 5}})
+    trajs = play_episodes(tasks, policy, env_kwargs={"alfworld": {"max_steps": 5}})
     assert all(t.info["turns"] == 5 or t.success for t in trajs)
     for t in trajs:
         observations = [m["content"] for m in t.messages if m["role"] == "user"][1:]  # after the demo turn
         commands = [m["content"] for m in t.messages if m["role"] == "assistant"][1:]
         assert all(c in admissible_commands(o) for o, c in zip(observations, commands))
         assert t.info["error"] == ""
-    again = rollout_tasks(tasks, make_policy("random:7"), env_kwargs={"alfworld": {"max_steps": 5}})
+    again = play_episodes(tasks, make_policy("random:7"), env_kwargs={"alfworld": {"max_steps": 5}})
     assert [t.text for t in again] == [t.text for t in trajs]  # seeded

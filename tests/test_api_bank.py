@@ -8,13 +8,16 @@ import random
 
 import pytest
 from genenv.benchmarks.registry import get_benchmark
-from genenv.envs.api_bank import APIBankEnv, execute_in_context, load_api_bank_tasks
-from genenv.envs.api_bank_apis import make_runtime
-from genenv.envs.api_bank_apis.catalogue import DIALOGUE_DIRS, dialogue
+from genenv.benchmarks.api_bank.env import APIBankEnv, execute_in_context, load_api_bank_tasks
+from genenv.benchmarks.api_bank.apis import make_runtime
+from genenv.benchmarks.api_bank.apis.catalogue import DIALOGUE_DIRS, dialogue
 from genenv.envs.data import read_json
 from genenv.envs.parsing import ToolCall
+from genenv.benchmarks.api_bank.data import api_bank_dir
 
 from conftest import DATA_DIR, FULL_DATA
+
+ROOT = api_bank_dir(DATA_DIR)  # the API-Bank folder the tests read
 
 # Recorded results our backends do not reproduce, and why (README, "API-Bank"):
 # - ToolSearcher: the recorded searches came from the original embedding model over an older catalogue; ours
@@ -27,15 +30,15 @@ DESCRIPTION_VIOLATIONS = {"TimedSwitch", "CancelTimedSwitch"}
 
 def _recorded_calls():
     """``(suite, source, replay, name, arguments, recorded result)`` of every recorded call in the data."""
-    root = DATA_DIR
+    root = ROOT
     for level, sub in DIALOGUE_DIRS.items():
-        folder = root / "api_bank" / "lv1-lv2-samples" / sub
+        folder = root / "lv1-lv2-samples" / sub
         for path in sorted(folder.glob("*.jsonl")):
             turns = [t for t in dialogue(root, level, path.name) if t.get("role") == "API"]
             for k, t in enumerate(turns):
                 yield ("lv12", path.name, [[u["api_name"], u["param_dict"]] for u in turns[:k]], t["api_name"],
                        t["param_dict"], {**t["result"], "api_name": t["api_name"]})
-    for i, task in enumerate(read_json(root / "api_bank" / "test-data" / "level-3.json")):
+    for i, task in enumerate(read_json(root / "test-data" / "level-3.json")):
         calls = task["apis"]
         for k, c in enumerate(calls):
             yield ("lv3", f"level-3 task {i}", [[u["api_name"], u["input"]] for u in calls[:k]], c["api_name"],
@@ -51,7 +54,7 @@ def replayed() -> dict[tuple[str, str], list[tuple[bool, str]]]:
     """Every recorded call executed after its dialogue's earlier calls, checked against its recorded result."""
     out: dict[tuple[str, str], list[tuple[bool, str]]] = collections.defaultdict(list)
     for suite, source, replay, name, arguments, recorded in RECORDED:
-        runtime = make_runtime(DATA_DIR, suite)
+        runtime = make_runtime(ROOT, suite)
         for earlier, args in replay:
             runtime.execute(earlier, args)
         ok, why = runtime.check(runtime.execute(name, arguments), recorded)
@@ -74,7 +77,7 @@ def test_recorded_gold_calls_reproduce_recorded_results(replayed, suite, api):
 def test_all_backends_are_exercised_by_the_data():
     names = {n for _, n in RECORDED_APIS}
     if FULL_DATA:  # the full data records a call to every API of both catalogues
-        from genenv.envs.api_bank_apis import API_CLASSES
+        from genenv.benchmarks.api_bank.apis import API_CLASSES
 
         assert names == set(API_CLASSES["lv12"]) | set(API_CLASSES["lv3"])
         assert len(RECORDED) == 508 + 245
@@ -160,8 +163,8 @@ def test_earlier_calls_of_the_dialogue_are_replayed():
     for task in load_api_bank_tasks(1, "official") + load_api_bank_tasks(2, "official"):
         if not task.metadata["replay"]:
             continue
-        fresh = make_runtime(DATA_DIR, "lv12").execute(task.gold["name"], task.gold["arguments"])
-        predicted, gold, _ = execute_in_context(task, ToolCall(task.gold["name"], task.gold["arguments"]), DATA_DIR)
+        fresh = make_runtime(ROOT, "lv12").execute(task.gold["name"], task.gold["arguments"])
+        predicted, gold, _ = execute_in_context(task, ToolCall(task.gold["name"], task.gold["arguments"]), ROOT)
         assert predicted == gold
         if fresh["exception"] and gold["exception"] is None:
             depends.append(task)
@@ -176,7 +179,7 @@ def test_level2_toolsearcher_retrieves_from_the_catalogue():
     task = _task(2, "official", lambda t: t.gold["name"] == "ToolSearcher")
     reward, info = _score(task, APIBankEnv.gold_text(task))
     assert reward == 1.0 and info["result"]["output"]
-    runtime = make_runtime(DATA_DIR, "lv12")
+    runtime = make_runtime(ROOT, "lv12")
     found = runtime.execute("ToolSearcher", {"keywords": "check the balance of my bank account"})["output"]
     assert [d["name"] for d in found] == ["GetUserToken", "QueryBalance"]  # token APIs come with GetUserToken
     assert runtime.execute("ToolSearcher", {"keywords": "  "})["exception"]
@@ -231,7 +234,7 @@ def test_fuzzed_api_calls_never_raise():
 
 
 def test_generated_tasks_are_admitted_only_when_the_call_executes():
-    spec = get_benchmark("api_bank")
+    spec = get_benchmark("api_bank", DATA_DIR)
     parent = _task(1, "official", lambda t: spec.demonstrable(t))
     ok = {"dialogue": "User: What is the price of AAPL stock on 2022-01-05?\nAI: Let me check.",
           "call": {"name": "QueryStock", "arguments": {"stock_code": "AAPL", "date": "2022-01-05"}}}
@@ -254,7 +257,7 @@ def test_generated_tasks_are_admitted_only_when_the_call_executes():
 
 
 def test_metrics_units_and_headline():
-    spec = get_benchmark("api_bank")
+    spec = get_benchmark("api_bank", DATA_DIR)
     units = spec.eval_units({})
     assert [u for u, _ in units] == [f"api_bank/{p}/level-{lv}" for p in ("official", "toolrl") for lv in (1, 2, 3)]
     assert spec.eval_units({"protocol": "toolrl", "level": "1,3"})[1][1] == {"protocol": "toolrl", "level": 3}
@@ -278,7 +281,7 @@ def _play(env, task, texts):
 
 
 def test_plan_oracle_wins_every_episode():
-    from genenv.envs.api_bank_plan import APIBankPlanEnv
+    from genenv.benchmarks.api_bank.plan_env import APIBankPlanEnv
 
     env = APIBankPlanEnv(max_steps=12)
     for task in env.tasks:
@@ -290,7 +293,7 @@ def test_plan_oracle_wins_every_episode():
 
 
 def test_plan_episode_rules():
-    from genenv.envs.api_bank_plan import APIBankPlanEnv
+    from genenv.benchmarks.api_bank.plan_env import APIBankPlanEnv
 
     env = APIBankPlanEnv(max_steps=12)
     task = env.tasks[0]
@@ -310,13 +313,13 @@ def test_plan_episode_rules():
 
 
 def test_plan_generation_executes_the_sequence():
-    spec = get_benchmark("api_bank_plan")
+    spec = get_benchmark("api_bank_plan", DATA_DIR)
     ok = {"requirement": "Find the weather in Paris.", "calls": [
         {"name": "Geocoding", "arguments": {"address": "Paris"}},
         {"name": "GetWeatherForCoordinates", "arguments": {"latitude": 48.8566, "longitude": 2.3522}}]}
     task = spec.parse_generated(json.dumps(ok), "gen-0-0", 0, None)
     assert [c["name"] for c in task.gold] == ["ToolSearcher", "Geocoding", "ToolSearcher", "GetWeatherForCoordinates"]
-    from genenv.envs.api_bank_plan import APIBankPlanEnv
+    from genenv.benchmarks.api_bank.plan_env import APIBankPlanEnv
 
     reward, info, _ = _play(APIBankPlanEnv(tasks=[task]), task, APIBankPlanEnv.gold_action(task))
     assert reward == 1.0 and info["matched"] == 2
@@ -328,7 +331,7 @@ def test_plan_generation_executes_the_sequence():
 
 # ---------- response turns (genenv/APIBankResponse-v0) ----------
 def test_response_turns_score_rouge_l():
-    from genenv.envs.api_bank_response import APIBankResponseEnv, load_response_tasks
+    from genenv.benchmarks.api_bank.response_env import APIBankResponseEnv, load_response_tasks
 
     counts = {lv: len(load_response_tasks(lv)) for lv in (1, 2, 3)}
     if FULL_DATA:
@@ -353,7 +356,7 @@ def test_response_turns_score_rouge_l():
 
 
 def test_response_generation_runs_the_request_on_the_backend():
-    spec = get_benchmark("api_bank_response")
+    spec = get_benchmark("api_bank_response", DATA_DIR)
     ok = {"dialogue": "User: What was AAPL worth on 2022-01-05?\nAI: Let me check.\n"
                       "API-Request: [QueryStock(stock_code='AAPL', date='2022-01-05')]",
           "response": "AAPL closed at 182.6 on January 5th, 2022."}

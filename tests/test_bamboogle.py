@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from genenv.envs.bamboogle import BamboogleEnv
+from genenv.benchmarks.bamboogle.env import BamboogleEnv
 from genenv.envs.wrappers import TextActionWrapper
 
 

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from genenv.envs.bfcl import SINGLE_TURN_CATEGORIES, BFCLEnv, gold_calls
+from genenv.benchmarks.bfcl.env import SINGLE_TURN_CATEGORIES, BFCLEnv, gold_calls
 from genenv.envs.parsing import ToolCall
 from genenv.envs.wrappers import TextActionWrapper
-from genenv.rewards.bfcl import (CHECKER_MODEL_NAME, IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, UNSATISFIABLE_IDS,
+from genenv.benchmarks.bfcl.checker import (CHECKER_MODEL_NAME, IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, UNSATISFIABLE_IDS,
                                  language_of)
 
 AST_CATEGORIES = [c for c in SINGLE_TURN_CATEGORIES if c not in IRRELEVANCE_CATEGORIES + RELEVANCE_CATEGORIES]

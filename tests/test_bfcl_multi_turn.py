@@ -8,10 +8,10 @@ import random
 import gymnasium as gym
 import pytest
 
-from genenv.benchmarks import get_benchmark
+from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Rejection
 from genenv.envs import TextActionWrapper
-from genenv.envs.bfcl_multi_turn import (
+from genenv.benchmarks.bfcl.multi_turn_env import (
     DEMO,
     MULTI_TURN_CATEGORIES,
     REVEAL_MESSAGE,
@@ -19,10 +19,10 @@ from genenv.envs.bfcl_multi_turn import (
     BFCLMultiTurnEnv,
     load_multi_turn_tasks,
 )
-from genenv.trainer.policies import OraclePolicy
-from genenv.trainer.rollout import rollout_tasks
+from genenv.trainer.rollout.policies import OraclePolicy
+from genenv.trainer.rollout.episodes import play_episodes
 
-from conftest import FULL_DATA
+from conftest import DATA_DIR, FULL_DATA
 
 
 @pytest.mark.parametrize("protocol", ["official", "per_turn"])
@@ -31,7 +31,7 @@ def test_oracle_passes_every_entry_under_the_official_checker(category, protocol
     tasks = load_multi_turn_tasks(category, protocol=protocol)
     if protocol == "official":
         assert len(tasks) == (200 if FULL_DATA else 12)
-    trajs = rollout_tasks(tasks, OraclePolicy(), chunk_size=256)
+    trajs = play_episodes(tasks, OraclePolicy(), chunk_size=256)
     failures = [(t.task.id, t.info.get("error_type")) for t in trajs if t.reward != 1.0]
     assert not failures
 
@@ -162,7 +162,7 @@ def test_bfcl_v0_makes_the_multi_turn_env_for_multi_turn_categories():
     ({"question": "", "calls": ["ls()"]}, "missing_fields"),
 ])
 def test_generated_multi_turn_tasks_are_validated_by_execution(proposal, reason):
-    spec = get_benchmark("bfcl_multi_turn")
+    spec = get_benchmark("bfcl_multi_turn", DATA_DIR)
     parent = load_multi_turn_tasks("multi_turn_base")[0]
     out = spec.parse_generated(json.dumps(proposal), "gen-0-0-0", 0, parent)
     assert isinstance(out, Rejection) and out.reason == reason, out
@@ -171,14 +171,14 @@ def test_generated_multi_turn_tasks_are_validated_by_execution(proposal, reason)
 
 
 def test_an_admitted_generated_task_changes_state_and_is_won_by_its_gold():
-    spec = get_benchmark("bfcl_multi_turn")
+    spec = get_benchmark("bfcl_multi_turn", DATA_DIR)
     parent = load_multi_turn_tasks("multi_turn_base")[0]
     proposal = {"question": "Create a folder named 'backup_2031' in the current directory, then list the files.",
                 "calls": ["mkdir(dir_name='backup_2031')", "ls()"]}
     task = spec.parse_generated(json.dumps(proposal), "gen-2-0-1", 2, parent)
     assert not isinstance(task, Rejection), task
     assert task.metadata["initial_config"] == parent.metadata["initial_config"] and task.parent_id == parent.id
-    traj = rollout_tasks([task], OraclePolicy())[0]
+    traj = play_episodes([task], OraclePolicy())[0]
     assert traj.reward == 1.0 and traj.success
     env = TextActionWrapper(BFCLMultiTurnEnv(tasks=[task]))
     env.reset(options={"task_index": 0})

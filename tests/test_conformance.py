@@ -20,12 +20,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from verl.workers.rollout.replica import TokenOutput
 
-from genenv.benchmarks import get_benchmark
+from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Rejection
 from genenv.envs import ENVS, InvalidAction, Task, TextActionWrapper
-from genenv.envs.task import read_verl_parquet, write_verl_parquet
-from genenv.trainer.policies import OraclePolicy
-from genenv.trainer.rollout import rollout_tasks
+from genenv.envs.verl_rows import read_verl_parquet, to_verl_row, write_verl_parquet
+from genenv.trainer.rollout.policies import OraclePolicy
+from genenv.trainer.rollout.episodes import play_episodes
 
 from conftest import DATA_DIR
 
@@ -38,7 +38,7 @@ def sample_tasks(name: str, k: int = SAMPLE) -> list[Task]:
     """The first ``k`` tasks of the env's first split with distinct prompts (scripted clients key on the prompt;
     ALFWorld's full data holds several trials of one goal)."""
     entry = ENVS[name]
-    tasks = entry.env_class.load_tasks(data_dir=str(DATA_DIR), **entry.split_options[0])
+    tasks = entry.env_class.load_tasks(data_dir=DATA_DIR, **entry.split_options[0])
     first: dict[str, Task] = {}
     for t in tasks:
         first.setdefault(t.prompt, t)
@@ -46,7 +46,12 @@ def sample_tasks(name: str, k: int = SAMPLE) -> list[Task]:
 
 
 def make_env(name: str, tasks: list[Task], **kwargs: Any):
-    return gym.make(ENVS[name].env_id, tasks=tasks, **kwargs)
+    return gym.make(ENVS[name].env_id, tasks=tasks, data_dir=DATA_DIR, **kwargs)
+
+
+def on_data(name: str) -> dict[str, dict[str, Any]]:
+    """Env options that point the env at the tests' data directory."""
+    return {name: {"data_dir": DATA_DIR}}
 
 
 def malformed_actions(seed: int = 0) -> list[Any]:
@@ -69,7 +74,7 @@ def malformed_actions(seed: int = 0) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def tokenizer(smollm2_dir):
-    from genenv.trainer.models import prepare_tokenizer
+    from genenv.trainer.rollout.models import prepare_tokenizer
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
@@ -87,7 +92,7 @@ def test_registered_everywhere(name):
 
     cfg = compose_config([f"benchmark={name}"])
     assert cfg.benchmark.name == name
-    env = gym.make(entry.env_id, **entry.split_options[0])  # the default constructor loads real tasks
+    env = gym.make(entry.env_id, data_dir=DATA_DIR, **entry.split_options[0])  # the constructor loads real tasks
     obs, info = env.reset(seed=0)
     assert isinstance(obs, str) and obs and info["messages"][-1]["content"] == obs
 
@@ -129,7 +134,7 @@ def test_reset_and_step_contract_deterministic_under_seed(name):
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_oracle_wins_sample_tasks(name):
     tasks = sample_tasks(name)
-    trajs = rollout_tasks(tasks, OraclePolicy())
+    trajs = play_episodes(tasks, OraclePolicy(), env_kwargs=on_data(name))
     assert [t.reward for t in trajs] == [1.0] * len(tasks), [t.info.get("error") for t in trajs]
     assert all(t.success and not t.info["error"] for t in trajs)
     cls = ENVS[name].env_class
@@ -159,7 +164,7 @@ def test_task_json_and_verl_parquet_round_trip(name, tmp_path):
     tasks = sample_tasks(name)
     for t in tasks:
         assert Task.from_json(t.to_json()) == t
-    row = tasks[0].to_verl_row()
+    row = to_verl_row(tasks[0])
     assert row["data_source"] == f"genenv/{name}" and row["prompt"] == ENVS[name].env_class.render_messages(tasks[0])
     assert json.loads(row["reward_model"]["ground_truth"]) == tasks[0].gold
     write_verl_parquet(tasks, tmp_path / "train.parquet")
@@ -172,11 +177,11 @@ GARBAGE_GENERATIONS = ["", "no json here", "[1, 2, 3]", '{"unfinished": ', "{}",
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_generation_rejects_garbage_and_admits_a_valid_task(name):
-    spec = get_benchmark(name)
+    spec = get_benchmark(name, DATA_DIR)
     for text in GARBAGE_GENERATIONS:
         out = spec.parse_generated(text, "gen-0-0-0", 0, None)
         assert isinstance(out, Rejection) and out.reason in spec.all_rejection_reasons, (text, out)
-    seeds = [t for t in spec.load(split="train", data_dir=str(DATA_DIR), **spec.seed_options) if spec.demonstrable(t)]
+    seeds = [t for t in spec.load(split="train", **spec.seed_options) if spec.demonstrable(t)]
     seed = seeds[0]
     text = "Here it is: " + json.dumps(spec.as_generation(seed)) + " }"  # stray text around the object
     task = spec.parse_generated(text, "gen-0-0-1", 0, seed)
@@ -185,7 +190,7 @@ def test_generation_rejects_garbage_and_admits_a_valid_task(name):
     assert isinstance(spec.near_duplicate(task, seeds[:5]), Rejection)  # it restates a pool task
     other = next(s for s in seeds[1:] if spec.near_duplicate(s, [seed]) is None)  # data may hold variants
     assert spec.near_duplicate(task, [other]) is None
-    traj = rollout_tasks([task], OraclePolicy())[0]  # the admitted task is solvable by its own gold
+    traj = play_episodes([task], OraclePolicy(), env_kwargs=on_data(name))[0]  # solvable by its own gold
     assert traj.reward == 1.0 and traj.success
     msgs = spec.generation_messages(seeds[:2], p_hat=0.25, alpha=0.5)
     assert msgs[0]["role"] == "system" and "25%" in msgs[-1]["content"] and "50%" in msgs[-1]["content"]
@@ -208,7 +213,7 @@ class ScriptedClient:
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_agent_loop_plays_gold_episodes(name, tokenizer):
-    from genenv.trainer.agent_loop import rollout_agent_loop
+    from genenv.trainer.rollout.agent_loop import rollout_agent_loop
 
     tasks = sample_tasks(name, 2)
     assert len({t.prompt for t in tasks}) == len(tasks)
@@ -218,22 +223,28 @@ def test_agent_loop_plays_gold_episodes(name, tokenizer):
                                         for p, t in ((t.prompt, t) for t in tasks)})
 
     policy = SimpleNamespace(tokenizer=tokenizer)  # with a scripted client, the agent loop needs only this
-    trajs = rollout_agent_loop(tasks, policy, n=1, server_manager=client, max_turns=32, response_length=16384)
+    trajs = rollout_agent_loop(tasks, policy, n=1, server_manager=client, response_length=16384,
+                               env_kwargs=on_data(name))
     assert [t.reward for t in trajs] == [1.0] * len(tasks) and all(t.success for t in trajs)
     for t in trajs:
-        mask = t.info["response_mask"]
-        assert len(mask) == len(t.response_ids) and mask[0] == 1 and mask[-1] == 1
-        assert (0 in mask) == (turns[t.task.prompt] > 1)  # env tokens only between turns
+        segments = t.segments()
+        if cls.prompt_window is None:  # the conversation grew append-only: one packed sequence
+            (seg,) = segments
+            mask = seg.response_mask
+            assert len(mask) == len(seg.response_ids) and mask[0] == 1 and mask[-1] == 1
+            assert (0 in mask) == (turns[t.task.prompt] > 1)  # env tokens only between turns
+        else:  # a windowed prompt rewrites history: one sequence per turn, every token the policy's
+            assert len(segments) == turns[t.task.prompt] and all(set(s.response_mask) == {1} for s in segments)
     assert all(not script for script in client.scripts.values())  # every scripted turn was played
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_metrics_are_labelled_by_protocol(name):
-    spec = get_benchmark(name)
+    spec = get_benchmark(name, DATA_DIR)
     entry = ENVS[name]
     units = spec.eval_units(dict(entry.split_options[0]))
     assert units and all(isinstance(label, str) and label for label, _ in units)
-    trajs = rollout_tasks(sample_tasks(name), OraclePolicy())
+    trajs = play_episodes(sample_tasks(name), OraclePolicy(), env_kwargs=on_data(name))
     metrics = spec.summarize(units[0][0], trajs)
     assert metrics and all(m.protocol and 0.0 <= m.value <= 1.0 and 0 < m.n <= len(trajs) for m in metrics)
     assert any(m.n == len(trajs) for m in metrics)  # breakdowns (e.g. per task type) cover fewer

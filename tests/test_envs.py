@@ -9,8 +9,8 @@ from gymnasium.utils.env_checker import check_env
 
 import genenv.envs  # noqa: F401  (registers the envs)
 from genenv.envs import DataError, TextActionWrapper
-from genenv.envs.bamboogle import load_bamboogle_tasks
-from genenv.envs.bfcl import load_bfcl_tasks
+from genenv.benchmarks.bamboogle.env import load_bamboogle_tasks
+from genenv.benchmarks.bfcl.env import load_bfcl_tasks
 
 from conftest import FULL_DATA
 
@@ -21,7 +21,7 @@ ENV_CASES = [("genenv/BFCL-v0", {"category": c}) for c in ("simple_python", "par
 
 @pytest.mark.parametrize("env_id,kwargs", ENV_CASES)
 def test_check_env_passes_raw_and_wrapped(env_id, kwargs, data_dir):
-    env = gym.make(env_id, data_dir=str(data_dir), render_mode="ansi", **kwargs)
+    env = gym.make(env_id, data_dir=data_dir, render_mode="ansi", **kwargs)
     check_env(env.unwrapped)
     check_env(TextActionWrapper(env.unwrapped), skip_render_check=True)
 

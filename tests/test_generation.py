@@ -6,11 +6,13 @@ import json
 import pytest
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.envs.bfcl import BFCLEnv, load_bfcl_tasks
+from genenv.benchmarks.bfcl.env import BFCLEnv, load_bfcl_tasks
 from genenv.envs.task import Task
 
-BFCL = get_benchmark("bfcl")
-BAMBOOGLE = get_benchmark("bamboogle")
+from conftest import DATA_DIR
+
+BFCL = get_benchmark("bfcl", DATA_DIR)
+BAMBOOGLE = get_benchmark("bamboogle", DATA_DIR)
 
 
 def _bfcl_generation(**over):
@@ -20,7 +22,7 @@ def _bfcl_generation(**over):
                             "source": {"type": "string", "description": "ISO code."},
                             "target": {"type": "string", "description": "ISO code."}},
                             "required": ["amount", "source", "target"]}},
-           "question": "How many euros is 120.5 US dollars?",
+           "question": "How many EUR is 120.5 USD?",
            "answer": {"name": "convert_currency", "arguments": {"amount": 120.5, "source": "USD", "target": "EUR"}}}
     gen.update(over)
     return "Here is a task:\n" + json.dumps(gen)

@@ -5,9 +5,10 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from genenv.envs.cli import main as envs_main
-from genenv.eval.leaderboard import evaluate, main as eval_main
-from genenv.trainer.policies import OpenAIPolicy, Prompt, TransformersPolicy
+from genenv.eval.envs_cli import main as envs_main
+from genenv.eval.leaderboard import main as eval_main
+from genenv.trainer.rollout.evaluation import evaluate
+from genenv.trainer.rollout.policies import OpenAIPolicy, Prompt, TransformersPolicy
 
 
 def test_oracle_leaderboard_writes_results_and_prints_the_paper_rows(tmp_path, capsys):

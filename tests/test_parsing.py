@@ -70,10 +70,10 @@ ADVERSARIAL = [
                  max_leaves=20).map(lambda v: json.dumps({"name": "f", "arguments": v}, allow_nan=True)),
 ))
 def test_parser_and_rewards_never_raise_on_any_model_output(text):
-    from genenv.envs.bamboogle import BamboogleEnv
+    from genenv.benchmarks.bamboogle.env import BamboogleEnv
     from genenv.envs.base import InvalidAction
-    from genenv.envs.bfcl import BFCLEnv
-    from genenv.rewards.bfcl import bfcl_check
+    from genenv.benchmarks.bfcl.env import BFCLEnv
+    from genenv.benchmarks.bfcl.checker import bfcl_check
     from genenv.rewards.text import exact_match, fuzz_ratio, token_f1
 
     try:

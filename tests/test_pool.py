@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from genenv.envs.bamboogle import load_bamboogle_tasks
+from genenv.benchmarks.bamboogle.env import load_bamboogle_tasks
 from genenv.envs.task import Task
-from genenv.trainer.pool import TaskPool
+from genenv.trainer.task_pool import TaskPool
 
 
 def test_pool_round_trip_keeps_tasks_origins_and_history(tmp_path):

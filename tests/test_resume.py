@@ -11,7 +11,7 @@ import time
 
 from genenv.trainer.cli import compose_config
 from genenv.trainer.loop import CoEvolutionTrainer
-from genenv.trainer.pool import TaskPool
+from genenv.trainer.task_pool import TaskPool
 
 
 def _iterations(path):
@@ -21,7 +21,7 @@ def _iterations(path):
 def test_killed_run_resumes_with_pool_and_counters(tmp_path, tiny_model_dir):
     run = tmp_path / "run"
     overrides = [f"run_dir={run}", "benchmark=bamboogle", "iterations=3", "tensorboard=false", "threads=1",
-                 f"agent.policy.model={tiny_model_dir}", f"env.policy.model={tiny_model_dir}",
+                 f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
                  "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
                  "generation.max_new_tokens=16", "agent.batch_tasks=3",
                  "agent.n=2", "agent.max_new_tokens=8", "keep_checkpoints=5"]

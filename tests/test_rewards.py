@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from genenv.rewards.env_reward import (absolute_zero_reward, alpha_curriculum_reward, difficulty_filter, env_reward,
-                                       rzero_reward)
+                                       learnability_reward, rzero_reward)
 from genenv.rewards.text import exact_match, fuzz_ratio, normalize_answer, similarity, token_f1
 
 
@@ -48,23 +48,38 @@ def test_difficulty_filter_band_and_boundaries():
 def test_other_environment_rewards_share_the_signature():
     assert rzero_reward(0.5) == 1.0 and rzero_reward(0.25) == 0.5 and rzero_reward(1.0) == 0.0
     assert absolute_zero_reward(0.25) == 0.75 and absolute_zero_reward(0.0) == 0.0 and absolute_zero_reward(1.0) == 0.0
+    assert learnability_reward(0.5) == 1.0 and learnability_reward(0.25) == 0.75
+    assert learnability_reward(0.0) == 0.0 and learnability_reward(1.0) == 0.0
+    assert env_reward("learnability", 0.75, alpha=0.25) == pytest.approx(0.75)  # ignores α
     assert env_reward("alpha_curriculum", 0.25, alpha=0.5, beta=2.0, lam=1.0) == pytest.approx(math.exp(-0.125))
     with pytest.raises(ValueError, match="unknown environment reward"):
         env_reward("nope", 0.5)
 
 
 def test_grpo_advantages_on_known_groups_come_from_verl():
-    from genenv.trainer.grpo import grpo_advantages, informative_groups
+    from genenv.trainer.updates.advantages import grpo_scores, informative_groups
 
-    mask = torch.ones(6, 3)
-    mask[1, 2] = 0
-    adv = grpo_advantages([1, 0, 1, 0, 1, 1], ["a", "a", "a", "a", "b", "b"], mask)
+    scores = grpo_scores([1, 0, 1, 0, 1, 1], ["a", "a", "a", "a", "b", "b"])
     # group a: mean 0.5, unbiased std sqrt(1/3) = 0.57735 -> +-0.8660; group b: all equal -> 0
     expected = 0.5 / math.sqrt(1 / 3)
-    assert adv[0, 0].item() == pytest.approx(expected, rel=1e-4)
-    assert adv[1, 0].item() == pytest.approx(-expected, rel=1e-4)
-    assert adv[1, 2].item() == 0.0  # masked token
-    assert torch.all(adv[4:] == 0)
+    assert scores[:4] == pytest.approx([expected, -expected, expected, -expected], rel=1e-4)
+    assert scores[4:] == [0.0, 0.0]
     keep, kept, dropped = informative_groups([1, 0, 1, 0, 1, 1], ["a", "a", "a", "a", "b", "b"])
     assert keep == [0, 1, 2, 3] and kept == 1 and dropped == 1
     assert informative_groups([0.3], ["solo"]) == ([], 0, 1)
+
+
+def test_grpo_counts_an_episode_once_and_masks_environment_tokens():
+    from genenv.trainer.updates import Sample, prepare_update
+
+    # task t: episode e0 (reward 1) trained as two per-turn sequences, episode e1 (reward 0) as one
+    samples = [Sample([1, 2], [5, 6, 2], 1.0, "t", episode="e0"), Sample([1, 2, 7], [8, 2], 1.0, "t", episode="e0"),
+               Sample([1, 2], [9, 9, 2], 0.0, "t", episode="e1", response_mask=[1, 0, 1])]
+    batch, metrics = prepare_update(samples, 0, "grpo")
+    adv = batch.batch["advantages"]
+    # two episodes (not three samples) form the group: +-0.7071 (unbiased std of [1, 0])
+    expected = 0.5 / math.sqrt(0.5)
+    assert adv[0, :3].tolist() == pytest.approx([expected] * 3, rel=1e-4)
+    assert adv[1, :2].tolist() == pytest.approx([expected] * 2, rel=1e-4) and adv[1, 2].item() == 0.0  # padding
+    assert adv[2, 0].item() == pytest.approx(-expected, rel=1e-4) and adv[2, 1].item() == 0.0  # env token
+    assert metrics["groups_kept"] == 1 and metrics["groups_dropped"] == 0

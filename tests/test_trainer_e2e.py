@@ -28,15 +28,15 @@ def test_one_iteration_on_bamboogle_runs_both_updates(tmp_path, smollm2_dir):
     assert row["gen/admitted"] >= 1 and row["gen/admitted"] + row["gen/rejected"] == 6
     assert row["agent/rollouts"] == 4 * row["agent/tasks"] and row["agent/tasks"] >= 3
     assert row["agent_update/skipped"] is False and row["agent_update/groups_kept"] >= 1
-    assert row["env_update/skipped"] is False and row["env_update/samples"] >= 1
-    assert row["weights/agent_delta"] > 0 and row["weights/env_delta"] > 0
+    assert row["env_policy_update/skipped"] is False and row["env_policy_update/samples"] >= 1
+    assert row["weights/agent_delta"] > 0 and row["weights/env_policy_delta"] > 0
     assert row["pool/generated"] == row["gen/admitted"] and row["pool/seed"] == 100
     assert "heldout/bamboogle/em" in row
     assert sum(row["p_hat/histogram"]) == row["agent/tasks"]
     run = tmp_path / "run"
     assert (run / "checkpoints" / "latest").read_text() == "iter-00001"
     ckpt = run / "checkpoints" / "iter-00001"
-    for f in ("agent/optimizer.pt", "env/optimizer.pt", "agent/config.json", "pool.jsonl", "state.json"):
+    for f in ("agent/optimizer.pt", "env_policy/optimizer.pt", "agent/config.json", "pool.jsonl", "state.json"):
         assert (ckpt / f).is_file(), f
     gens = [json.loads(x) for x in (run / "generations.jsonl").read_text().splitlines()]
     assert len(gens) == 6 and sum(g["admitted"] for g in gens) == row["gen/admitted"]

@@ -17,42 +17,37 @@ from genenv.benchmarks.spec import Rejection
 from genenv.envs.data import DataError
 from genenv.envs.parsing import ActionParseError, parse_bracket_call, parse_literal
 from genenv.envs.task import Task
-from genenv.envs.travelplanner import (
-    DEMO_PLAN,
-    DEMO_QUERY,
-    DEMO_REFERENCE,
-    TravelPlannerEnv,
-    TravelPlannerTwoStageEnv,
-    load_travelplanner_tasks,
-    parse_plan,
-    plan_text,
-    reference_cities,
-)
-from genenv.envs.travelplanner_db import (
+from genenv.benchmarks.travelplanner.data import load_travelplanner_tasks, travelplanner_dir
+from genenv.benchmarks.travelplanner.env import TravelPlannerEnv, TravelPlannerTwoStageEnv
+from genenv.benchmarks.travelplanner.plan import parse_plan, plan_text
+from genenv.benchmarks.travelplanner.prompts import DEMO_PLAN, DEMO_QUERY, DEMO_REFERENCE
+from genenv.benchmarks.travelplanner.reference import reference_cities
+from genenv.benchmarks.travelplanner.db import (
     FLIGHT_SECTION_RE,
     TOOLS,
     literal_sections,
     load_database,
     parse_flight_table,
 )
-from genenv.envs.travelplanner_query import extract_fields, render_query, validate_fields
-from genenv.envs.travelplanner_search import search_plan
-from genenv.rewards.travelplanner import (
+from genenv.benchmarks.travelplanner.query import extract_fields, render_query, validate_fields
+from genenv.benchmarks.travelplanner.search import search_plan
+from genenv.benchmarks.travelplanner.checker import (
     COMMONSENSE,
     HARD,
     aggregate,
     evaluate_plan,
     plan_reward,
 )
-from genenv.trainer.policies import OraclePolicy
-from genenv.trainer.rollout import rollout_tasks
+from genenv.trainer.rollout.policies import OraclePolicy
+from genenv.trainer.rollout.episodes import play_episodes
 
 from conftest import DATA_DIR, FULL_DATA
 
-DB = load_database(DATA_DIR)
-VALIDATION = load_travelplanner_tasks("validation", str(DATA_DIR))
-TRAIN = load_travelplanner_tasks("train", str(DATA_DIR))
-SPEC = get_benchmark("travelplanner")
+ROOT = travelplanner_dir(DATA_DIR)  # the TravelPlanner folder the tests read
+DB = load_database(ROOT)
+VALIDATION = load_travelplanner_tasks("validation", DATA_DIR)
+TRAIN = load_travelplanner_tasks("train", DATA_DIR)
+SPEC = get_benchmark("travelplanner", DATA_DIR)
 # The one annotated train plan that fails a check, and why (docs/travelplanner.md): on day 4 the traveller is in
 # San Antonio, but the plan lists two attractions of San Angelo (a different Texas city).
 ANNOTATION_ERRORS = {41: "within_current_city"}
@@ -62,7 +57,7 @@ UNREADABLE = {"travelplanner-val-124": "people_number", "travelplanner-val-163":
 
 
 def _validation_frame() -> pd.DataFrame:
-    return pd.read_csv(DATA_DIR / "travelplanner" / "validation" / "validation_with_hidden_profile.csv")
+    return pd.read_csv(ROOT / "validation" / "validation_with_hidden_profile.csv")
 
 
 # ----- the sandbox -----
@@ -103,15 +98,15 @@ def test_the_tools_reproduce_every_reference_section_of_the_data():
 
 def test_missing_or_malformed_files_raise_data_error_naming_the_file(tmp_path):
     root = tmp_path / "data"
-    shutil.copytree(DATA_DIR / "travelplanner", root / "travelplanner")
+    shutil.copytree(ROOT, root / "travelplanner")
     (root / "travelplanner" / "database" / "attractions" / "attractions.csv").unlink()
     with pytest.raises(DataError, match="attractions.csv"):
-        load_database(root)
-    shutil.copy(DATA_DIR / "travelplanner" / "database" / "attractions" / "attractions.csv",
+        load_database(root / "travelplanner")
+    shutil.copy(ROOT / "database" / "attractions" / "attractions.csv",
                 root / "travelplanner" / "database" / "attractions" / "attractions.csv")
     (root / "travelplanner" / "train" / "train_ref_info.jsonl").write_text("{not json\n")
     with pytest.raises(DataError, match="train_ref_info.jsonl: line 1"):
-        load_database(root)
+        load_database(root / "travelplanner")
 
 
 # ----- queries -----
@@ -142,7 +137,7 @@ def test_train_fields_agree_with_the_annotated_plans_and_reference():
 
 # ----- plans -----
 def test_plan_forms_parse_to_the_same_structure():
-    std = (DATA_DIR / "travelplanner" / "train" / "std_travelplanner.jsonl").read_text().splitlines()[0]
+    std = (ROOT / "train" / "std_travelplanner.jsonl").read_text().splitlines()[0]
     annotated = json.loads(std)["messages"][2]["content"]  # the Python-literal form, with {} padding
     plan = parse_plan(annotated)
     assert len(plan) == 7 and plan[3:] == [{}, {}, {}, {}]
@@ -348,7 +343,7 @@ def test_make_selects_the_mode_and_both_modes_score_the_gold():
     with pytest.raises(ValueError, match="mode"):
         gym.make("genenv/TravelPlanner-v0", mode="three_stage")
     tasks = [t for t in TRAIN[:3]]
-    trajs = rollout_tasks(tasks, OraclePolicy())
+    trajs = play_episodes(tasks, OraclePolicy())
     assert [t.reward for t in trajs] == [1.0, 1.0, 1.0] and all(t.info["final_pass"] for t in trajs)
 
 
@@ -368,7 +363,7 @@ def test_sole_planning_scores_partial_and_unusable_plans():
 
 
 def test_two_stage_tools_answer_from_the_database_and_the_step_limit_ends_an_episode():
-    task = next(t for t in load_travelplanner_tasks("validation", str(DATA_DIR), mode="two_stage") if t.gold)
+    task = next(t for t in load_travelplanner_tasks("validation", DATA_DIR, mode="two_stage") if t.gold)
     env = TravelPlannerTwoStageEnv(tasks=[task], max_steps=3)
     env.reset(options={"task_index": 0})
     city = reference_cities(task.metadata["reference_calls"])[0]
@@ -443,10 +438,10 @@ def test_admitted_generated_queries_have_a_gold_plan_that_passes(over):
     query = task.metadata["query"]
     assert task.origin == "generated" and task.prompt == render_query(query) == query["query"]
     assert evaluate_plan(query, task.gold, DB).final_pass
-    traj = rollout_tasks([task], OraclePolicy())[0]
+    traj = play_episodes([task], OraclePolicy())[0]
     assert traj.reward == 1.0 and traj.success
-    two = get_benchmark("travelplanner_two_stage").parse_generated(_generation(**over), "gen-0-0-1", 2, None)
-    assert two.benchmark == "travelplanner_two_stage" and rollout_tasks([two], OraclePolicy())[0].success
+    two = get_benchmark("travelplanner_two_stage", DATA_DIR).parse_generated(_generation(**over), "gen-0-0-1", 2, None)
+    assert two.benchmark == "travelplanner_two_stage" and play_episodes([two], OraclePolicy())[0].success
 
 
 @pytest.mark.parametrize("over, reason", [

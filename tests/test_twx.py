@@ -5,11 +5,13 @@ import json
 
 import pytest
 
-from genenv.benchmarks import get_benchmark
+from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Rejection
-from genenv.benchmarks.twx import gold_wins
+from genenv.benchmarks.twx.spec import gold_wins
 from genenv.envs.parsing import ActionParseError, parse_command
-from genenv.envs.twx import TextWorldExpressEnv, cancel_detours, load_twx_tasks, params_dict
+from genenv.benchmarks.twx.env import TextWorldExpressEnv, cancel_detours, load_twx_tasks, params_dict
+
+from conftest import DATA_DIR
 
 
 def test_default_test_split_loads_deterministically_and_every_gold_wins():
@@ -82,12 +84,12 @@ def test_parse_command():
     ({"params": {}, "seed": 3}, "missing_fields"),
 ])
 def test_generated_games_are_validated_by_the_engine(proposal, reason):
-    out = get_benchmark("twx").parse_generated(json.dumps(proposal), "gen-0-0-0", 0, None)
+    out = get_benchmark("twx", DATA_DIR).parse_generated(json.dumps(proposal), "gen-0-0-0", 0, None)
     assert isinstance(out, Rejection) and out.reason == reason, out
 
 
 def test_an_admitted_generated_game_is_won_by_its_gold_in_the_env():
-    spec = get_benchmark("twx")
+    spec = get_benchmark("twx", DATA_DIR)
     proposal = {"game": "coin", "params": {"numLocations": 4, "numDistractorItems": 1, "includeDoors": 0}, "seed": 17}
     task = spec.parse_generated(json.dumps(proposal), "gen-3-1-2", 3, None)
     assert not isinstance(task, Rejection), task

@@ -4,16 +4,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from genenv.trainer.backend import LocalBackend, RoleConfig
-from genenv.trainer.grpo import Sample
-from genenv.trainer.rwr import rwr_samples, rwr_weights
-from genenv.trainer.tokens import build_batch, response_logprobs
+from genenv.envs.task import Task
+from genenv.trainer.engines.local import LocalBackend, RoleConfig
+from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
+from genenv.trainer.generation import GenerationRecord
+from genenv.trainer.rollout.policies import Generation
+from genenv.trainer.updates import Sample
+from genenv.trainer.updates.advantages import rwr_weights
+from genenv.trainer.updates.batch import build_batch, response_logprobs
 
 
 @pytest.fixture()
 def backend(tiny_model_dir):
     rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, kl_coef=0.0, micro_batch_size=2)
-    return LocalBackend({"agent": rc, "env": RoleConfig(model=str(tiny_model_dir), lr=1e-2)}, threads=1)
+    return LocalBackend({"agent": rc, "env_policy": RoleConfig(model=str(tiny_model_dir), lr=1e-2)}, threads=1)
 
 
 def _logp(backend, samples):
@@ -45,10 +49,13 @@ def test_all_equal_groups_skip_the_update_without_touching_weights(backend):
 
 def test_rwr_weights_and_update_raise_likelihood_of_weighted_samples(backend):
     assert rwr_weights([0.0, 1.0], lam=1.0) == pytest.approx([1.0, 2.718281828])
-    samples = [Sample([1, 5, 6], [40, 41, 2], 0.9, "p0"), Sample([1, 5, 6], [50, 51, 2], 0.2, "p0"),
-               Sample([1, 5, 6], [60, 61, 2], 0.7, "p1")]
-    kept = rwr_samples(samples, [True, True, False])
-    assert [s.response_ids for s in kept] == [[40, 41, 2], [50, 51, 2]]
+    task = Task(id="gen-0-0-0", benchmark="bamboogle", split="generated", prompt="q", gold="a",
+                action_kind="free_text", origin="generated")
+    scored = [ScoredGeneration(GenerationRecord(p, Generation("x", [1, 5, 6], ids), task=task), r, band)
+              for p, ids, r, band in ((0, [40, 41, 2], 0.9, True), (0, [50, 51, 2], 0.2, True),
+                                      (1, [60, 61, 2], 0.7, False))]
+    kept, mode = env_policy_samples("rwr", scored, 1.0)
+    assert mode == "rwr" and [s.response_ids for s in kept] == [[40, 41, 2], [50, 51, 2]]
     assert kept[0].weight == pytest.approx(2.459603111) and kept[1].weight == pytest.approx(1.221402758)
     before = _logp(backend, kept)
     m = backend.update("agent", kept, "rwr")
@@ -58,7 +65,7 @@ def test_rwr_weights_and_update_raise_likelihood_of_weighted_samples(backend):
 
 def test_kl_leash_is_measured_against_the_frozen_reference(tiny_model_dir):
     rc = RoleConfig(model=str(tiny_model_dir), lr=5e-2, kl_coef=1.0, micro_batch_size=4)
-    be = LocalBackend({"agent": rc, "env": rc}, threads=1)
+    be = LocalBackend({"agent": rc, "env_policy": rc}, threads=1)
     samples = [Sample([1, 2, 3], [10 + i, 2], float(i % 2), "g") for i in range(4)]
     first = be.update("agent", samples, "grpo")
     second = be.update("agent", samples, "grpo")
@@ -67,11 +74,11 @@ def test_kl_leash_is_measured_against_the_frozen_reference(tiny_model_dir):
 
 def test_backend_save_and_load_restore_weights_and_optimizer(backend, tmp_path):
     backend.update("agent", [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")], "grpo")
-    fp = {r: backend.fingerprint(r) for r in ("agent", "env")}
+    fp = {r: backend.fingerprint(r) for r in ("agent", "env_policy")}
     backend.save(tmp_path / "ckpt")
     state = backend.optimizers["agent"].state_dict()["state"]
     backend.load(tmp_path / "ckpt")
-    assert {r: backend.fingerprint(r) for r in ("agent", "env")} == pytest.approx(fp)
+    assert {r: backend.fingerprint(r) for r in ("agent", "env_policy")} == pytest.approx(fp)
     restored = backend.optimizers["agent"].state_dict()["state"]
     assert restored.keys() == state.keys()
     k = next(iter(state))
@@ -80,7 +87,7 @@ def test_backend_save_and_load_restore_weights_and_optimizer(backend, tmp_path):
 
 def test_lora_backend_updates_only_the_adapter(tiny_model_dir, tmp_path):
     rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)
-    be = LocalBackend({"agent": rc, "env": rc}, threads=1)
+    be = LocalBackend({"agent": rc, "env_policy": rc}, threads=1)
     base = {n: p.detach().clone() for n, p in be.models["agent"].named_parameters() if "lora" not in n}
     samples = [Sample([1, 2, 3], [10, 2], 1.0, "g"), Sample([1, 2, 3], [11, 2], 0.0, "g")]
     be.update("agent", samples, "grpo")

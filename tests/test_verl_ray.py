@@ -30,12 +30,14 @@ from omegaconf.errors import ConfigKeyError
 from genenv.envs import ENVS
 from genenv.envs.registry import render_messages
 from genenv.envs.task import Task
+from genenv.envs.verl_rows import to_verl_row
 from genenv.trainer.cli import compose_config
-from genenv.trainer.grpo import Sample, prepare_update
-from genenv.trainer.verl_ray import (agent_loop_worker_config, batch_meta, check_cluster_gpus, pad_for_workers,
-                                     resource_pool_manager, resource_pool_spec, role_config, tasks_to_batch,
-                                     trajectories_from_output, update_meta, validate_role_config, worker_tensordict,
-                                     VerlPolicy)
+from genenv.trainer.engines.verl_ray.batches import (batch_meta, pad_for_workers, tasks_to_batch,
+                                                     trajectories_from_output, update_meta, worker_tensordict)
+from genenv.trainer.engines.verl_ray.config import agent_loop_worker_config, role_config, validate_role_config
+from genenv.trainer.engines.verl_ray.policy import VerlPolicy
+from genenv.trainer.engines.verl_ray.pools import check_cluster_gpus, resource_pool_manager, resource_pool_spec
+from genenv.trainer.updates import Sample, prepare_update
 
 from test_conformance import ScriptedClient, sample_tasks
 
@@ -59,7 +61,7 @@ def tokenizer(agent_rcfg):
     """The tokenizer veRL's workers load (``HFModelConfig`` of the agent's model: the real SmolLM2 folder)."""
     from verl.utils.config import omega_conf_to_dataclass
 
-    from genenv.trainer.models import prepare_tokenizer
+    from genenv.trainer.rollout.models import prepare_tokenizer
 
     tok = omega_conf_to_dataclass(agent_rcfg.actor_rollout_ref.model).tokenizer
     prepare_tokenizer(tok)
@@ -97,7 +99,7 @@ def test_role_configs_pass_verls_validation_for_every_benchmark():
 
     for name in BENCHMARKS:
         cfg = compose_config(["engine=verl_ray", "profile=paper", f"benchmark={name}"])
-        for role in ("agent", "env"):
+        for role in ("agent", "env_policy"):
             rcfg = role_config(cfg, role)
             validate_role_config(rcfg)  # veRL's validate_config + the engine's own conditions
             a = rcfg.actor_rollout_ref
@@ -118,7 +120,7 @@ def test_role_configs_pass_verls_validation_for_every_benchmark():
             else:
                 assert rollout.agent.default_agent_loop == "single_turn_agent"
                 assert rollout.n == cfg.generation.generations_per_prompt
-                assert rollout.response_length == cfg.generation.max_new_tokens == 1024
+                assert rollout.response_length == cfg.generation.max_new_tokens  # the benchmark's, else the paper's
     multi = role_config(compose_config(["engine=verl_ray", "benchmark=twx"]), "agent")
     single = role_config(compose_config(["engine=verl_ray", "benchmark=bfcl"]), "agent")
     assert multi.actor_rollout_ref.rollout.response_length == 2048  # twx: agent.response_length
@@ -130,9 +132,9 @@ def test_role_configs_pass_verls_validation_for_every_benchmark():
 def test_every_verl_key_stays_settable_and_veRL_rejects_bad_configs(smollm2_dir):
     cfg = compose_config(["engine=verl_ray", "benchmark=bamboogle",
                           "verl_ray.common.actor_rollout_ref.rollout.gpu_memory_utilization=0.7",
-                          "+verl_ray.env.actor_rollout_ref.actor.entropy_coeff=0.01",
+                          "+verl_ray.env_policy.actor_rollout_ref.actor.entropy_coeff=0.01",
                           "verl_ray.compose_overrides=['+actor_rollout_ref.rollout.engine_kwargs.vllm.seed=3']"])
-    agent, env = role_config(cfg, "agent"), role_config(cfg, "env")
+    agent, env = role_config(cfg, "agent"), role_config(cfg, "env_policy")
     utilization = [c.actor_rollout_ref.rollout.gpu_memory_utilization for c in (agent, env)]
     assert utilization == [0.7, 0.7]
     assert env.actor_rollout_ref.actor.entropy_coeff == 0.01 and agent.actor_rollout_ref.actor.entropy_coeff == 0
@@ -140,7 +142,7 @@ def test_every_verl_key_stays_settable_and_veRL_rejects_bad_configs(smollm2_dir)
     from hydra import compose, initialize_config_module
 
     with initialize_config_module(config_module="genenv.configs", version_base="1.3"):  # as inside genenv-train
-        assert role_config(cfg, "env").actor_rollout_ref.actor.entropy_coeff == 0.01
+        assert role_config(cfg, "env_policy").actor_rollout_ref.actor.entropy_coeff == 0.01
         assert compose(config_name="train").engine == "local"  # the running Hydra context is restored
     with pytest.raises(ConfigKeyError):  # a key veRL does not have
         role_config(compose_config(["engine=verl_ray", "+verl_ray.agent.actor_rollout_ref.actor.lr_typo=1"]), "agent")
@@ -148,7 +150,7 @@ def test_every_verl_key_stays_settable_and_veRL_rejects_bad_configs(smollm2_dir)
     with pytest.raises(AssertionError, match="must be divisible"):  # 6 tasks x n 4 over 5 GPUs: veRL's own check
         validate_role_config(role_config(odd, "agent"))
     with pytest.raises(ValueError, match="temperature"):
-        validate_role_config(role_config(compose_config(["engine=verl_ray", "generation.temperature=0"]), "env"))
+        validate_role_config(role_config(compose_config(["engine=verl_ray", "generation.temperature=0"]), "env_policy"))
     critic = compose_config(["engine=verl_ray", "+verl_ray.agent.critic.enable=true",
                              "+verl_ray.agent.critic.ppo_micro_batch_size_per_gpu=2",
                              "+verl_ray.agent.critic.ppo_mini_batch_size=6",
@@ -159,13 +161,13 @@ def test_every_verl_key_stays_settable_and_veRL_rejects_bad_configs(smollm2_dir)
 
 # ------------------------------------------------------------------------------------------ resource pools
 def test_resource_pools_and_refusal_without_gpus(paper_cfg, ray_cluster):
-    from genenv.trainer.loop import build_backend
+    from genenv.trainer.engines import build_backend
 
-    assert resource_pool_spec(paper_cfg) == {"genenv_agent_pool": [4], "genenv_env_pool": [4]}
+    assert resource_pool_spec(paper_cfg) == {"genenv_agent_pool": [4], "genenv_env_policy_pool": [4]}
     two = compose_config(["engine=verl_ray", "verl_ray.pools.agent.nnodes=2", "verl_ray.pools.agent.n_gpus_per_node=8"])
-    assert resource_pool_spec(two) == {"genenv_agent_pool": [8, 8], "genenv_env_pool": [4]}
+    assert resource_pool_spec(two) == {"genenv_agent_pool": [8, 8], "genenv_env_policy_pool": [4]}
     mgr = resource_pool_manager(paper_cfg)
-    assert mgr.mapping == {"agent": "genenv_agent_pool", "env": "genenv_env_pool"} and mgr.get_n_gpus() == 8
+    assert mgr.mapping == {"agent": "genenv_agent_pool", "env_policy": "genenv_env_policy_pool"} and mgr.get_n_gpus() == 8
     check_cluster_gpus({"a": [4], "b": [4]}, [8.0])
     check_cluster_gpus({"a": [4, 4], "b": [4]}, [4.0, 4.0, 4.0])
     with pytest.raises(RuntimeError, match="no Ray node has more than 4"):
@@ -180,7 +182,7 @@ def test_resource_pools_and_refusal_without_gpus(paper_cfg, ray_cluster):
     assert placement_group_table() == {}  # nothing was placed, so nothing can hang
     unknown = compose_config(["engine=local"])
     unknown.engine = "nope"
-    with pytest.raises(ValueError, match="choose local or verl_ray"):
+    with pytest.raises(ValueError, match="choose one of .*local.*verl_ray"):
         build_backend(unknown)
 
 
@@ -192,7 +194,7 @@ def test_two_roles_number_their_rollout_replicas_apart(ray_cluster, paper_cfg):
     from omegaconf import open_dict
     from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry
 
-    from genenv.trainer.verl_workers import GenEnvLLMServerManager, worker_replica_rank
+    from genenv.trainer.engines.verl_ray.workers import GenEnvLLMServerManager, worker_replica_rank
 
     launched = []
 
@@ -204,7 +206,7 @@ def test_two_roles_number_their_rollout_replicas_apart(ray_cluster, paper_cfg):
     RolloutReplicaRegistry.register("genenv_probe", lambda: ProbeReplica)
     try:
         offset = 0
-        for role in ("agent", "env"):
+        for role in ("agent", "env_policy"):
             rcfg = role_config(paper_cfg, role)  # 4 GPUs per pool, tensor parallel 2: two replicas per role
             with open_dict(rcfg):
                 rcfg.actor_rollout_ref.rollout.name = "genenv_probe"
@@ -218,7 +220,7 @@ def test_two_roles_number_their_rollout_replicas_apart(ray_cluster, paper_cfg):
     finally:
         RolloutReplicaRegistry._registry.pop("genenv_probe", None)
     assert launched == [(0, ["agent0", "agent1"]), (1, ["agent2", "agent3"]),
-                        (2, ["env0", "env1"]), (3, ["env2", "env3"])]
+                        (2, ["env_policy0", "env_policy1"]), (3, ["env_policy2", "env_policy3"])]
 
 
 def test_launch_script_commands_compose_and_pass_verls_validation(tmp_path):
@@ -240,11 +242,11 @@ def test_launch_script_commands_compose_and_pass_verls_validation(tmp_path):
     single, _ = args_of("single", "bamboogle", "smollm2")
     multi, words = args_of("submit", "10.0.0.1", "bamboogle", "smollm2", "1", "1")
     assert words[:3] == ["ray", "job", "submit"] and "--address=http://10.0.0.1:8265" in words
-    for overrides, gpus in ((single, {"genenv_agent_pool": [4], "genenv_env_pool": [4]}),
-                            (multi, {"genenv_agent_pool": [8], "genenv_env_pool": [8]})):
+    for overrides, gpus in ((single, {"genenv_agent_pool": [4], "genenv_env_policy_pool": [4]}),
+                            (multi, {"genenv_agent_pool": [8], "genenv_env_policy_pool": [8]})):
         cfg = compose_config(overrides)
         assert cfg.engine == "verl_ray" and cfg.agent.batch_tasks == 64 and resource_pool_spec(cfg) == gpus
-        for role in ("agent", "env"):
+        for role in ("agent", "env_policy"):
             validate_role_config(role_config(cfg, role))
     head = subprocess.run(["bash", str(script), "head"], env=env, capture_output=True, text=True, check=True).stdout
     assert shlex.split(head)[:3] == ["ray", "start", "--head"]
@@ -281,13 +283,13 @@ def _worker_config(max_new_tokens: int = 256):
     """The config the engine gives veRL's agent-loop workers, with room for the longest gold episodes."""
     cfg = compose_config(["engine=verl_ray", "benchmark=bamboogle", "agent.response_length=16384",
                           f"agent.max_new_tokens={max_new_tokens}"])
-    return agent_loop_worker_config(role_config(cfg, "agent"), max_turns=32, max_new_tokens=max_new_tokens)
+    return agent_loop_worker_config(role_config(cfg, "agent"), max_new_tokens=max_new_tokens)
 
 
 def test_verls_agent_loop_worker_plays_gold_episodes_of_every_env(paper_cfg, tokenizer, tmp_path):
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    from genenv.trainer.verl_workers import GymAgentLoopWorker  # loading it registers genenv_gym
+    from genenv.trainer.engines.verl_ray.workers import GymAgentLoopWorker  # loading it registers genenv_gym
 
     assert GymAgentLoopWorker.__mro__[1] is AgentLoopWorker and not vars(GymAgentLoopWorker).keys() - {
         "__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"}  # veRL's, unchanged
@@ -302,18 +304,24 @@ def test_verls_agent_loop_worker_plays_gold_episodes_of_every_env(paper_cfg, tok
     assert all(t.success for t in trajs) and all(not s for s in client.scripts.values())
     assert output.batch["responses"].shape[1] == 16384 and output.batch["prompts"].shape[1] == 6144
     for t in trajs:
-        mask = t.info["response_mask"]
-        assert len(mask) == len(t.response_ids) > 0 and mask[0] == mask[-1] == 1
-        assert (0 in mask) == ENVS[t.task.benchmark].env_class.multi_step  # observations are masked out
-        assert t.prompt_ids == list(tokenizer.apply_chat_template(render_messages(t.task), add_generation_prompt=True,
-                                                                  tokenize=True)["input_ids"])
+        cls = ENVS[t.task.benchmark].env_class
+        segments = t.segments()
+        if cls.prompt_window is None:  # one packed sequence; observations are masked out
+            (seg,) = segments
+            mask = seg.response_mask
+            assert len(mask) == len(seg.response_ids) > 0 and mask[0] == mask[-1] == 1
+            assert (0 in mask) == cls.multi_step
+        else:  # a windowed prompt: one sequence per turn
+            assert len(segments) == len(t.turns) > 1 and all(set(s.response_mask) == {1} for s in segments)
+        assert segments[0].prompt_ids == list(tokenizer.apply_chat_template(
+            render_messages(t.task), add_generation_prompt=True, tokenize=True)["input_ids"])
 
 
 def test_verls_agent_loop_worker_with_a_cpu_model(paper_cfg, tiny_model_dir, tmp_path):
-    from genenv.trainer.verl_workers import GymAgentLoopWorker
+    from genenv.trainer.engines.verl_ray.workers import GymAgentLoopWorker
 
-    from genenv.trainer.agent_loop import LocalGenerateClient
-    from genenv.trainer.policies import TransformersPolicy
+    from genenv.trainer.rollout.agent_loop import LocalGenerateClient
+    from genenv.trainer.rollout.policies import TransformersPolicy
 
     policy = TransformersPolicy(str(tiny_model_dir), batch_size=8)
     config = _worker_config(max_new_tokens=6)
@@ -323,16 +331,15 @@ def test_verls_agent_loop_worker_with_a_cpu_model(paper_cfg, tiny_model_dir, tmp
     trajs = trajectories_from_output(tasks, 2, output)
     assert [t.task.id for t in trajs] == [t.id for t in tasks for _ in range(2)]
     for t in trajs:  # genenv.max_new_tokens caps every turn (veRL's worker sends no max_tokens)
-        assert 0.0 <= t.reward <= 1.0 and t.response_ids
-        turns = "".join(map(str, t.info["response_mask"])).split("0")
-        assert all(len(run) <= 6 for run in turns), turns
+        assert 0.0 <= t.reward <= 1.0 and t.turns
+        assert all(0 < len(turn.response_ids) <= 6 for turn in t.turns), [len(u.response_ids) for u in t.turns]
 
 
 def test_agent_loop_manager_on_ray_runs_genenv_gym_in_worker_processes(ray_cluster, paper_cfg, tokenizer, tmp_path):
     import ray.cloudpickle
 
     import test_conformance
-    from genenv.trainer.verl_workers import GenEnvAgentLoopManager
+    from genenv.trainer.engines.verl_ray.workers import GenEnvAgentLoopManager
 
     ray.cloudpickle.register_pickle_by_value(test_conformance)  # the scripted client travels to the workers
     try:
@@ -358,9 +365,9 @@ def test_compute_score_through_verls_reward_loader(agent_rcfg, tokenizer, tmp_pa
     from verl import DataProto
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
-    from genenv.trainer.tokens import build_batch
+    from genenv.trainer.updates.batch import build_batch
 
-    assert agent_rcfg.reward.custom_reward_function.path == "pkg://genenv.trainer.verl_reward"
+    assert agent_rcfg.reward.custom_reward_function.path == "pkg://genenv.trainer.engines.verl_ray.reward"
     single = [n for n in BENCHMARKS if not ENVS[n].env_class.multi_step]
     tasks = [t for n in single for t in sample_tasks(n, 2)]
     rows = tasks_to_batch(tasks, 1, tokenizer, agent_rcfg.data, tmp_path / "rows.parquet")
@@ -385,12 +392,12 @@ def test_compute_score_through_verls_reward_loader(agent_rcfg, tokenizer, tmp_pa
     assert [g["reward_score"] for g in garbage] == [0.0] * len(tasks)
     assert all(g["reward_extra_info"]["error"] for g in garbage)
 
-    from genenv.trainer.verl_reward import compute_score
+    from genenv.trainer.engines.verl_ray.reward import compute_score
 
-    multi = sample_tasks("twx", 1)[0].to_verl_row()
+    multi = to_verl_row(sample_tasks("twx", 1)[0])
     with pytest.raises(ValueError, match="multi-step"):
         compute_score(multi["data_source"], "look around", multi["reward_model"]["ground_truth"], multi["extra_info"])
-    row = tasks[0].to_verl_row()
+    row = to_verl_row(tasks[0])
     with pytest.raises(ValueError, match="ground_truth"):
         compute_score(row["data_source"], "x", '"another answer"', row["extra_info"])
 
@@ -401,7 +408,7 @@ def test_compute_score_through_verls_reward_loader(agent_rcfg, tokenizer, tmp_pa
     em_cfg = compose_config(["engine=verl_ray", "benchmark=bamboogle", f"verl_ray.compose_overrides=['{em}']"])
     score_em = get_custom_reward_fn(role_config(em_cfg, "agent"))
     task = sample_tasks("bamboogle", 1)[0]
-    row = task.to_verl_row()
+    row = to_verl_row(task)
     args = dict(data_source=row["data_source"], solution_str=f"Answer: {task.gold} and more",
                 ground_truth=row["reward_model"]["ground_truth"], extra_info=row["extra_info"])
     assert score_em(**args)["score"] == 0.0 and 0.0 < compute_score(**args)["score"] < 1.0  # EM vs default F1
@@ -427,7 +434,7 @@ def test_update_batch_under_verls_ppo_loss_gives_the_local_loss(tiny_model_dir):
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.utils.losses import ppo_loss
 
-    from genenv.trainer.tokens import response_logprobs
+    from genenv.trainer.updates.batch import response_logprobs
 
     cfg = compose_config(["engine=verl_ray", "benchmark=bamboogle", "agent.policy.kl_coef=0.5",
                           "agent.policy.clip_ratio=0.1", f"agent.policy.model={tiny_model_dir}"])
@@ -477,8 +484,8 @@ def test_update_batch_under_verls_ppo_loss_gives_the_local_loss(tiny_model_dir):
 
 
 def test_verl_policy_generates_through_a_generate_client(tiny_model_dir):
-    from genenv.trainer.agent_loop import LocalGenerateClient
-    from genenv.trainer.policies import Prompt, TransformersPolicy
+    from genenv.trainer.rollout.agent_loop import LocalGenerateClient
+    from genenv.trainer.rollout.policies import Prompt, TransformersPolicy
 
     local = TransformersPolicy(str(tiny_model_dir), batch_size=8)
     policy = VerlPolicy("tiny:agent", LocalGenerateClient(local), local.tokenizer)

@@ -1,21 +1,24 @@
-"""The co-evolution loop (GenEnv, arXiv 2512.19682, Algorithm 1), written against the :class:`Backend` interface.
+"""The co-evolution loop (GenEnv, arXiv 2512.19682, Algorithm 1), written against the engine interface
+(:class:`~genenv.trainer.engines.base.Backend`).
 
 One iteration t:
 
-1. **Environment generation** — ``prompts_per_iteration`` prompts, each with ``seed_examples`` tasks drawn from
-   the pool and the agent's recent success rate; the environment policy samples ``generations_per_prompt``
-   task texts per prompt (skipped with ``generation: off``).
-2. **Validation** — each text is parsed (strict JSON) and validated by the benchmark spec, then checked for
-   near-duplicates of the pool; rejections are counted by reason and get R_env = 0.
-3. **Agent rollouts** — the admitted tasks plus tasks sampled from the pool (up to ``agent.batch_tasks``),
-   ``n`` rollouts each, through the Gymnasium envs; agent reward per paper Eq. 1.
-4. **p̂ per task** = mean agent reward over its n rollouts (= the success rate for binary rewards).
-5. **Environment reward** R_env(p̂) (Eq. 3 by default, or another reward from ``rewards/``) and the difficulty
-   filter |p̂ - α| ≤ k_min.
-6. **Environment update** — RWR (paper) on the in-band admitted generations, or GRPO on R_env, or none.
+1. **Environment generation** and 2. **validation** — the environment policy writes tasks (under the spec's JSON
+   Schema when ``generation.constrained``), the benchmark spec admits or rejects each
+   (:mod:`genenv.trainer.generation`; skipped with ``generation.enabled: false``; in EnvGen mode only every
+   ``generation.every`` iterations, prompted with per-skill success rates); rejections are counted by reason and
+   get R_env = 0.
+3. **Agent rollouts** — the admitted tasks plus tasks sampled from the pool (up to ``agent.batch_tasks``; EnvGen:
+   generated tasks mixed with at least half a batch of original ones, :meth:`CoEvolutionTrainer.agent_batch`),
+   ``agent.n`` episodes each, through the one episode loop; agent reward per paper Eq. 1.
+4. **p̂ per task** = mean agent reward over its n episodes (= the success rate for binary rewards).
+5. **Environment reward** R_env(p̂) (``curriculum.env_reward``: Eq. 3 by default,
+   :mod:`genenv.rewards.env_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
+6. **Environment-policy update** — ``env_policy.update_mode`` (:mod:`genenv.trainer.env_policy_updates`): RWR on
+   the in-band admitted generations (the paper), GRPO on R_env, or none; never in EnvGen mode (a frozen LLM).
 7. **Agent update** — GRPO with veRL's functions; groups whose rewards are all equal are dropped and counted.
-8. Admitted tasks join the pool; metrics are written; a checkpoint is saved (both policies, optimiser states,
-   pool, RNG states, counters). A killed run resumes from the last checkpoint.
+8. Admitted tasks join the pool; metrics are written; a checkpoint is saved (:mod:`genenv.trainer.checkpoint`).
+   A killed run resumes from the last checkpoint.
 """
 from __future__ import annotations
 
@@ -31,18 +34,20 @@ import numpy as np
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
 from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter, env_reward
-from genenv.trainer.grpo import Sample
-from genenv.trainer.pool import TaskPool
-from genenv.trainer.policies import Prompt
-from genenv.trainer.rollout import rollout_tasks
-from genenv.trainer.rwr import rwr_samples
+from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from genenv.trainer.engines import build_backend
+from genenv.trainer.engines.base import ROLES
+from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
+from genenv.trainer.generation import GenerationRecord, generates_at, record_row, write_tasks
+from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
+from genenv.trainer.rollout.episodes import Trajectory
+from genenv.trainer.settings import env_kwargs, response_budget
+from genenv.trainer.task_pool import TaskPool
+from genenv.trainer.updates import Sample
 
 log = logging.getLogger(__name__)
-
-P_HAT_BINS = np.linspace(0.0, 1.0, 11)
 
 
 class CoEvolutionTrainer:
@@ -50,12 +55,13 @@ class CoEvolutionTrainer:
 
     Args:
         cfg: the composed OmegaConf config.
-        backend: a :class:`~genenv.trainer.backend.Backend`; built from ``cfg`` when ``None``.
+        backend: a :class:`~genenv.trainer.engines.base.Backend`; built from ``cfg.engine`` when ``None``.
     """
 
     def __init__(self, cfg, backend=None):
         self.cfg = cfg
-        self.spec = get_benchmark(cfg.benchmark.name)
+        self.spec = get_benchmark(cfg.benchmark.name, cfg.get("data_dir"))
+        self.spec.grounded = bool(cfg.generation.get("grounded", True))
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -65,69 +71,35 @@ class CoEvolutionTrainer:
         self.iteration = 0
         self.counters: Counter = Counter()
         self.pool = TaskPool()
-        self.initial_fingerprint = {r: self.backend.fingerprint(r) for r in ("agent", "env")}
-        self.tb = None
+        self.initial_fingerprint = {r: self.backend.fingerprint(r) for r in ROLES}
+        self.env_kwargs = env_kwargs(cfg)
+        self.metrics = MetricsWriter(self.run_dir, bool(cfg.get("tensorboard", True)))
 
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
         """Fill the pool with the benchmark's training split (``benchmark.seed_options``, ``seed_limit``)."""
-        opts = dict(self.cfg.benchmark.get("seed_options") or {})
-        tasks = self.spec.load(split="train", data_dir=self.cfg.data_dir, **opts)
+        tasks = self.spec.load(split="train", **dict(self.cfg.benchmark.get("seed_options") or {}))
         limit = self.cfg.benchmark.get("seed_limit")
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
 
     def latest_checkpoint(self) -> Path | None:
         """The checkpoint named in ``checkpoints/latest``, if any."""
-        pointer = self.ckpt_dir / "latest"
-        if not pointer.is_file():
-            return None
-        path = self.ckpt_dir / pointer.read_text().strip()
-        return path if path.is_dir() else None
+        return latest_checkpoint(self.ckpt_dir)
 
     def save_checkpoint(self) -> Path:
         """Save everything needed to resume after iteration ``self.iteration - 1``; keeps the last K."""
-        path = self.ckpt_dir / f"iter-{self.iteration:05d}"
-        tmp = path.with_name(path.name + ".tmp")
-        self.backend.save(tmp)
-        self.pool.save(tmp / "pool.jsonl")
-        state = {"iteration": self.iteration, "counters": dict(self.counters),
-                 "initial_fingerprint": self.initial_fingerprint,
-                 "python_rng": _jsonable(self.rng.getstate())}
-        (tmp / "state.json").write_text(json.dumps(state))
-        torch.save({"torch": torch.get_rng_state(), "numpy": np.random.get_state()}, tmp / "rng.pt")
-        if path.exists():
-            import shutil
-
-            shutil.rmtree(path)
-        tmp.rename(path)
-        (self.ckpt_dir / "latest.tmp").write_text(path.name)
-        (self.ckpt_dir / "latest.tmp").replace(self.ckpt_dir / "latest")
-        keep = int(self.cfg.get("keep_checkpoints", 2))
-        old = sorted(p for p in self.ckpt_dir.glob("iter-*") if p.is_dir() and not p.name.endswith(".tmp"))
-        for p in old[:-keep]:
-            import shutil
-
-            shutil.rmtree(p)
-        return path
+        state = {"counters": dict(self.counters), "initial_fingerprint": self.initial_fingerprint}
+        return save_checkpoint(self.ckpt_dir, self.iteration, self.backend, self.pool, state, self.rng,
+                               keep=int(self.cfg.get("keep_checkpoints", 2)))
 
     def resume(self, path: Path) -> None:
-        """Restore policies, optimisers, pool, RNG states and counters; drop metric rows of unfinished iterations."""
-        self.backend.load(path)
-        self.pool = TaskPool.load(path / "pool.jsonl")
-        state = json.loads((path / "state.json").read_text())
+        """Restore policies, optimisers, pool, RNG states and counters; drop the rows of unfinished iterations."""
+        self.pool, state = load_checkpoint(path, self.backend, self.rng)
         self.iteration = state["iteration"]
         self.counters = Counter(state["counters"])
         self.initial_fingerprint = state["initial_fingerprint"]
-        self.rng.setstate(_tupled(state["python_rng"]))
-        rng = torch.load(path / "rng.pt", weights_only=False)
-        torch.set_rng_state(rng["torch"])
-        np.random.set_state(rng["numpy"])
         for name in ("metrics.jsonl", "generations.jsonl"):
-            f = self.run_dir / name
-            if f.is_file():
-                rows = [ln for ln in f.read_text().splitlines() if ln.strip()
-                        and json.loads(ln)["iteration"] < self.iteration]
-                f.write_text("".join(r + "\n" for r in rows))
+            drop_rows_from(self.run_dir / name, self.iteration)
         log.info("resumed from %s at iteration %d with %d pool tasks", path, self.iteration, len(self.pool))
 
     # ----- the loop -----
@@ -141,10 +113,11 @@ class CoEvolutionTrainer:
             self.resume(ckpt)
         else:
             self.seed_pool()
-        (self.run_dir / "config.yaml").write_text(_to_yaml(self.cfg))
-        rows = []
+        from omegaconf import OmegaConf
         from tqdm.auto import tqdm
 
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        rows = []
         bar = tqdm(total=self.cfg.iterations, initial=self.iteration, desc="co-evolution", unit="iter")
         while self.iteration < self.cfg.iterations:
             row = self.step()
@@ -153,44 +126,50 @@ class CoEvolutionTrainer:
             bar.set_postfix(reward=f"{row['agent/reward_mean']:.2f}", admitted=row["gen/admitted"],
                             pool=row["pool/size"])
         bar.close()
-        if self.tb is not None:
-            self.tb.close()
+        self.metrics.close()
         return rows
 
-    def generate_tasks(self, it: int) -> tuple[list[dict[str, Any]], Counter]:
-        """Steps 1-2: sample task texts from the environment policy and validate them.
-
-        Returns one record per generation (``prompt`` messages, ``generation``, ``task`` or ``rejection``,
-        ``parent``) and the rejection counts by reason.
-        """
-        g = self.cfg.generation
-        if not g.enabled:
+    def generate_tasks(self, it: int) -> tuple[list[GenerationRecord], Counter]:
+        """Steps 1-2 (:func:`~genenv.trainer.generation.write_tasks`); nothing when generation is off or, in
+        EnvGen mode, between its calls (:func:`~genenv.trainer.generation.generates_at`)."""
+        if not generates_at(self.cfg.generation, it):
             return [], Counter()
-        seeds_all = [t for t in self.pool.tasks if self.spec.demonstrable(t)]
-        prompts, parents = [], []
-        p_hat = self.pool.recent_p_hat()
-        for _ in range(g.prompts_per_iteration):
-            seeds = self.rng.sample(seeds_all, min(g.seed_examples, len(seeds_all)))
-            prompts.append(Prompt(self.spec.generation_messages(seeds, p_hat, self.cfg.curriculum.alpha)))
-            parents.append(seeds[0] if seeds else None)
-        gens = self.backend.policy("env").generate(prompts, n=g.generations_per_prompt, temperature=g.temperature,
-                                                   max_new_tokens=g.max_new_tokens)
-        records, rejected = [], Counter()
-        admitted_now: list[Task] = []
-        for pi, (prompt, parent, group) in enumerate(zip(prompts, parents, gens)):
-            for k, gen in enumerate(group):
-                task_id = f"gen-{it}-{pi}-{k}"
-                out = self.spec.parse_generated(gen.text, task_id, it, parent)
-                if isinstance(out, Task):
-                    dup = self.spec.near_duplicate(out, self.pool.tasks + admitted_now)
-                    out = dup or out
-                if isinstance(out, Rejection):
-                    rejected[out.reason] += 1
-                else:
-                    admitted_now.append(out)
-                records.append({"prompt_index": pi, "generation": gen, "task": out if isinstance(out, Task) else None,
-                                "rejection": out if isinstance(out, Rejection) else None})
-        return records, rejected
+        return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng, self.cfg.generation,
+                           self.cfg.curriculum.alpha, it)
+
+    def rollout(self, tasks) -> tuple[list[Trajectory], dict[str, float]]:
+        """Step 3: the agent's episodes on ``tasks`` through the engine; returns them and the phase seconds."""
+        a = self.cfg.agent
+        stats: dict[str, float] = {}
+        trajs = self.backend.rollout(tasks, n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+                                     env_kwargs=self.env_kwargs, max_response_tokens=response_budget(self.cfg),
+                                     stats=stats)
+        return trajs, stats
+
+    def score_generations(self, records: list[GenerationRecord], p_hat: dict[str, float]) -> list[ScoredGeneration]:
+        """Steps 4-5: R_env of every generation (0 when rejected) and whether its task is in the α band."""
+        cur = self.cfg.curriculum
+        scored = []
+        for r in records:
+            if r.task is None:
+                scored.append(ScoredGeneration(r, 0.0, False))
+            else:
+                ph = p_hat[r.task.id]
+                scored.append(ScoredGeneration(r, float(env_reward(cur.env_reward, ph, alpha=cur.alpha, beta=cur.beta)),
+                                               bool(difficulty_filter(ph, cur.alpha, cur.k_min))))
+        return scored
+
+    def agent_batch(self, new_tasks: list[Task]) -> list[Task]:
+        """The tasks rolled out this iteration. GenEnv: every newly admitted task (its p̂ is its R_env), then pool
+        samples up to ``agent.batch_tasks``. EnvGen: generated tasks (the new ones, or, between LLM calls, half the
+        batch sampled from the pool's generated tasks) mixed with at least half a batch of original (seed) tasks,
+        whose p̂ are the per-skill success rates the next EnvGen prompt reports."""
+        k = int(self.cfg.agent.batch_tasks)
+        if self.cfg.generation.get("mode", "genenv") != "envgen":
+            return new_tasks + self.pool.sample(max(0, k - len(new_tasks)), self.rng)
+        generated = new_tasks or self.pool.sample(k // 2, self.rng, origin="generated")
+        seeds = self.pool.sample(max(k - len(generated), (k + 1) // 2), self.rng, origin="seed")
+        return generated + seeds
 
     def step(self) -> dict[str, Any]:
         """One full iteration (see module docstring); returns its metric row."""
@@ -199,69 +178,29 @@ class CoEvolutionTrainer:
         t0 = time.perf_counter()
         records, rejected = self.generate_tasks(it)
         timing["env_generation"] = time.perf_counter() - t0
-        env_tokens = sum(len(r["generation"].response_ids) for r in records)
 
-        new_tasks = [r["task"] for r in records if r["task"] is not None]
-        batch = new_tasks + self.pool.sample(max(0, cfg.agent.batch_tasks - len(new_tasks)), self.rng)
-        stats: dict[str, float] = {}
-        if self._rollout_mode() == "agent_loop":  # multi-turn path: veRL agent loop, token-level episodes
-            from genenv.trainer.agent_loop import rollout_agent_loop
-
-            t_roll = time.perf_counter()
-            kw = dict(n=cfg.agent.n, temperature=cfg.agent.temperature, max_new_tokens=cfg.agent.max_new_tokens,
-                      env_kwargs=self._env_kwargs(), max_turns=cfg.agent.get("max_turns", 8),
-                      response_length=cfg.agent.get("response_length"))
-            if hasattr(self.backend, "rollout_agent_loop"):  # verl_ray: veRL's AgentLoopManager on the cluster
-                trajs = self.backend.rollout_agent_loop(batch, **kw)
-            else:
-                trajs = rollout_agent_loop(batch, self.backend.policy("agent"), **kw)
-            stats["generate_seconds"] = time.perf_counter() - t_roll  # env steps interleave with generation here
-        else:
-            trajs = rollout_tasks(batch, self.backend.policy("agent"), n=cfg.agent.n,
-                                  temperature=cfg.agent.temperature, max_new_tokens=cfg.agent.max_new_tokens,
-                                  env_kwargs=self._env_kwargs(), stats=stats)
+        new_tasks = [r.task for r in records if r.task is not None]
+        batch = self.agent_batch(new_tasks)
+        trajs, stats = self.rollout(batch)
         timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
-        timing["reward"] = stats.get("reward_seconds", 0.0)
-        agent_tokens = sum(len(t.response_ids) for t in trajs)
+        timing["env_steps"] = stats.get("env_seconds", 0.0)
 
         t1 = time.perf_counter()
         rewards_by_task: dict[str, list[float]] = {}
         for t in trajs:
             rewards_by_task.setdefault(t.task.id, []).append(t.reward)
         p_hat = {tid: float(np.mean(rs)) for tid, rs in rewards_by_task.items()}
-        cur = cfg.curriculum
-        env_samples, in_band, admitted, r_env_all = [], [], [], []
-        for r in records:
-            gen = r["generation"]
-            if r["task"] is None:
-                reward, keep = 0.0, False
-            else:
-                ph = p_hat[r["task"].id]
-                reward = float(env_reward(cur.env_reward, ph, alpha=cur.alpha, beta=cur.beta))
-                keep = bool(difficulty_filter(ph, cur.alpha, cur.k_min))
-            r_env_all.append(reward)
-            if gen.response_ids:
-                env_samples.append(Sample(gen.prompt_ids, gen.response_ids, reward, f"prompt-{r['prompt_index']}"))
-                in_band.append(keep)
-                admitted.append(r["task"] is not None)
-        timing["reward"] += time.perf_counter() - t1
+        scored = self.score_generations(records, p_hat)
+        timing["env_reward"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
-        env_metrics: dict[str, Any] = {"skipped": True}
-        mode = cfg.env_update.mode
-        if mode == "rwr":
-            env_metrics = self.backend.update("env", rwr_samples(env_samples, in_band, cur.lam), "rwr")
-        elif mode == "grpo":  # rejected generations (R_env 0) and in-band admitted ones; out-of-band ones sit out
-            kept = [s for s, keep, adm in zip(env_samples, in_band, admitted) if keep or not adm]
-            env_metrics = self.backend.update("env", kept, "grpo")
-        elif mode != "none":
-            raise ValueError(f"env_update.mode must be rwr, grpo or none, got {mode!r}")
-        timing["env_update"] = time.perf_counter() - t2
+        update_mode = "none" if cfg.generation.get("mode", "genenv") == "envgen" else cfg.env_policy.update_mode
+        samples, mode = env_policy_samples(update_mode, scored, cfg.curriculum.lam)  # EnvGen's LLM is frozen
+        env_update = self.backend.update("env_policy", samples, mode) if mode else {"skipped": True}
+        timing["env_policy_update"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()
-        agent_samples = [Sample(t.prompt_ids, t.response_ids, t.reward, t.task.id,
-                                response_mask=t.info.get("response_mask")) for t in trajs if t.response_ids]
-        agent_metrics = self.backend.update("agent", agent_samples, "grpo")
+        agent_update = self.backend.update("agent", agent_samples(trajs), "grpo")
         timing["agent_update"] = time.perf_counter() - t3
 
         for task in new_tasks:
@@ -271,147 +210,44 @@ class CoEvolutionTrainer:
         self.counters["generated"] += len(records)
         for reason, c in rejected.items():
             self.counters[f"rejected/{reason}"] += c
-        self.counters["groups_dropped"] += agent_metrics.get("groups_dropped", 0)
+        self.counters["groups_dropped"] += agent_update.get("groups_dropped", 0)
         timing["total"] = time.perf_counter() - t0
 
-        self._write_generations(it, records, p_hat, r_env_all)
-        row = self._metrics_row(it, timing, records, rejected, trajs, p_hat, r_env_all, in_band, new_tasks,
-                                env_metrics, agent_metrics, env_tokens, agent_tokens)
+        with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
+            for s in scored:
+                fh.write(json.dumps(record_row(it, s.record, p_hat, s.r_env), ensure_ascii=False) + "\n")
+        outcome = IterationOutcome(it, scored, rejected, new_tasks, trajs, p_hat, agent_update, env_update, timing)
+        deltas = {r: abs(self.backend.fingerprint(r) - self.initial_fingerprint[r]) for r in ROLES}
+        row = metrics_row(outcome, cfg.curriculum, self.pool.counts(), len(self.pool), deltas)
         self.iteration += 1
         if cfg.eval.every and (self.iteration % cfg.eval.every == 0 or self.iteration == cfg.iterations):
             row.update(self.evaluate_heldout())
-        self._write_metrics(row)
+        self.metrics.write(row)
         if self.iteration % cfg.save_every == 0 or self.iteration == cfg.iterations:
             self.save_checkpoint()
         return row
 
     def evaluate_heldout(self) -> dict[str, float]:
-        """Greedy evaluation of the agent on the held-out split with the leaderboard's :func:`evaluate`."""
-        from genenv.eval.leaderboard import evaluate
+        """Greedy evaluation of the agent on the held-out split with the leaderboard's
+        :func:`~genenv.trainer.rollout.evaluation.evaluate`."""
+        from genenv.trainer.rollout.evaluation import evaluate
 
         t = time.perf_counter()
         res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.cfg.data_dir,
                        limit=self.cfg.eval.limit, options={self.spec.name: dict(self.cfg.benchmark.seed_options or {})},
-                       max_new_tokens=self.cfg.agent.max_new_tokens, progress=False, env_kwargs=self._env_kwargs())
+                       max_new_tokens=self.cfg.agent.max_new_tokens, progress=False, env_kwargs=self.env_kwargs)
         out = {f"heldout/{m.key}": m.value for m in res.metrics}
         out["time/heldout_eval"] = time.perf_counter() - t
         return out
 
-    def _rollout_mode(self) -> str:
-        """``agent.rollout``: ``direct`` (batched text rollouts), ``agent_loop`` (veRL agent loop), or ``auto``
-        (the agent loop for multi-step envs, whose updates need per-token response masks)."""
-        mode = self.cfg.agent.get("rollout", "auto")
-        if mode == "auto":
-            return "agent_loop" if self.spec.env_class.multi_step else "direct"
-        if mode not in ("direct", "agent_loop"):
-            raise ValueError(f"agent.rollout must be auto, direct or agent_loop, got {mode!r}")
-        return mode
 
-    def _env_kwargs(self) -> dict[str, dict[str, Any]]:
-        """Env constructor options: ``benchmark.env_kwargs``, plus ``metric`` = ``reward.free_text_metric`` for
-        free-text envs."""
-        kwargs = dict(self.cfg.benchmark.get("env_kwargs") or {})
-        metric = self.cfg.reward.get("free_text_metric")
-        if metric and self.spec.env_class.action_kind == "free_text":
-            kwargs.setdefault("metric", metric)
-        return {self.spec.name: kwargs}
-
-    def _metrics_row(self, it, timing, records, rejected, trajs, p_hat, r_env_all, in_band, new_tasks,
-                     env_metrics, agent_metrics, env_tokens, agent_tokens) -> dict[str, Any]:
-        cur = self.cfg.curriculum
-        p_new = [p_hat[t.id] for t in new_tasks]
-        p_all = list(p_hat.values())
-        hist, _ = np.histogram(p_all, bins=P_HAT_BINS)
-        gen_time = timing["env_generation"]
-        roll_time = timing["agent_rollout"]
-        row: dict[str, Any] = {
-            "iteration": it,
-            "gen/generated": len(records), "gen/admitted": len(new_tasks), "gen/rejected": sum(rejected.values()),
-            **{f"gen/rejected/{k}": v for k, v in sorted(rejected.items())},
-            "agent/reward_mean": float(np.mean([t.reward for t in trajs])) if trajs else 0.0,
-            "agent/success_rate": float(np.mean([t.success for t in trajs])) if trajs else 0.0,
-            "agent/tasks": len(p_hat), "agent/rollouts": len(trajs),
-            "p_hat/mean": float(np.mean(p_all)) if p_all else 0.0,
-            "p_hat/histogram": hist.tolist(),
-            "p_hat/generated": p_new,
-            "p_hat/in_band_share": float(np.mean(difficulty_filter(np.array(p_all), cur.alpha, cur.k_min)))
-            if p_all else 0.0,
-            "r_env/mean": float(np.mean(r_env_all)) if r_env_all else 0.0,
-            "r_env/mean_admitted": float(np.mean([x for x, r in zip(r_env_all, records) if r["task"] is not None]))
-            if new_tasks else 0.0,
-            "r_env/in_band": int(sum(in_band)),
-            "pool/size": len(self.pool), **{f"pool/{k}": v for k, v in self.pool.counts().items()},
-            **{f"time/{k}": v for k, v in timing.items()},
-            "tokens_per_second/env": env_tokens / gen_time if gen_time > 0 else 0.0,
-            "tokens_per_second/agent": agent_tokens / roll_time if roll_time > 0 else 0.0,
-            **{f"agent_update/{k}": v for k, v in agent_metrics.items()},
-            **{f"env_update/{k}": v for k, v in env_metrics.items()},
-            "weights/agent_delta": abs(self.backend.fingerprint("agent") - self.initial_fingerprint["agent"]),
-            "weights/env_delta": abs(self.backend.fingerprint("env") - self.initial_fingerprint["env"]),
-        }
-        return row
-
-    def _write_generations(self, it: int, records, p_hat: dict[str, float], r_env_all: list[float]) -> None:
-        """Append every generation of iteration ``it`` to ``generations.jsonl`` (text, verdict, p̂, R_env)."""
-        with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
-            for r, r_env in zip(records, r_env_all):
-                task, rej = r["task"], r["rejection"]
-                fh.write(json.dumps({
-                    "iteration": it, "prompt_index": r["prompt_index"], "text": r["generation"].text,
-                    "admitted": task is not None, "task_id": task.id if task else None,
-                    "rejection": rej.reason if rej else None, "detail": rej.detail if rej else None,
-                    "p_hat": p_hat.get(task.id) if task else None, "r_env": r_env}, ensure_ascii=False) + "\n")
-
-    def _write_metrics(self, row: dict[str, Any]) -> None:
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, default=float) + "\n")
-        if self.cfg.get("tensorboard", True):
-            if self.tb is None:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(self.run_dir / "tensorboard"))
-            for k, v in row.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    self.tb.add_scalar(k, v, row["iteration"])
-            if row["p_hat/histogram"]:
-                values = np.repeat((P_HAT_BINS[:-1] + P_HAT_BINS[1:]) / 2, row["p_hat/histogram"])
-                if len(values):
-                    self.tb.add_histogram("p_hat", values, row["iteration"])
-            self.tb.flush()
-
-
-def build_backend(cfg):
-    """The back-end named by ``cfg.engine``: ``local`` (:class:`~genenv.trainer.backend.LocalBackend`) or
-    ``verl_ray`` (:class:`~genenv.trainer.verl_ray.VerlRayBackend`, imported only then).
-
-    Raises:
-        ValueError: an unknown engine.
-        RuntimeError: ``verl_ray`` without the GPUs its resource pools need (before any worker starts).
-    """
-    from genenv.trainer.backend import LocalBackend, RoleConfig
-
-    if cfg.engine == "verl_ray":
-        from genenv.trainer.verl_ray import build_verl_ray_backend
-
-        return build_verl_ray_backend(cfg)
-    if cfg.engine != "local":
-        raise ValueError(f"engine {cfg.engine!r} is not available; choose local or verl_ray")
-    roles = {role: RoleConfig(**dict(cfg[role].policy)) for role in ("agent", "env")}
-    device = cfg.device
-    if device == "auto":  # one GPU when present, else the CPU
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return LocalBackend(roles, device=device, autocast_dtype=cfg.get("autocast_dtype"), threads=cfg.get("threads"))
-
-
-def _jsonable(state):
-    return [list(x) if isinstance(x, tuple) else x for x in state]
-
-
-def _tupled(state):
-    return tuple(tuple(x) if isinstance(x, list) else x for x in state)
-
-
-def _to_yaml(cfg) -> str:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_yaml(cfg, resolve=True)
+def agent_samples(trajectories: list[Trajectory]) -> list[Sample]:
+    """The agent's update samples: each episode's sequences (:meth:`Trajectory.segments`), rewarded with its
+    return, grouped by task, one episode counted once."""
+    samples = []
+    for t in trajectories:
+        episode = f"{t.task.id}#{t.sample_index}"
+        for seg in t.segments():
+            samples.append(Sample(seg.prompt_ids, seg.response_ids, t.reward, t.task.id,
+                                  response_mask=seg.response_mask, episode=episode))
+    return samples

@@ -1,0 +1,212 @@
+"""The ALFWorld engine: one TextWorld PDDL game with ALFWorld's own wrappers, instances reused across episodes, the
+game a task is played on, and game records (a walkthrough replayed once and cached).
+
+Engine: ``alfworld==0.4.2`` (Shridhar et al. 2021) over ``textworld``'s PDDL back-end
+(``textworld.envs.pddl.PddlEnv``, planning and state updates in ``fast-downward-textworld``), with ALFWorld's
+wrappers ``AlfredDemangler(shuffle=False)`` and ``AlfredInfos`` exactly as ALFWorld's ``AlfredTWEnv`` plays its
+text games.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from genenv.benchmarks.alfworld.files import read_game
+from genenv.benchmarks.alfworld.goals import with_goal
+from genenv.envs.data import cache_dir
+from genenv.envs.task import Task
+from genenv.envs.text_games import match_command
+
+RECORD_VERSION = 1
+
+
+def game_data(task: Task) -> dict[str, Any]:
+    """The game a task is played on: its file's content, with the goal replaced for environment-generated goals
+    (``metadata["goal_override"]``, see :func:`genenv.benchmarks.alfworld.goals.with_goal`)."""
+    data = read_game(task.metadata["game_file"])
+    override = task.metadata.get("goal_override")
+    if override:
+        data = with_goal(data, override)
+    data["walkthrough"] = list(task.metadata["walkthrough"])
+    return data
+
+
+# ----- the engine -----
+_translate_lock = threading.Lock()
+
+
+def _memoise_translation() -> None:
+    """Memoise ``fast_downward.pddl2sas`` (PDDL → SAS translation, a pure function of its arguments).
+
+    TextWorld's PDDL back-end translates the game's problem twice on every ``load`` *and* every ``reset``
+    (``textworld.envs.pddl.logic.PddlState``), ~0.5-1 s of Python each time; memoised, a reset of an already seen
+    game takes ~0.1 s (measured). The translated task is only read afterwards, so sharing it is safe.
+    """
+    import functools
+
+    import fast_downward
+
+    with _translate_lock:
+        if not hasattr(fast_downward.pddl2sas, "cache_info"):
+            fast_downward.pddl2sas = functools.lru_cache(maxsize=128)(fast_downward.pddl2sas)
+
+
+class ALFWorldGame:
+    """One TextWorld PDDL game instance (one copy of fast-downward's library), loaded with ALFWorld's wrappers.
+
+    Methods return ``(feedback, admissible commands, won)``. Not thread-safe: one episode at a time. Instances
+    are reused through :func:`acquire_game` / :func:`release_game` rather than discarded: each holds a copy of
+    fast-downward's shared library that is never unloaded (unloading copies and loading new ones crashed the
+    process here).
+
+    Raises (from its methods):
+        ImportError: ``alfworld`` / ``textworld`` / ``fast-downward-textworld`` are not installed.
+    """
+
+    def __init__(self):
+        try:
+            import textworld
+            from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+            from textworld.envs.pddl import PddlEnv
+        except ImportError as exc:
+            raise ImportError("genenv/ALFWorld-v0 needs `pip install alfworld==0.4.2` (it builds "
+                              "fast-downward-textworld from source: g++, cmake and make)") from exc
+        _memoise_translation()
+        infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+        env = PddlEnv(infos)
+        for wrapper in (AlfredDemangler(shuffle=False), AlfredInfos):  # as in alfworld's AlfredTWEnv
+            env = wrapper(env)
+        self.env = env
+        self.loaded: str | None = None
+
+    def load(self, key: str, data: dict[str, Any] | str) -> None:
+        """Load a game (a file path, or a game dict for generated goals) unless ``key`` is already loaded."""
+        if self.loaded != key:
+            self.loaded = None
+            self.env.load(data)
+            self.loaded = key
+
+    def reset(self) -> tuple[str, list[str], bool]:
+        """Restart the loaded game."""
+        state = self.env.reset()
+        return state.feedback, list(state["admissible_commands"]), bool(state["won"])
+
+    def step(self, command: str) -> tuple[str, list[str], bool]:
+        """Play one command (TextWorld answers "Nothing happens." to a command it does not know)."""
+        state, _, _ = self.env.step(command)
+        return state.feedback, list(state["admissible_commands"]), bool(state["won"])
+
+    def plan(self) -> list[str]:
+        """fast-downward's plan from the current state to the goal (ALFWorld's planner expert); ``[]`` if the
+        planner finds none."""
+        pddl_env = self.env.unwrapped
+        return list(pddl_env._pddl_state.replan(pddl_env._entity_infos))
+
+    def facts(self) -> list[Any]:
+        """The current state's facts (``textworld.logic.Proposition`` over the game's object ids)."""
+        return list(self.env.unwrapped._pddl_state.facts)
+
+
+_free_games: list[ALFWorldGame] = []
+_games_lock = threading.Lock()
+
+
+def acquire_game(key: str | None = None) -> ALFWorldGame:
+    """A game instance for one episode: a released one (preferably one with game ``key`` loaded), else a new one."""
+    with _games_lock:
+        for i, game in enumerate(_free_games):
+            if game.loaded == key:
+                return _free_games.pop(i)
+        if _free_games:
+            return _free_games.pop()
+    return ALFWorldGame()
+
+
+def release_game(game: ALFWorldGame) -> None:
+    """Return a game instance for reuse (its loaded game stays loaded)."""
+    with _games_lock:
+        _free_games.append(game)
+
+
+_shared_game: ALFWorldGame | None = None
+shared_lock = threading.RLock()
+"""Held while the process-wide game (:func:`shared_game`) plays: records and goal validation."""
+
+
+def shared_game() -> ALFWorldGame:
+    """The process-wide game instance used for records and goal validation; hold :data:`shared_lock` while
+    using it."""
+    global _shared_game
+    with shared_lock:
+        if _shared_game is None:
+            _shared_game = ALFWorldGame()
+        return _shared_game
+
+
+def game_key(game_file: str | Path, goal_override: dict[str, str] | None = None) -> str:
+    """Identity of a playable game: the game file's path, plus the goal for environment-generated goals."""
+    return f"{game_file}#{json.dumps(goal_override, sort_keys=True)}" if goal_override else str(game_file)
+
+
+def load_task_game(game: ALFWorldGame, task: Task) -> None:
+    """Load ``task``'s game into ``game`` (by file for seed games, as a dict for generated goals); a no-op when
+    that game is already loaded."""
+    meta = task.metadata
+    key = game_key(meta["game_file"], meta.get("goal_override"))
+    game.load(key, game_data(task) if meta.get("goal_override") else meta["game_file"])
+
+
+# ----- game records -----
+def record_key(task: Task) -> str:
+    """Cache key of a task's game record: sha1 of the game file's bytes, the goal override and the gold walkthrough."""
+    meta = task.metadata
+    digest = hashlib.sha1(Path(meta["game_file"]).read_bytes())
+    digest.update(json.dumps([meta.get("goal_override"), meta["walkthrough"]], sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+_records: dict[str, dict[str, Any]] = {}
+
+
+def game_record(task: Task) -> dict[str, Any]:
+    """The expert walkthrough of ``task``'s game replayed once: ``intro`` (first observation's text),
+    ``admissible`` (``len(walkthrough) + 1`` lists: before each step and after the last), ``feedback``
+    (``len(walkthrough)`` texts), ``won`` (per step) and ``inadmissible`` (walkthrough commands that were not
+    admissible when played; empty for every real game). Cached in memory and on disk
+    (``$GENENV_CACHE/alfworld/<key>.json``); a cache miss costs one game load + replay (~1-3 s).
+    """
+    key = record_key(task)
+    if key in _records:
+        return _records[key]
+    path = cache_dir() / "alfworld" / f"{key}.json"
+    record = None
+    if path.is_file():
+        try:
+            record = json.loads(path.read_text())
+            if record.get("version") != RECORD_VERSION:
+                record = None
+        except (OSError, json.JSONDecodeError):
+            record = None
+    if record is None:
+        with shared_lock:
+            game = shared_game()
+            load_task_game(game, task)
+            intro, admissible, _ = game.reset()
+            record = {"version": RECORD_VERSION, "intro": intro, "admissible": [admissible], "feedback": [],
+                      "won": [], "inadmissible": []}
+            for command in task.metadata["walkthrough"]:
+                if match_command(command, admissible) is None:
+                    record["inadmissible"].append(command)
+                feedback, admissible, won = game.step(command)
+                record["feedback"].append(feedback)
+                record["admissible"].append(admissible)
+                record["won"].append(won)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(path)
+    _records[key] = record
+    return record

@@ -1,0 +1,197 @@
+"""ALFWorld spec: the official episodic success rate and the paper's single-step protocol, labelled, and
+environment-generated goals admitted only when ALFWorld's planner solves them.
+
+Evaluation units (``genenv-eval --benchmarks alfworld``): for each validation split (``valid_unseen``, then
+``valid_seen``; loader option ``splits``) the episodic protocol (success rate overall and per task type, mean
+goal-condition progress) and the single-step protocol (exact-match accuracy of the next expert command, overall
+and per task type); ``protocol`` keeps one of them. The headline beside the paper's ALFWorld column is the
+single-step accuracy on ``valid_unseen``: the paper evaluates "the official validation set with multi-turn tasks
+decomposed into single steps" without naming the subset.
+
+Generation: the environment policy sees real scenes (the object and receptacle types of a pool task's PDDL
+problem) and proposes a goal in ALFWorld's goal grammar, ``{"task_type", "object", "receptacle"}`` (``"toggle"``
+instead of ``"receptacle"`` for ``look_at_obj_in_light``), for the scene of the first task shown. It is admitted
+only if every name is in that scene, textworld loads the game with that goal (it fails on some impossible
+goals), the goal does not already hold, ALFWorld's planner (fast-downward through
+``textworld``) finds a plan within the step limit, and that plan, every command admissible, wins when replayed;
+the plan is the task's gold walkthrough.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any, Sequence
+
+from genenv.benchmarks.alfworld.env import ALFWorldEnv
+from genenv.benchmarks.alfworld.files import TASK_TYPES, read_game
+from genenv.benchmarks.alfworld.game import game_key, game_record, shared_game, shared_lock
+from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, goal_sentence, normalise_goal, plan_goal, scene_inventory,
+                                              with_goal)
+from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object, final_request, json_object
+from genenv.envs.task import Task
+
+ENGINE = "alfworld 0.4.2 / textworld 1.7.0"
+PROTOCOLS = {
+    "episodic": "ALFWorld official: success = TextWorld reports won within {max_steps} steps; " + ENGINE +
+                ", {split}, greedy, 1 episode per game",
+    "single_step": "GenEnv paper protocol: each expert-walkthrough step is a task (trajectory so far in, next "
+                   "expert command out), exact match among the admissible commands; " + ENGINE + ", {split}, greedy",
+}
+EVAL_SPLITS = ("valid_unseen", "valid_seen")
+
+
+class ALFWorldSpec(BenchmarkSpec):
+    """ALFWorld (Shridhar et al. 2021): six household task types in 274 validation games."""
+
+    name = "alfworld"
+    baseline_column = "alfworld"
+    paper_protocol = "ALFWorld official validation set, multi-turn tasks decomposed into single steps"
+    seed_options: dict[str, Any] = {"protocol": "episodic", "per_type": 10}
+    rejection_reasons = ("missing_fields", "no_parent", "unknown_task_type", "object_not_in_scene",
+                         "receptacle_not_in_scene", "engine_rejected", "already_satisfied", "unsolvable",
+                         "exceeds_step_limit",
+                         "gold_fails")
+    max_steps = ALFWorldEnv.default_max_steps
+
+    def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Episodic and single-step units for each split of ``options["splits"]`` (comma list; default both
+        validation splits); ``options["protocol"]`` keeps one protocol."""
+        splits = options.get("splits") or ",".join(EVAL_SPLITS)
+        if isinstance(splits, str):
+            splits = [s.strip() for s in splits.split(",") if s.strip()]
+        protocols = [options["protocol"]] if options.get("protocol") else ["episodic", "single_step"]
+        rest = {k: v for k, v in options.items() if k not in ("splits", "protocol")}
+        return [(f"alfworld/{s}/{p}", {**rest, "split": s, "protocol": p}) for s in splits for p in protocols]
+
+    def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
+        """Episodic: ``<unit>/success`` overall and per task type, ``<unit>/goal_progress``. Single-step:
+        ``<unit>/accuracy`` overall and per task type."""
+        if not trajectories:
+            return []
+        meta = trajectories[0].task.metadata
+        protocol = meta["protocol"]
+        label = PROTOCOLS[protocol].format(max_steps=trajectories[0].info.get("max_steps", "?"),
+                                           split=trajectories[0].task.split)
+        key = "success" if protocol == "episodic" else "accuracy"
+        by_type: dict[str, list[bool]] = defaultdict(list)
+        for t in trajectories:
+            by_type[t.task.metadata["task_type"]].append(bool(t.success))
+        n = len(trajectories)
+        out = [Metric(f"{unit}/{key}", sum(t.success for t in trajectories) / n, n, label)]
+        out += [Metric(f"{unit}/{tt}/{key}", sum(v) / len(v), len(v), label) for tt in TASK_TYPES
+                if (v := by_type.get(tt))]
+        if protocol == "episodic":
+            progress = [t.info.get("goal_progress", float(t.success)) for t in trajectories]
+            out.append(Metric(f"{unit}/goal_progress", sum(progress) / n, n,
+                              "mean share of the goal's fluent PDDL conditions met at the episode's end; " + label))
+        return out
+
+    def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """Single-step accuracy on valid_unseen (the paper's protocol), else the first single-step or episodic
+        overall metric."""
+        overall = [m for m in metrics if m.key.count("/") == 3]
+        for want in ("alfworld/valid_unseen/single_step/accuracy", "/single_step/accuracy", "/episodic/success"):
+            found = next((m for m in overall if m.key.endswith(want)), None)
+            if found:
+                return found
+        return None
+
+    # ----- generation -----
+    generation_system_prompt = (
+        "You write household tasks for a robot in ALFWorld scenes. A task is one goal of ALFWorld's goal grammar: "
+        "'task_type' is one of pick_and_place_simple (put an object in or on a receptacle), "
+        "look_at_obj_in_light (examine an object under a lamp: 'toggle' is DeskLamp or FloorLamp instead of "
+        "'receptacle'), pick_clean_then_place_in_recep (clean it in the sink first), pick_heat_then_place_in_recep "
+        "(heat it in the microwave first), pick_cool_then_place_in_recep (cool it in the fridge first), "
+        "pick_two_obj_and_place (two objects of that type). 'object' and 'receptacle' are type names from the "
+        'scene. Reply with exactly one JSON object {"task_type": ..., "object": ..., "receptacle": ...}.')
+
+    def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
+        """One branch per task type: ``{"task_type": <it>, "object": <an object type of the scene>,
+        "receptacle": <a receptacle type of the scene>}`` (``"toggle"``: a lamp of the scene, for
+        look_at_obj_in_light); the scene is ``seeds[0]``'s, the one the new goal is written for. ``None``
+        without seeds."""
+        if not seeds:
+            return None
+        inv = scene_inventory(read_game(seeds[0].metadata["game_file"]))
+        lamps = [o for o in inv["objects"] if o.endswith("Lamp")] or inv["objects"]
+        choices = {"object": inv["objects"], "receptacle": inv["receptacles"], "toggle": lamps}
+        return {"anyOf": [json_object({"task_type": {"const": tt}, **{slot: {"enum": choices[slot]}
+                                                                       for slot in GOAL_SLOTS[tt]}})
+                          for tt in TASK_TYPES]}
+
+    def demonstrable(self, task: Task) -> bool:
+        """Episodic tasks only (a goal is demonstrated with its scene)."""
+        return task.metadata.get("protocol") == "episodic"
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """The task's goal: ``{"task_type", "object", "receptacle" | "toggle"}``."""
+        goal = task.metadata["goal"]
+        return {"task_type": goal["task_type"], **{slot: goal[slot] for slot in GOAL_SLOTS[goal["task_type"]]}}
+
+    @staticmethod
+    def describe_scene(task: Task) -> str:
+        """One line naming the object and receptacle types of ``task``'s scene."""
+        inv = scene_inventory(read_game(task.metadata["game_file"]))
+        return f"Scene: objects {', '.join(inv['objects'])}; receptacles {', '.join(inv['receptacles'])}."
+
+    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float,
+                            feedback: str | None = None) -> list[dict[str, str]]:
+        """As :meth:`BenchmarkSpec.generation_messages`, each request naming its scene's types; the final
+        request asks for a new goal in the scene of ``seeds[0]`` (the parent the trainer records)."""
+        ask = "Write one new task for this scene as a single JSON object."
+        messages = [{"role": "system", "content": self.generation_system_prompt}]
+        for seed in seeds:
+            messages += [{"role": "user", "content": f"{self.describe_scene(seed)} {ask}"},
+                         {"role": "assistant", "content": json.dumps(self.as_generation(seed))}]
+        scene = self.describe_scene(seeds[0]) if seeds else ""
+        messages.append({"role": "user", "content": final_request(f"{scene} {ask}".strip(), p_hat, alpha, feedback)})
+        return messages
+
+    def skill_of(self, task: Task) -> str:
+        """The task type (ALFWorld's six goal templates)."""
+        return task.metadata.get("task_type", "")
+
+    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+        """Strict JSON; a goal of the grammar over the parent's scene; planner-solvable within
+        :attr:`max_steps`; the plan replays to a win with every command admissible (see module docstring)."""
+        obj = extract_json_object(text)
+        if isinstance(obj, Rejection):
+            return obj
+        if parent is None:
+            return Rejection("no_parent", "a generated goal needs the scene of a pool task")
+        data = read_game(parent.metadata["game_file"])
+        try:
+            goal = normalise_goal(obj, scene_inventory(data))
+        except ValueError as exc:
+            return Rejection(*exc.args)
+        try:
+            with shared_lock:
+                plan, won = plan_goal(shared_game(), game_key(parent.metadata["game_file"], goal),
+                                      with_goal(data, goal))
+        except Exception as exc:  # noqa: BLE001 - textworld fails to load some impossible goals (KeyError 'val1')
+            return Rejection("engine_rejected", f"textworld could not load the goal: {type(exc).__name__} {exc}"[:200])
+        if won:
+            return Rejection("already_satisfied", "the goal holds before any command")
+        if not plan:
+            return Rejection("unsolvable", "ALFWorld's planner finds no plan for this goal in this scene")
+        if len(plan) > self.max_steps:
+            return Rejection("exceeds_step_limit", f"the plan has {len(plan)} steps > {self.max_steps}")
+        scene = parent.metadata["goal"].get("scene", "")
+        task = Task(id=task_id, benchmark=self.name, split="generated",
+                    prompt=f"Your task is to: {goal_sentence(goal)}",
+                    gold=plan, action_kind="structured", origin="generated", parent_id=parent.id,
+                    generation_step=step,
+                    metadata={"protocol": "episodic", "task_type": goal["task_type"], "goal": {**goal, "scene": scene},
+                              "game_file": parent.metadata["game_file"], "walkthrough": plan, "goal_override": goal})
+        record = game_record(task)
+        if record["inadmissible"] or not (record["won"] and record["won"][-1]):
+            return Rejection("gold_fails", "the planner's plan does not win when replayed "
+                                           f"(inadmissible: {record['inadmissible'][:2]})")
+        return task
+
+    def duplicate_key(self, task: Task) -> tuple:
+        """The same goal in the same game (other scenes or goals are different tasks)."""
+        goal, meta = task.metadata["goal"], task.metadata
+        return (meta["game_file"], meta["protocol"], meta.get("step"),
+                *(goal.get(k, "") for k in ("task_type", "object", "receptacle", "toggle")))

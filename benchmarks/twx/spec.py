@@ -1,0 +1,148 @@
+"""TextWorldExpress spec: success rate per game, and environment-generated games validated by the engine.
+
+The environment policy proposes a game as ``{"game", "params", "seed"}``; the engine itself validates the
+proposal by generating the game (it rejects unknown games, unknown parameters and out-of-range values with its
+own message), and the proposal is admitted only if TWX's gold action sequence fits in the env's step limit and
+replays to a win. Seeds must come from TWX's train fold (0-999), so a generated game never coincides with a
+test or dev game. The worked example of ``docs/adding-an-env.md``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object, json_object
+from genenv.envs.task import Task
+from genenv.benchmarks.twx.env import (
+    FOLD_SEEDS,
+    GAMES,
+    TextWorldExpressEnv,
+    make_task,
+    params_dict,
+)
+
+PROTOCOL = "TextWorldExpress 1.1.0, {split} fold seeds, win within {max_steps} steps, greedy, 1 episode per game"
+PARAM_RANGES = {  # the sizes the environment policy may set, per game (inclusive ranges the engine accepts)
+    "coin": {"numLocations": (1, 11), "numDistractorItems": (0, 10), "includeDoors": (0, 1)},
+    "cookingworld": {"numLocations": (1, 11), "numIngredients": (1, 5), "numDistractorItems": (0, 10),
+                     "includeDoors": (0, 1), "limitInventorySize": (0, 1)},
+    "twc": {"numLocations": (1, 3), "numItemsToPutAway": (1, 10), "includeDoors": (0, 1),
+            "limitInventorySize": (0, 1)},
+}
+
+
+class TWXSpec(BenchmarkSpec):
+    """TextWorldExpress (Jansen & Côté 2022): CookingWorld, TextWorld Commonsense, Coin Collector, ..."""
+
+    name = "twx"
+    baseline_column = ""  # not in the GenEnv paper's Table 1
+    paper_protocol = "not in the GenEnv paper"
+    seed_options: dict[str, Any] = {"games": "coin", "episodes": 40}
+    rejection_reasons = ("missing_fields", "unknown_game", "bad_params", "seed_outside_train_fold",
+                         "engine_rejected", "exceeds_step_limit", "gold_fails")
+    max_steps = TextWorldExpressEnv.default_max_steps
+
+    def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """One unit per game (``options["games"]``: a comma list; default coin, cookingworld, twc)."""
+        games = options.get("games") or "coin,cookingworld,twc"
+        if isinstance(games, str):
+            games = [g.strip() for g in games.split(",") if g.strip()]
+        rest = {k: v for k, v in options.items() if k != "games"}
+        return [(f"twx/{g}", {**rest, "games": g}) for g in games]
+
+    def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
+        """``<unit>/success`` (win rate) and ``<unit>/score`` (TWX's normalised score at the episode's end)."""
+        n = len(trajectories)
+        if n == 0:
+            return []
+        split = trajectories[0].task.metadata.get("fold", "test")
+        protocol = PROTOCOL.format(split=split, max_steps=trajectories[0].info.get("max_steps", "?"))
+        success = sum(t.success for t in trajectories) / n
+        score = sum(t.info.get("score", 0.0) for t in trajectories) / n
+        return [Metric(f"{unit}/success", success, n, f"success rate, {protocol}"),
+                Metric(f"{unit}/score", score, n, f"mean final game score (partial progress), {protocol}")]
+
+    def headline(self, metrics: Sequence[Metric]) -> Metric | None:
+        """``twx/success``: the episode-weighted success rate over the evaluated games."""
+        wins = [m for m in metrics if m.key.endswith("/success")]
+        n = sum(m.n for m in wins)
+        if not n:
+            return None
+        protocol = "success rate over " + ", ".join(m.key.split("/")[1] for m in wins) + "; " + \
+            wins[0].protocol.split(", ", 1)[1]
+        return Metric("twx/success", sum(m.value * m.n for m in wins) / n, n, protocol)
+
+    generation_system_prompt = (
+        "You design text-game levels for an agent. A level is a TextWorldExpress game: 'game' is one of "
+        f"{', '.join(PARAM_RANGES)}; 'params' sets its size ("
+        + "; ".join(f"{game}: " + ", ".join(f"{k} {lo}-{hi}" for k, (lo, hi) in ranges.items())
+                    for game, ranges in PARAM_RANGES.items())
+        + "); 'seed' is an integer from 0 to 999. More locations, items and doors make "
+        'a level harder. Reply with exactly one JSON object {"game": ..., "params": {...}, "seed": ...}.')
+
+    def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
+        """One branch per game of :data:`PARAM_RANGES`: ``{"game", "params": {name: integer in range, ...},
+        "seed": train-fold integer}`` (params optional, in the table's order)."""
+        train = FOLD_SEEDS["train"]
+        return {"anyOf": [json_object({
+            "game": {"const": game},
+            "params": json_object({k: {"type": "integer", "minimum": lo, "maximum": hi}
+                                   for k, (lo, hi) in ranges.items()}, optional=tuple(ranges)),
+            "seed": {"type": "integer", "minimum": train.start, "maximum": train.stop - 1}})
+            for game, ranges in PARAM_RANGES.items()]}
+
+    def skill_of(self, task: Task) -> str:
+        """The game."""
+        return task.metadata.get("game", "")
+
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``{"game", "params", "seed"}`` (params in :data:`PARAM_RANGES` order)."""
+        meta = task.metadata
+        order = list(PARAM_RANGES.get(meta["game"], {}))
+        params = dict(sorted(meta["params"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order
+                             else len(order)))
+        return {"game": meta["game"], "params": params, "seed": meta["seed"]}
+
+    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+        """Strict JSON; a known game, integer params, a train-fold seed; the engine generates the game; its gold
+        sequence fits in :attr:`max_steps` and replays to a win."""
+        obj = extract_json_object(text)
+        if isinstance(obj, Rejection):
+            return obj
+        game, params, seed = obj.get("game"), obj.get("params", {}), obj.get("seed")
+        if not isinstance(game, str) or seed is None:
+            return Rejection("missing_fields", "needs 'game' (string), 'params' (object) and 'seed' (integer)")
+        if game not in GAMES:
+            return Rejection("unknown_game", game[:40])
+        try:
+            params = params_dict(params)
+        except ValueError as exc:
+            return Rejection("bad_params", str(exc))
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed not in FOLD_SEEDS["train"]:
+            return Rejection("seed_outside_train_fold", f"seed {seed!r} is not in 0..999")
+        try:
+            task = make_task(game, params, "train", seed, task_id=task_id, split="generated", origin="generated",
+                             parent_id=parent.id if parent else None, generation_step=step)
+        except ValueError as exc:  # the engine's own validation message
+            return Rejection("engine_rejected", str(exc).strip()[:200])
+        if len(task.gold) > self.max_steps:
+            return Rejection("exceeds_step_limit", f"gold sequence has {len(task.gold)} steps > {self.max_steps}")
+        if not gold_wins(task):
+            return Rejection("gold_fails", "the engine's gold sequence does not win")
+        return task
+
+    def duplicate_key(self, task: Task) -> tuple:
+        """The same game, parameters, fold and seed (different seeds are different games)."""
+        meta = task.metadata
+        return meta["game"], tuple(sorted(meta["params"].items())), meta["fold"], meta["seed"]
+
+
+def gold_wins(task: Task, max_steps: int | None = None) -> bool:
+    """Play ``task``'s gold sequence through the env; ``True`` if it wins."""
+    env = TextWorldExpressEnv(tasks=[task], max_steps=max_steps or max(len(task.gold), 1))
+    env.reset(options={"task_index": 0})
+    info: dict[str, Any] = {}
+    for command in task.gold:
+        _, _, terminated, truncated, info = env.step(env.parse_action(command))
+        if terminated or truncated:
+            break
+    return bool(info.get("success"))

@@ -1,0 +1,189 @@
+"""Playing many episodes at once: in this process, or spread over worker processes.
+
+The lock-step episode loop (:func:`genenv.trainer.rollout.episodes.play_episodes`) opens one episode per (task,
+rollout) and, every round, steps all unfinished episodes with the texts the policy generated. :class:`LocalEpisodes`
+does that in this process (one env instance per episode). :class:`ProcessEpisodes` does it in ``workers`` worker
+processes (``multiprocessing`` with the ``spawn`` start method, like ``gymnasium.vector.AsyncVectorEnv``): the
+episodes are spread over the workers, and one round sends each worker its share of the actions at once, so the
+workers step in parallel. Engines whose step is CPU-heavy Python (ALFWorld: TextWorld's PDDL translation on
+reset, 50-300 ms per step) gain up to ``workers``-fold; ``workers`` is the CPU budget and is never exceeded
+(capped at ``os.cpu_count()``). A worker that played ``recycle_after`` episodes is replaced once its episodes
+are closed (ALFWorld's engine leaks memory across many games in one process).
+
+Episodes are text-level: each env is opened with :func:`~genenv.envs.wrappers.make_text_env` (model text in,
+the next turn's prompt in ``info["messages"]``); ``open`` returns ``(observation, info)`` of ``env.reset`` and
+``step`` takes model text.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import traceback
+from typing import Any, Sequence
+
+from genenv.envs.task import Task
+
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+def _make(task: Task, env_kwargs: dict[str, Any] | None):
+    from genenv.envs.wrappers import make_text_env
+
+    return make_text_env([task], env_kwargs)
+
+
+class LocalEpisodes:
+    """Episodes in this process: one env instance each (see module docstring)."""
+
+    def __init__(self):
+        self.envs: dict[int, Any] = {}
+
+    def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
+        """Create and reset one env per ``(episode id, task, env kwargs)``; returns each ``reset`` output."""
+        out = []
+        for eid, task, kwargs in items:
+            env = self.envs[eid] = _make(task, kwargs)
+            out.append(env.reset(options={"task_id": task.id}))
+        return out
+
+    def step(self, items: Sequence[tuple[int, str]]) -> list[StepResult]:
+        """One ``step(text)`` per ``(episode id, text)``."""
+        return [self.envs[eid].step(text) for eid, text in items]
+
+    def close(self, eid: int) -> None:
+        """Close and forget one episode's env."""
+        env = self.envs.pop(eid, None)
+        if env is not None:
+            env.close()
+
+    def shutdown(self) -> None:
+        """Close every env."""
+        for eid in list(self.envs):
+            self.close(eid)
+
+
+def _worker(conn) -> None:
+    """Worker loop: ``("open", [(eid, task_json, kwargs)])``, ``("step", [(eid, text)])``, ``("close", eid)``,
+    ``("quit",)``; answers ``("ok", result)`` or ``("error", traceback text)``."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    local = LocalEpisodes()
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        kind = msg[0]
+        try:
+            if kind == "quit":
+                local.shutdown()
+                conn.send(("ok", None))
+                break
+            if kind == "open":
+                result = local.open([(eid, Task.from_json(tj), kw) for eid, tj, kw in msg[1]])
+            elif kind == "step":
+                result = local.step(msg[1])
+            elif kind == "close":
+                result = local.close(msg[1])
+            else:
+                raise ValueError(f"unknown worker command {kind!r}")
+            conn.send(("ok", result))
+        except Exception:  # noqa: BLE001 - the parent re-raises with the worker's traceback
+            conn.send(("error", traceback.format_exc()))
+
+
+class ProcessEpisodes:
+    """Episodes spread over worker processes (see module docstring).
+
+    Args:
+        workers: the CPU budget: worker processes at most (capped at ``os.cpu_count()``; at least 1).
+        recycle_after: replace a worker once it has played this many episodes and has none open (``None``: never).
+    Raises (from its methods):
+        RuntimeError: a worker failed; the message carries the worker's traceback.
+    """
+
+    def __init__(self, workers: int, recycle_after: int | None = 200):
+        self.size = max(1, min(int(workers), os.cpu_count() or 1))
+        self.recycle_after = recycle_after
+        self._ctx = mp.get_context("spawn")
+        self._workers: list[dict[str, Any]] = [self._spawn() for _ in range(self.size)]
+        self._where: dict[int, int] = {}  # episode id → worker index
+
+    def _spawn(self) -> dict[str, Any]:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker, args=(child,), daemon=True)
+        proc.start()
+        child.close()
+        return {"proc": proc, "conn": parent, "open": 0, "played": 0}
+
+    def _call_many(self, batches: dict[int, tuple]) -> dict[int, Any]:
+        """Send one message per worker, then collect the answers (the workers run concurrently)."""
+        for w, msg in batches.items():
+            self._workers[w]["conn"].send(msg)
+        out, errors = {}, []
+        for w in batches:
+            status, result = self._workers[w]["conn"].recv()
+            if status == "error":
+                errors.append(result)
+            out[w] = result
+        if errors:
+            raise RuntimeError("an env worker failed:\n" + errors[0])
+        return out
+
+    def processes(self) -> list[Any]:
+        """The live worker processes (never more than :attr:`size`)."""
+        return [w["proc"] for w in self._workers if w["proc"].is_alive()]
+
+    def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
+        """Open episodes on the least-loaded workers; returns each ``reset`` output in input order."""
+        batches: dict[int, list] = {}
+        order = []
+        for eid, task, kwargs in items:
+            w = min(range(self.size), key=lambda i: (self._workers[i]["open"], i))
+            self._workers[w]["open"] += 1
+            self._workers[w]["played"] += 1
+            self._where[eid] = w
+            batches.setdefault(w, []).append((eid, task.to_json(), kwargs))
+            order.append((w, len(batches[w]) - 1))
+        results = self._call_many({w: ("open", b) for w, b in batches.items()})
+        return [results[w][i] for w, i in order]
+
+    def step(self, items: Sequence[tuple[int, str]]) -> list[StepResult]:
+        """Step each ``(episode id, text)``; every worker steps its share in parallel. Results in input order."""
+        batches: dict[int, list] = {}
+        order = []
+        for eid, text in items:
+            w = self._where[eid]
+            batches.setdefault(w, []).append((eid, text))
+            order.append((w, len(batches[w]) - 1))
+        results = self._call_many({w: ("step", b) for w, b in batches.items()})
+        return [results[w][i] for w, i in order]
+
+    def close(self, eid: int) -> None:
+        """Close one episode; a worker past ``recycle_after`` episodes with none open is replaced."""
+        w = self._where.pop(eid)
+        self._call_many({w: ("close", eid)})
+        worker = self._workers[w]
+        worker["open"] -= 1
+        if self.recycle_after and worker["open"] == 0 and worker["played"] >= self.recycle_after:
+            self._stop(worker)
+            self._workers[w] = self._spawn()
+
+    def _stop(self, worker: dict[str, Any]) -> None:
+        with contextlib.suppress(EOFError, OSError):  # a worker that already died has closed its pipe: join it
+            worker["conn"].send(("quit",))
+            worker["conn"].recv()
+        worker["proc"].join(timeout=10)
+        if worker["proc"].is_alive():
+            worker["proc"].terminate()
+
+    def shutdown(self) -> None:
+        """Stop every worker."""
+        for worker in self._workers:
+            self._stop(worker)
+        self._workers = []
+
+
+def episode_runner(workers: int | None) -> LocalEpisodes | ProcessEpisodes:
+    """:class:`ProcessEpisodes` with ``workers`` processes when ``workers`` ≥ 1, else :class:`LocalEpisodes`."""
+    return ProcessEpisodes(workers) if workers and workers >= 1 else LocalEpisodes()

@@ -1,0 +1,29 @@
+"""Gymnasium wrappers over the benchmark envs, one per module: model text to actions
+(:class:`TextActionWrapper`) and the prompt of each turn (:class:`PromptWindow`); :func:`make_text_env` stacks
+both, the way every episode loop opens an env."""
+from __future__ import annotations
+
+from typing import Any
+
+from genenv.envs.task import Task
+from genenv.envs.wrappers.prompt_window import PromptWindow
+from genenv.envs.wrappers.text_action import TextActionWrapper
+
+
+def make_text_env(tasks: list[Task], env_kwargs: dict[str, Any] | None = None) -> PromptWindow:
+    """The env of ``tasks``' benchmark (all tasks of one benchmark) over ``tasks``, taking model text
+    (:class:`TextActionWrapper`) and showing each turn's prompt in ``info["messages"]`` (:class:`PromptWindow`).
+
+    Raises:
+        KeyError: unknown benchmark. ValueError: ``tasks`` is empty or mixes benchmarks.
+    """
+    from genenv.envs.registry import env_entry
+
+    benchmarks = {t.benchmark for t in tasks}
+    if len(benchmarks) != 1:
+        raise ValueError(f"make_text_env needs the tasks of one benchmark, got {sorted(benchmarks) or 'none'}")
+    env_class = env_entry(benchmarks.pop()).env_class
+    return PromptWindow(TextActionWrapper(env_class(tasks=list(tasks), **(env_kwargs or {}))))
+
+
+__all__ = ["PromptWindow", "TextActionWrapper", "make_text_env"]

@@ -1,0 +1,171 @@
+"""The ``local`` engine: both policies in this process with transformers, on the CPU or one GPU.
+
+:class:`LocalBackend` implements :class:`~genenv.trainer.engines.base.Backend`. It holds both policies in one process
+with transformers: float32 master weights (bf16 updates of size lr·g ≈ 1e-6 would round away); where the device
+computes bfloat16 natively (``autocast_dtype: auto``), a bf16 sampling copy per role refreshed after each update
+and bf16 autocast for the log-prob and gradient passes, else float32 throughout; a frozen reference copy per role
+for the KL leash (or, with LoRA, the base model under ``disable_adapter``); AdamW.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from genenv.envs.task import Task
+from genenv.trainer.rollout.episodes import Trajectory, play_episodes
+from genenv.trainer.rollout.policies import TransformersPolicy
+from genenv.trainer.updates import Sample, policy_update
+
+@dataclass
+class RoleConfig:
+    """Settings of one role: ``model`` (SmolLM2 alias or HF folder), ``lr``, ``kl_coef``, ``clip_ratio``,
+    ``ppo_epochs``, ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``."""
+
+    model: str = "smollm2"
+    lr: float = 1e-6
+    kl_coef: float = 0.001
+    clip_ratio: float = 0.2
+    ppo_epochs: int = 1
+    micro_batch_size: int = 4
+    max_grad_norm: float = 1.0
+    lora_r: int = 0
+    lora_alpha: int = 32
+    gen_batch_size: int = 16
+
+
+class LocalBackend:
+    """Both policies in this process (CPU by default, one GPU with ``device="cuda"``).
+
+    Args:
+        roles: ``{"agent": RoleConfig, "env_policy": RoleConfig}``.
+        device: ``"cpu"`` or ``"cuda"``.
+        autocast_dtype: ``"auto"`` (default: bfloat16 where the device computes it natively, else float32;
+            :func:`~genenv.trainer.rollout.models.resolve_dtype`), ``"bfloat16"``, or ``None`` / ``"float32"`` for
+            pure float32.
+        threads: torch intra-op threads on CPU (both roles share them; they never run at the same time).
+    """
+
+    def __init__(self, roles: dict[str, RoleConfig], device: str = "cpu", autocast_dtype: str | None = "auto",
+                 threads: int | None = None):
+        from genenv.trainer.rollout.models import resolve_dtype
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.roles = roles
+        self.device = device
+        dtype = resolve_dtype(autocast_dtype, device)
+        self.autocast_dtype = None if dtype == "float32" else dtype
+        self.models: dict[str, Any] = {}
+        self.refs: dict[str, Any] = {}
+        self.tokenizers: dict[str, Any] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.policies: dict[str, TransformersPolicy] = {}
+        self.rollout_models: dict[str, Any] = {}
+        for role, rc in roles.items():
+            self._build(role, rc, weights=None)
+
+    def _build(self, role: str, rc: RoleConfig, weights: Path | None) -> None:
+        from transformers import AutoModelForCausalLM
+
+        from genenv.trainer.rollout.models import load_model_and_tokenizer
+
+        base, tok = load_model_and_tokenizer(rc.model, dtype="float32", device=self.device)
+        if rc.lora_r > 0:
+            from peft import LoraConfig, PeftModel, get_peft_model
+
+            if weights is not None:
+                model = PeftModel.from_pretrained(base, str(weights), is_trainable=True)
+            else:
+                model = get_peft_model(base, LoraConfig(r=rc.lora_r, lora_alpha=rc.lora_alpha,
+                                                        target_modules="all-linear", task_type="CAUSAL_LM"))
+            self.refs[role] = None  # the reference is the base model with the adapter disabled
+        else:
+            self.refs[role] = copy.deepcopy(base).requires_grad_(False)
+            model = base
+            if weights is not None:
+                model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(self.device)
+                model.generation_config.pad_token_id = tok.pad_token_id
+        model.eval()
+        self.models[role], self.tokenizers[role] = model, tok
+        self.optimizers[role] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rc.lr,
+                                                  weight_decay=0.0)
+        if rc.lora_r > 0 or not self.autocast_dtype:
+            # LoRA: sample from the adapter model itself under autocast (no merged copy to keep in sync)
+            rollout, amp = model, self.autocast_dtype
+        else:
+            # a low-precision copy for sampling, refreshed after every update (cf. veRL's weight sync to vLLM):
+            # autocast would re-cast every fp32 weight at each decoding step
+            rollout, amp = copy.deepcopy(model).to(getattr(torch, self.autocast_dtype)).requires_grad_(False), None
+        self.rollout_models[role] = rollout
+        self.policies[role] = TransformersPolicy(rc.model, device=self.device, batch_size=rc.gen_batch_size,
+                                                 model=rollout, tokenizer=tok, autocast_dtype=amp)
+        self.policies[role].name = f"{rc.model}:{role}"
+
+    def sync_rollout_weights(self, role: str) -> None:
+        """Copy the role's updated master weights into its sampling copy (no-op when they are the same model)."""
+        rollout, model = self.rollout_models[role], self.models[role]
+        if rollout is not model:
+            with torch.no_grad():
+                for dst, src in zip(rollout.parameters(), model.parameters()):
+                    dst.copy_(src)
+
+    def policy(self, role: str) -> TransformersPolicy:
+        """The role's sampling policy (its bf16 copy, kept in sync with the master weights)."""
+        return self.policies[role]
+
+    def rollout(self, tasks: Sequence[Task], n: int, temperature: float, max_new_tokens: int,
+                env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
+                stats: dict[str, float] | None = None) -> list[Trajectory]:
+        """The agent's episodes through :func:`~genenv.trainer.rollout.episodes.play_episodes` (lock step)."""
+        return play_episodes(tasks, self.policies["agent"], n=n, temperature=temperature,
+                             max_new_tokens=max_new_tokens, env_kwargs=env_kwargs,
+                             max_response_tokens=max_response_tokens, stats=stats)
+
+    def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+        """One :func:`~genenv.trainer.updates.policy_update` of ``role``, then a refresh of its sampling copy."""
+        rc, model = self.roles[role], self.models[role]
+        ref = self.refs[role]
+        metrics = policy_update(
+            model, ref, self.optimizers[role], samples, self.tokenizers[role].pad_token_id, mode=mode,
+            kl_coef=rc.kl_coef, clip_ratio=rc.clip_ratio, ppo_epochs=rc.ppo_epochs,
+            micro_batch_size=rc.micro_batch_size, max_grad_norm=rc.max_grad_norm,
+            autocast_dtype=getattr(torch, self.autocast_dtype) if self.autocast_dtype else None,
+            ref_context=(model.disable_adapter if ref is None else None))
+        if not metrics.get("skipped"):
+            self.sync_rollout_weights(role)
+        return metrics
+
+    def save(self, path: Path) -> None:
+        """Write ``<path>/<role>/`` (weights or LoRA adapter, tokenizer, ``optimizer.pt``) and ``backend.json``."""
+        path.mkdir(parents=True, exist_ok=True)
+        for role, model in self.models.items():
+            model.save_pretrained(path / role)
+            self.tokenizers[role].save_pretrained(path / role)
+            torch.save(self.optimizers[role].state_dict(), path / role / "optimizer.pt")
+        (path / "backend.json").write_text(json.dumps({r: vars(rc) for r, rc in self.roles.items()}, indent=1))
+
+    def load(self, path: Path) -> None:
+        """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model)."""
+        for role, rc in self.roles.items():
+            self._build(role, rc, weights=path / role)
+            self.optimizers[role].load_state_dict(torch.load(path / role / "optimizer.pt", weights_only=True))
+
+    def fingerprint(self, role: str) -> float:
+        """Sum of squares of the trainable weights (float64): changes whenever an update changed them."""
+        with torch.no_grad():
+            return float(sum((p.double() ** 2).sum() for p in self.models[role].parameters() if p.requires_grad))
+
+
+def build_local_backend(cfg) -> LocalBackend:
+    """The ``local`` engine from the config: ``agent.policy`` and ``env_policy.policy`` role settings, ``device``
+    (``auto``: one GPU when present, else the CPU), ``autocast_dtype``, ``threads``."""
+    roles = {role: RoleConfig(**dict(cfg[role].policy)) for role in ("agent", "env_policy")}
+    device = cfg.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return LocalBackend(roles, device=device, autocast_dtype=cfg.get("autocast_dtype"), threads=cfg.get("threads"))

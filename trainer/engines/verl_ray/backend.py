@@ -1,0 +1,259 @@
+"""The ``verl_ray`` engine's backend: both policies on veRL's Ray workers (see
+:mod:`genenv.trainer.engines.verl_ray`)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from genenv.envs.task import Task
+from genenv.trainer.engines.base import ROLES
+from genenv.trainer.engines.verl_ray.batches import (batch_meta, pad_for_workers, response_log_probs, tasks_to_batch,
+                                                     trajectories_from_output, update_meta, worker_tensordict)
+from genenv.trainer.engines.verl_ray.config import agent_loop_worker_config, role_config, validate_role_config
+from genenv.trainer.engines.verl_ray.policy import VerlPolicy
+from genenv.trainer.engines.verl_ray.pools import (check_cluster_gpus, cluster_gpus_per_node, resource_pool_manager,
+                                                   resource_pool_spec)
+from genenv.trainer.rollout.episodes import Trajectory
+from genenv.trainer.updates import Sample, prepare_update
+
+
+class _Role:
+    """One role's live objects on the cluster (built by :meth:`VerlRayBackend._build_role`)."""
+
+    def __init__(self, name: str, config: DictConfig):
+        self.name, self.config = name, config
+        self.wg = self.llm = self.client = self.ckpt = self.tokenizer = self.policy = None
+        self.ref_in_actor = self.use_ref = False
+        self.step = 0
+        self.n_replicas = 0
+
+
+class VerlRayBackend:
+    """Both policies on a Ray cluster of GPU nodes, each in its own resource pool and worker group (see module
+    docstring). Implements :class:`~genenv.trainer.engines.base.Backend`; :meth:`rollout` sends every agent episode
+    to veRL's ``AgentLoopManager``.
+
+    Args:
+        cfg: the composed training config with ``engine: verl_ray`` (``configs/engine/verl_ray.yaml``).
+    Raises:
+        RuntimeError: the Ray cluster lacks the GPUs of the two pools (raised before any worker or placement
+            group is created; see :func:`check_cluster_gpus`).
+        ValueError: a role's veRL config fails veRL's validation (:func:`validate_role_config`).
+    """
+
+    def __init__(self, cfg):
+        import ray
+        from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+        self.cfg = cfg
+        self.work_dir = Path(cfg.run_dir).resolve() / "verl"
+        self.role_cfgs = {role: role_config(cfg, role) for role in ROLES}
+        for rcfg in self.role_cfgs.values():
+            validate_role_config(rcfg)
+        if not ray.is_initialized():  # as verl.trainer.main_ppo.run_ppo: veRL's runtime env + ray_kwargs.ray_init
+            first = self.role_cfgs["agent"]
+            init = OmegaConf.to_container(first.ray_kwargs.get("ray_init", {}), resolve=True) or {}
+            init["runtime_env"] = OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(first),
+                                                                         init.get("runtime_env") or {}))
+            ray.init(**{k: v for k, v in init.items() if v is not None})
+        check_cluster_gpus(resource_pool_spec(cfg), cluster_gpus_per_node())
+        self.pools = resource_pool_manager(cfg)
+        try:
+            self.pools.create_resource_pool()  # veRL's own availability check runs here too
+        except ValueError as exc:
+            raise RuntimeError(f"engine=verl_ray: {exc}") from exc
+        self.roles: dict[str, _Role] = {}
+        self._agent_loop = None
+        self._agent_loop_settings = None
+        self._rollout_calls = 0
+        offset = 0
+        for role in ROLES:
+            self.roles[role] = self._build_role(role, offset)
+            offset += self.roles[role].n_replicas
+
+    def _build_role(self, role: str, replica_offset: int) -> _Role:
+        """Worker group, vLLM replicas, client and weight sync of one role, as ``RayPPOTrainer.init_workers``
+        (veRL 0.9.1) builds them for its actor, in the role's own pool; replicas asleep, then woken with the
+        actor's weights (``update_weights``), as ``RayPPOTrainer.fit`` starts."""
+        import ray
+        from verl.checkpoint_engine import CheckpointEngineManager
+        from verl.single_controller.ray import RayClassWithInitArgs, RayWorkerGroup
+        from verl.single_controller.ray.base import create_colocated_worker_cls
+        from verl.trainer.ppo.utils import Role, need_reference_policy
+        from verl.utils.config import omega_conf_to_dataclass
+
+        from genenv.trainer.rollout.models import prepare_tokenizer
+        from genenv.trainer.engines.verl_ray.workers import (GenEnvActorRolloutRefWorker, GenEnvLLMServerManager,
+                                                             rollout_world_size)
+
+        rcfg = self.role_cfgs[role]
+        rt = _Role(role, rcfg)
+        model = rcfg.actor_rollout_ref.model
+        rt.ref_in_actor = int(model.get("lora_rank", 0) or 0) > 0 or model.get("lora_adapter_path") is not None
+        rt.use_ref = bool(need_reference_policy(rcfg))
+        actor_role = str(Role.ActorRolloutRef if rt.use_ref and not rt.ref_in_actor else Role.ActorRollout)
+        pool = self.pools.get_resource_pool(role)
+        worker = RayClassWithInitArgs(cls=ray.remote(GenEnvActorRolloutRefWorker), config=rcfg.actor_rollout_ref,
+                                      distillation_config=rcfg.get("distillation"), role=actor_role,
+                                      replica_rank_offset=replica_offset)
+        group = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=create_colocated_worker_cls({actor_role: worker}),
+                               device_name=rcfg.trainer.device)
+        rt.wg = group.spawn(prefix_set=[actor_role])[actor_role]
+        rt.wg.init_model()
+        rt.n_replicas = rt.wg.world_size // rollout_world_size(rcfg.actor_rollout_ref.rollout)
+        rt.llm = GenEnvLLMServerManager.create(config=rcfg, worker_group=rt.wg, rollout_resource_pool=pool,
+                                               start_rank=replica_offset)
+        rt.client = rt.llm.get_client()
+        sync = omega_conf_to_dataclass(rcfg.actor_rollout_ref.rollout.checkpoint_engine)
+        rt.ckpt = CheckpointEngineManager(config=sync, actor_wg=rt.wg, replicas=rt.llm.get_replicas())
+        rt.tokenizer = omega_conf_to_dataclass(rcfg.actor_rollout_ref.model).tokenizer
+        prepare_tokenizer(rt.tokenizer)
+        rollout = rcfg.actor_rollout_ref.rollout
+        rt.policy = VerlPolicy(f"{model.path}:{role}", rt.client, rt.tokenizer, top_p=rollout.get("top_p", 1.0),
+                               top_k=rollout.get("top_k", -1))
+        rt.ckpt.sleep_replicas()
+        rt.ckpt.update_weights(rt.step)
+        return rt
+
+    # ----- Backend interface
+    def policy(self, role: str) -> VerlPolicy:
+        """The role's policy, generating on its vLLM replicas (always holding the latest weights)."""
+        return self.roles[role].policy
+
+    def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+        """One ``grpo``/``rwr`` update of ``role`` on its workers (see module docstring); the vLLM replicas hold
+        the new weights afterwards. Returns our metrics (``loss``, ``pg_loss``, ``kl``, ``grad_norm``,
+        ``samples``, ``groups_kept``, ``groups_dropped``, ``tokens``, ``skipped``) plus veRL's as ``verl/<key>``
+        (means over micro-batches, ``verl.utils.metric.reduce_metrics``)."""
+        from verl.utils import tensordict_utils as tu
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.utils.metric import reduce_metrics
+
+        rt = self.roles[role]
+        rollout_cfg, actor_cfg = rt.config.actor_rollout_ref.rollout, rt.config.actor_rollout_ref.actor
+        batch, metrics = prepare_update(samples, rt.tokenizer.pad_token_id, mode)
+        if batch is None:
+            return metrics
+        batch, n_real = pad_for_workers(batch, rt.wg.world_size)
+        batch_meta(batch, rollout_cfg.temperature, multi_turn=bool(rollout_cfg.multi_turn.enable))
+        rt.ckpt.sleep_replicas()  # free the GPUs for the training engine
+        td = worker_tensordict(batch, calculate_entropy=False, compute_loss=False)
+        batch.batch["old_log_probs"] = response_log_probs(rt.wg.compute_log_prob(td), td)
+        if rt.use_ref:
+            td = worker_tensordict(batch, calculate_entropy=False, compute_loss=False,
+                                   **({"no_lora_adapter": True} if rt.ref_in_actor else {}))
+            out = rt.wg.compute_log_prob(td) if rt.ref_in_actor else rt.wg.compute_ref_log_prob(td)
+            batch.batch["ref_log_prob"] = response_log_probs(out, td)
+        actor = omega_conf_to_dataclass(actor_cfg)
+        td = worker_tensordict(batch, **update_meta(batch, n_real, actor))
+        verl_metrics = reduce_metrics(tu.get(rt.wg.update_actor(td), "metrics"))
+        rt.step += 1
+        rt.ckpt.update_weights(rt.step)  # wake the replicas with the new weights
+        tokens = int(batch.batch["response_mask"][:n_real].sum())
+        metrics.update(skipped=False, samples=n_real, tokens=tokens, loss=_num(verl_metrics.get("loss")),
+                       pg_loss=_num(verl_metrics.get("actor/pg_loss")), kl=_num(verl_metrics.get("kl_loss", 0.0)),
+                       grad_norm=_num(verl_metrics.get("grad_norm")))
+        metrics.update({f"verl/{k}": _num(v) for k, v in verl_metrics.items() if _is_number(v)})
+        return metrics
+
+    def rollout(self, tasks: Sequence[Task], n: int, temperature: float, max_new_tokens: int,
+                env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
+                stats: dict[str, float] | None = None) -> list[Trajectory]:
+        """``n`` episodes per task through veRL's ``AgentLoopManager`` and
+        :class:`~genenv.trainer.rollout.agent_loop.GymAgentLoop` on the cluster (the one episode loop); the
+        agent-loop workers are (re)started when ``max_new_tokens`` or ``env_kwargs`` change. ``stats`` gets
+        ``generate_seconds`` (generation and env steps interleave on the workers).
+
+        Raises:
+            ValueError: ``temperature`` is not the agent's configured rollout temperature (the update computes
+                log-probs of that tempered policy), or ``max_response_tokens`` is not its ``response_length``.
+        """
+        import time
+
+        import ray
+        from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
+
+        from genenv.trainer.engines.verl_ray.workers import GenEnvAgentLoopManager
+
+        start = time.perf_counter()
+        rt = self.roles["agent"]
+        rollout_cfg = rt.config.actor_rollout_ref.rollout
+        if not math.isclose(float(temperature), float(rollout_cfg.temperature)):
+            raise ValueError(f"agent rollouts run at actor_rollout_ref.rollout.temperature={rollout_cfg.temperature}, "
+                             f"asked for {temperature}")
+        if max_response_tokens is not None and int(max_response_tokens) != int(rollout_cfg.response_length):
+            raise ValueError(f"the episode budget {max_response_tokens} is not actor_rollout_ref.rollout."
+                             f"response_length {rollout_cfg.response_length}")
+        config = agent_loop_worker_config(rt.config, max_new_tokens, env_kwargs)
+        settings = OmegaConf.to_container(config.genenv)
+        if self._agent_loop is None or settings != self._agent_loop_settings:
+            if self._agent_loop is not None:
+                for w in self._agent_loop.agent_loop_workers:
+                    ray.kill(w)
+            self._agent_loop = GenEnvAgentLoopManager.create(config=config, llm_client=rt.client)
+            self._agent_loop_settings = settings
+        self._rollout_calls += 1
+        path = self.work_dir / f"rollout-{self._rollout_calls:06d}.parquet"
+        batch = tasks_to_batch(tasks, n, rt.tokenizer, rt.config.data, path)
+        batch.meta_info["global_steps"] = rt.step
+        padded, pad = pad_dataproto_to_divisor(batch, len(self._agent_loop.agent_loop_workers))
+        output = unpad_dataproto(self._agent_loop.generate_sequences(padded), pad_size=pad)
+        path.unlink(missing_ok=True)
+        if stats is not None:
+            stats["generate_seconds"] = stats.get("generate_seconds", 0.0) + time.perf_counter() - start
+        return trajectories_from_output(tasks, n, output)
+
+    def save(self, path: Path) -> None:
+        """Each role's training state (weights, optimizer, scheduler, RNG: veRL's checkpoint contents) through
+        the workers' ``save_checkpoint`` into ``path/<role>/`` (every node writes its shards: ``run_dir`` must
+        be on a filesystem all nodes share), and ``path/backend.json`` (steps and the resolved veRL configs)."""
+        path = Path(path).resolve()
+        path.mkdir(parents=True, exist_ok=True)
+        state = {}
+        for role, rt in self.roles.items():
+            rt.wg.save_checkpoint(str(path / role), None, rt.step, None)
+            state[role] = {"step": rt.step, "config": OmegaConf.to_container(rt.config, resolve=True)}
+        (path / "backend.json").write_text(json.dumps(state, indent=1, default=str))
+
+    def load(self, path: Path) -> None:
+        """Restore what :meth:`save` wrote (``load_checkpoint`` on the workers), then sync the restored weights
+        into the vLLM replicas."""
+        path = Path(path).resolve()
+        state = json.loads((path / "backend.json").read_text())
+        for role, rt in self.roles.items():
+            rt.wg.load_checkpoint(str(path / role))
+            rt.step = int(state[role]["step"])
+            rt.ckpt.sleep_replicas()
+            rt.ckpt.update_weights(rt.step)
+
+    def fingerprint(self, role: str) -> float:
+        """Sum of squares of the role's trainable weights, computed on its workers
+        (:meth:`~genenv.trainer.engines.verl_ray.workers.GenEnvActorRolloutRefWorker.param_sq_sum`)."""
+        return float(self.roles[role].wg.param_sq_sum()[0])
+
+
+def _is_number(value) -> bool:
+    """Whether a reduced veRL metric is numeric (scalars, tensors, arrays)."""
+    return isinstance(value, (int, float, np.number, np.ndarray, torch.Tensor))
+
+
+def _num(value) -> float:
+    """A metric as a float (``nan`` when missing)."""
+    if value is None:
+        return float("nan")
+    if isinstance(value, torch.Tensor):
+        return float(value.float().mean())
+    if isinstance(value, (list, tuple)):
+        return float(np.mean([_num(v) for v in value])) if value else float("nan")
+    return float(value)
+
+
+def build_verl_ray_backend(cfg) -> VerlRayBackend:
+    """The ``verl_ray`` back-end for ``cfg`` (its builder in :data:`genenv.trainer.engines.ENGINES`)."""
+    return VerlRayBackend(cfg)

@@ -1,0 +1,159 @@
+"""The veRL config of each role of the ``verl_ray`` engine: veRL's own ``ppo_trainer`` tree composed by Hydra, the
+values our config decides, the user's veRL keys, checked by veRL's ``validate_config``."""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from genenv.trainer.engines.base import ROLES
+from genenv.trainer.rollout.agent_loop import AGENT_LOOP_NAME
+from genenv.trainer.settings import response_budget
+
+
+def compose_verl_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """veRL's own trainer config: ``verl/trainer/config/ppo_trainer.yaml`` composed by Hydra with ``overrides``
+    (Hydra override strings, the syntax of ``python -m verl.trainer.main_ppo``, e.g. ``model_engine=megatron``
+    or ``+actor_rollout_ref.rollout.engine_kwargs.vllm.foo=1``).
+
+    Composes in its own Hydra context and restores an already running one (``genenv-train`` is itself a Hydra
+    app). Returns a fresh struct-mode ``DictConfig`` (unknown keys raise on merge), unresolved; compositions are
+    cached per ``overrides``.
+    """
+    return copy.deepcopy(_compose_verl_config(tuple(overrides)))
+
+
+@functools.lru_cache(maxsize=16)
+def _compose_verl_config(overrides: tuple[str, ...]) -> DictConfig:
+    """:func:`compose_verl_config` without the copy (cached)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    gh = GlobalHydra.instance()
+    outer = gh.hydra if gh.is_initialized() else None
+    gh.clear()
+    try:
+        with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+            return compose(config_name="ppo_trainer", overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+        if outer is not None:
+            GlobalHydra.instance().initialize(outer)
+
+
+def resolve_model(name: str) -> str:
+    """The model path veRL's workers load: the SmolLM2 aliases resolve to the converted local folder
+    (:func:`genenv.trainer.rollout.models.resolve_model_path`), anything else (a folder on every node, or a hub id) is
+    passed to veRL unchanged."""
+    from genenv.trainer.rollout.models import SMOLLM2_ALIASES, resolve_model_path
+
+    return str(resolve_model_path(name)) if name in SMOLLM2_ALIASES else str(name)
+
+
+def derived_settings(cfg, role: str) -> dict[str, Any]:
+    """The veRL keys whose values our config decides, for ``role`` (nested dict, merged onto veRL's tree).
+
+    From ``<role>.policy`` (:class:`~genenv.trainer.engines.local.RoleConfig`, the local engine's settings): model,
+    LoRA rank/alpha, ``lr``, ``max_grad_norm`` (``optim.clip_grad``), ``clip_ratio`` (low = high), ``ppo_epochs``,
+    ``kl_coef`` (``use_kl_loss`` with ``low_var_kl``: the KL leash; 0 disables the reference), ``micro_batch_size``
+    (per GPU, for updates and log-prob passes). From the loop: GRPO group size ``n``, sampling temperature, batch
+    size (``data.train_batch_size`` = ``ppo_mini_batch_size``: one optimizer step per PPO epoch, as the local
+    engine), response length, ``iterations`` (scheduler steps). Always: ``token-mean`` vanilla PPO-clip,
+    advantages computed by us (``algorithm.adv_estimator=grpo``, no critic, no in-reward KL), the role's pool
+    size as ``trainer.nnodes``/``n_gpus_per_node``; for the agent, the ``genenv_gym`` agent loop.
+    """
+    from genenv.trainer.engines.local import RoleConfig
+
+    rc = RoleConfig(**dict(cfg[role].policy))
+    pool = cfg.verl_ray.pools[role]
+    if role == "agent":
+        n, temperature = int(cfg.agent.n), float(cfg.agent.temperature)
+        batch, response_length = int(cfg.agent.batch_tasks), response_budget(cfg)
+    else:
+        g = cfg.generation
+        n, temperature = int(g.generations_per_prompt), float(g.temperature)
+        batch, response_length = int(g.prompts_per_iteration), int(g.max_new_tokens)
+    mbs = int(rc.micro_batch_size)
+    rollout: dict[str, Any] = {"n": n, "temperature": temperature, "response_length": response_length,
+                               "log_prob_micro_batch_size_per_gpu": mbs, "seed": int(cfg.seed)}
+    if role == "agent":
+        rollout["agent"] = {"default_agent_loop": AGENT_LOOP_NAME}
+    return {
+        "actor_rollout_ref": {
+            "model": {"path": resolve_model(rc.model), "lora_rank": int(rc.lora_r), "lora_alpha": int(rc.lora_alpha)},
+            "actor": {
+                "optim": {"lr": float(rc.lr), "clip_grad": float(rc.max_grad_norm),
+                          "total_training_steps": int(cfg.iterations)},
+                "clip_ratio": float(rc.clip_ratio), "clip_ratio_low": float(rc.clip_ratio),
+                "clip_ratio_high": float(rc.clip_ratio), "ppo_epochs": int(rc.ppo_epochs),
+                "use_kl_loss": rc.kl_coef > 0, "kl_loss_coef": float(rc.kl_coef), "kl_loss_type": "low_var_kl",
+                "loss_agg_mode": "token-mean", "policy_loss": {"loss_mode": "vanilla"},
+                "ppo_mini_batch_size": batch, "ppo_micro_batch_size_per_gpu": mbs,
+            },
+            "ref": {"log_prob_micro_batch_size_per_gpu": mbs},
+            "rollout": rollout,
+        },
+        "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
+        "critic": {"enable": False},
+        "data": {"train_batch_size": batch, "max_response_length": response_length},
+        "trainer": {"nnodes": int(pool.nnodes), "n_gpus_per_node": int(pool.n_gpus_per_node),
+                    "project_name": "genenv", "experiment_name": f"{cfg.benchmark.name}-{role}"},
+    }
+
+
+def role_config(cfg, role: str, resolve: bool = True) -> DictConfig:
+    """The complete veRL config of ``role``: :func:`compose_verl_config` with ``verl_ray.compose_overrides``,
+    then :func:`derived_settings`, then ``verl_ray.common``, then ``verl_ray.<role>`` (later wins; all merged in
+    struct mode, so a key veRL does not have raises ``omegaconf.errors.ConfigKeyError``); interpolations resolved.
+
+    Raises:
+        ValueError: ``role`` is not one of :data:`~genenv.trainer.engines.base.ROLES`.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    vr = cfg.verl_ray
+    rcfg = compose_verl_config(list(vr.get("compose_overrides") or []))
+    for layer in (derived_settings(cfg, role), vr.get("common") or {}, vr.get(role) or {}):
+        rcfg = OmegaConf.merge(rcfg, OmegaConf.create(OmegaConf.to_container(layer, resolve=True)
+                                                      if OmegaConf.is_config(layer) else layer))
+    if resolve:
+        OmegaConf.resolve(rcfg)
+    return rcfg
+
+
+def validate_role_config(rcfg: DictConfig) -> None:
+    """veRL's own check of a trainer config (``verl.utils.config.validate_config``, as ``main_ppo`` runs it:
+    batch divisibility by GPUs, micro-batch settings, ``ActorConfig`` dataclass checks), plus what this engine
+    needs: vLLM or SGLang rollout, hybrid engine, no critic, a sampling temperature above 0.
+
+    Raises:
+        ValueError / AssertionError: from veRL's checks, or the engine's own conditions.
+    """
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=rcfg, use_reference_policy=need_reference_policy(rcfg), use_critic=need_critic(rcfg))
+    if need_critic(rcfg):
+        raise ValueError("engine=verl_ray computes GRPO/RWR advantages itself: set critic.enable=false")
+    if not rcfg.actor_rollout_ref.hybrid_engine:
+        raise ValueError("engine=verl_ray needs actor_rollout_ref.hybrid_engine=true (rollout on the training GPUs)")
+    if float(rcfg.actor_rollout_ref.rollout.temperature) <= 0:
+        raise ValueError("engine=verl_ray trains on sampled rollouts: rollout.temperature (agent.temperature / "
+                         "generation.temperature) must be > 0, as the workers scale logits by it")
+    if rcfg.actor_rollout_ref.rollout.name not in ("vllm", "sglang"):
+        raise ValueError("engine=verl_ray supports vllm and sglang rollout, got "
+                         f"{rcfg.actor_rollout_ref.rollout.name!r}")
+
+
+def agent_loop_worker_config(rcfg: DictConfig, max_new_tokens: int,
+                             env_kwargs: dict[str, Any] | None = None) -> DictConfig:
+    """The config veRL's agent-loop workers get: the agent's resolved veRL config plus the ``genenv`` block
+    :class:`~genenv.trainer.rollout.agent_loop.GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
+    ``env_kwargs``); the episode's response budget is veRL's own ``rollout.response_length``."""
+    config = OmegaConf.create(OmegaConf.to_container(rcfg, resolve=True))
+    with open_dict(config):
+        config.genenv = {"max_new_tokens": int(max_new_tokens), "env_kwargs": json.loads(json.dumps(env_kwargs or {}))}
+    return config

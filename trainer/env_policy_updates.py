@@ -1,0 +1,87 @@
+"""How the environment policy is updated (``env_policy.update_mode``), by name: which generations update it,
+with what reward and which advantage estimator. Registered with :func:`register_env_policy_update`:
+
+- ``rwr`` (the paper, §3): the admitted generations whose task's p̂ passed the difficulty filter
+  ``|p̂ - α| ≤ k_min``, weighted ``exp(λ · R_env)`` (reward-weighted regression under the KL leash);
+- ``grpo``: GRPO on R_env over the generations of each prompt: rejected ones (R_env 0) and in-band admitted ones;
+  out-of-band admitted ones sit out;
+- ``none``: the environment policy stays frozen (the paper's RandomEnv ablation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from genenv.trainer.generation import GenerationRecord
+from genenv.trainer.updates import Sample
+from genenv.trainer.updates.advantages import rwr_weights
+
+
+@dataclass
+class ScoredGeneration:
+    """A generation with its environment reward: ``r_env`` (0 when rejected) and ``in_band`` (admitted and
+    passed the difficulty filter)."""
+
+    record: GenerationRecord
+    r_env: float
+    in_band: bool
+
+
+Selector = Callable[[Sequence[ScoredGeneration], float], tuple[list[Sample], str | None]]
+ENV_POLICY_UPDATES: dict[str, Selector] = {}
+
+
+def register_env_policy_update(name: str) -> Callable[[Selector], Selector]:
+    """Decorator: register a selector ``f(scored generations, λ) -> (samples, advantage mode or None)`` under
+    ``name`` (``None``: no update).
+
+    Raises:
+        ValueError: the name is taken by another function.
+    """
+
+    def decorate(fn: Selector) -> Selector:
+        """Record ``fn`` under ``name`` and return it unchanged."""
+        if ENV_POLICY_UPDATES.get(name, fn) is not fn:
+            raise ValueError(f"environment-policy update {name!r} already registered")
+        ENV_POLICY_UPDATES[name] = fn
+        return fn
+
+    return decorate
+
+
+def env_policy_samples(name: str, scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
+    """The samples that update the environment policy under mode ``name`` and the advantage estimator to use.
+
+    Raises:
+        ValueError: unknown mode (the message lists the registered ones).
+    """
+    if name not in ENV_POLICY_UPDATES:
+        raise ValueError(f"env_policy.update_mode must be one of {sorted(ENV_POLICY_UPDATES)}, got {name!r}")
+    return ENV_POLICY_UPDATES[name](scored, lam)
+
+
+def _sample(s: ScoredGeneration) -> Sample:
+    gen = s.record.generation
+    return Sample(gen.prompt_ids, gen.response_ids, s.r_env, f"prompt-{s.record.prompt_index}")
+
+
+@register_env_policy_update("rwr")
+def rwr(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
+    """In-band admitted generations, weighted ``exp(λ · R_env)``."""
+    samples = [_sample(s) for s in scored if s.in_band and s.record.generation.response_ids]
+    for sample, w in zip(samples, rwr_weights([s.reward for s in samples], lam)):
+        sample.weight = w
+    return samples, "rwr"
+
+
+@register_env_policy_update("grpo")
+def grpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
+    """Rejected generations (R_env 0) and in-band admitted ones, grouped by prompt."""
+    return [_sample(s) for s in scored if (s.in_band or not s.record.admitted)
+            and s.record.generation.response_ids], "grpo"
+
+
+@register_env_policy_update("none")
+def frozen(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
+    """No update."""
+    return [], None

@@ -1,0 +1,167 @@
+"""The environment policy writes tasks (GenEnv Algorithm 1, steps 1-2; or EnvGen's skill-targeted batches):
+generation prompts, sampling, and the benchmark spec's parsing and validation, each generation recorded with its
+verdict.
+
+Two modes (``generation.mode``):
+
+- ``genenv`` (GenEnv): every iteration, ``generation.prompts_per_iteration`` prompts, each with
+  ``generation.seed_examples`` demonstrations drawn from the task pool and the agent's recent success rate p̂
+  against the target α; the environment policy is trained on R_env.
+- ``envgen`` (EnvGen, Zala et al., COLM 2024): every ``generation.every`` iterations only, a *frozen* environment
+  policy gets the agent's per-skill success rates measured on the original (seed) tasks
+  (:meth:`~genenv.trainer.task_pool.TaskPool.skill_success`, skills from
+  :meth:`~genenv.benchmarks.spec.BenchmarkSpec.skill_of`) and is asked for tasks aimed at the weakest skills:
+  ``prompts_per_iteration * every`` prompts (the same generation budget as GenEnv over those iterations), prompt
+  ``i`` targeting the ``i``-th weakest skill with demonstrations of that skill. The generated tasks join the pool,
+  where the agent trains on them mixed with the original tasks.
+
+The environment policy samples ``generation.generations_per_prompt`` texts per prompt, under the spec's JSON Schema
+when ``generation.constrained`` (:mod:`genenv.trainer.rollout.grammar`). Each text is parsed and validated by the
+spec (:meth:`~genenv.benchmarks.spec.BenchmarkSpec.parse_generated`; grounded rules when ``generation.grounded``),
+then checked for near-duplicates of the pool and of the tasks admitted before it; a rejection is counted by reason
+and never enters the pool.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from genenv.benchmarks.spec import BenchmarkSpec, Rejection
+from genenv.envs.task import Task
+from genenv.trainer.rollout.policies import Generation, Policy, Prompt
+from genenv.trainer.task_pool import TaskPool
+
+MODES = ("genenv", "envgen")
+FEEDBACK_SKILLS = 8  # skills listed in an EnvGen prompt (the weakest first)
+
+
+@dataclass
+class GenerationRecord:
+    """One generation of the environment policy and its verdict: ``prompt_index`` (its generation prompt, the
+    GRPO group of the environment policy's optional GRPO update), the :class:`Generation` (text and token ids),
+    either the admitted ``task`` or the ``rejection``, the ``parent`` task it was written for (its prompt's first
+    demonstration), and, in EnvGen mode, the ``feedback`` its prompt carried (``{"target_skill",
+    "skill_success": {skill: [rate, n]}}``)."""
+
+    prompt_index: int
+    generation: Generation
+    task: Task | None = None
+    rejection: Rejection | None = None
+    feedback: dict[str, Any] | None = None
+    parent: Task | None = None
+
+    @property
+    def admitted(self) -> bool:
+        """Whether the generation became a task."""
+        return self.task is not None
+
+
+def generates_at(g, iteration: int) -> bool:
+    """Whether the environment policy writes tasks at ``iteration``: every iteration in GenEnv mode, every
+    ``generation.every``-th (0, K, 2K, ...) in EnvGen mode; never when ``generation.enabled`` is false.
+
+    Raises:
+        ValueError: an unknown ``generation.mode`` or ``generation.every`` < 1.
+    """
+    mode, every = g.get("mode", "genenv"), int(g.get("every", 1))
+    if mode not in MODES:
+        raise ValueError(f"generation.mode must be one of {MODES}, not {mode!r}")
+    if every < 1:
+        raise ValueError(f"generation.every must be >= 1, not {every}")
+    return bool(g.enabled) and (mode == "genenv" or iteration % every == 0)
+
+
+def skill_feedback(rates: dict[str, tuple[float, int]], target: str) -> str:
+    """The EnvGen request: the agent's success rate per skill on the original tasks (the
+    :data:`FEEDBACK_SKILLS` weakest measured ones) and the skill to train."""
+    measured = sorted((r, s, n) for s, (r, n) in rates.items() if n and not math.isnan(r))[:FEEDBACK_SKILLS]
+    if not measured:
+        return f"The agent has not been measured yet. Write a task that trains the skill '{target}'."
+    listing = ", ".join(f"{s} {r:.0%} ({n} tasks)" for r, s, n in measured)
+    return (f"The agent's success rate on the original tasks, per skill (weakest first): {listing}. "
+            f"Write a task that trains the skill '{target}', one of its weakest.")
+
+
+def weakest_skills(rates: dict[str, tuple[float, int]], k: int, rng: random.Random) -> list[str]:
+    """``k`` target skills: the measured skills from the lowest success rate up (ties in random order), cycled
+    when fewer than ``k``; skills at random when none is measured yet."""
+    measured = [s for s, (r, n) in rates.items() if n and not math.isnan(r)]
+    if measured:
+        order = sorted(measured, key=lambda s: (rates[s][0], rng.random()))
+    else:
+        order = list(rates)
+        rng.shuffle(order)
+    return [order[i % len(order)] for i in range(k)] if order else []
+
+
+def write_tasks(spec: BenchmarkSpec, policy: Policy, pool: TaskPool, rng: random.Random, g, alpha: float,
+                iteration: int) -> tuple[list[GenerationRecord], Counter]:
+    """Steps 1-2: sample task texts from the environment ``policy`` and validate them.
+
+    Args:
+        spec: the benchmark spec (prompts, schema, parsing, validation, near-duplicates, skills).
+        pool: the task pool (demonstrations, recent p̂ or per-skill success rates, near-duplicate check).
+        g: the ``generation`` config block (``mode``, ``every``, ``prompts_per_iteration``, ``seed_examples``,
+            ``generations_per_prompt``, ``temperature``, ``max_new_tokens``, ``constrained``).
+        alpha: the target success rate named in GenEnv prompts.
+        iteration: the iteration (ids ``gen-<iteration>-<prompt>-<k>`` and the tasks' ``generation_step``).
+    Returns:
+        one :class:`GenerationRecord` per generation, and the rejection counts by reason.
+    """
+    seeds_all = [t for t in pool.tasks if spec.demonstrable(t)]
+    prompts: list[Prompt] = []
+    parents: list[Task | None] = []
+    feedbacks: list[dict[str, Any] | None] = []
+    constrained = bool(g.get("constrained", True))
+    if g.get("mode", "genenv") == "envgen":
+        rates = pool.skill_success(spec.skill_of)
+        targets = weakest_skills(rates, int(g.prompts_per_iteration) * int(g.get("every", 1)), rng)
+        plans = []
+        for target in targets:
+            of_skill = [t for t in seeds_all if spec.skill_of(t) == target] or seeds_all
+            seeds = rng.sample(of_skill, min(g.seed_examples, len(of_skill)))
+            plans.append((seeds, skill_feedback(rates, target),
+                          {"target_skill": target,
+                           "skill_success": {s: [None if math.isnan(r) else r, n] for s, (r, n) in rates.items()}}))
+    else:
+        plans = [(rng.sample(seeds_all, min(g.seed_examples, len(seeds_all))), None, None)
+                 for _ in range(g.prompts_per_iteration)]
+    for seeds, text, feedback in plans:
+        schema = spec.generation_schema(seeds) if constrained else None
+        p_hat_shown = None if text is not None else pool.recent_p_hat()
+        prompts.append(Prompt(spec.generation_messages(seeds, p_hat_shown, alpha, text), json_schema=schema))
+        parents.append(seeds[0] if seeds else None)
+        feedbacks.append(feedback)
+    outputs = policy.generate(prompts, n=g.generations_per_prompt, temperature=g.temperature,
+                              max_new_tokens=g.max_new_tokens)
+    records: list[GenerationRecord] = []
+    rejected: Counter = Counter()
+    admitted: list[Task] = []
+    for pi, (parent, group) in enumerate(zip(parents, outputs)):
+        for k, gen in enumerate(group):
+            out = spec.parse_generated(gen.text, f"gen-{iteration}-{pi}-{k}", iteration, parent)
+            if isinstance(out, Task):
+                out = spec.near_duplicate(out, pool.tasks + admitted) or out
+            if isinstance(out, Rejection):
+                rejected[out.reason] += 1
+                records.append(GenerationRecord(pi, gen, rejection=out, feedback=feedbacks[pi], parent=parent))
+            else:
+                admitted.append(out)
+                records.append(GenerationRecord(pi, gen, task=out, feedback=feedbacks[pi], parent=parent))
+    return records, rejected
+
+
+def record_row(iteration: int, record: GenerationRecord, p_hat: dict[str, float], r_env: float) -> dict[str, Any]:
+    """One line of ``generations.jsonl``: the text, its verdict, the admitted task's p̂ and R_env, and in EnvGen
+    mode the skill feedback its prompt carried."""
+    task, rej = record.task, record.rejection
+    row = {"iteration": iteration, "prompt_index": record.prompt_index, "text": record.generation.text,
+           "admitted": task is not None, "task_id": task.id if task else None,
+           "rejection": rej.reason if rej else None, "detail": rej.detail if rej else None,
+           "p_hat": p_hat.get(task.id) if task else None, "r_env": r_env}
+    if record.feedback is not None:
+        row["feedback"] = record.feedback
+    return row

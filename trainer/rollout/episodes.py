@@ -1,0 +1,267 @@
+"""The one episode loop: how the agent plays a task, turn by turn, for evaluation, local training and the veRL
+agent loop alike.
+
+An :class:`Episode` is the bookkeeping of one episode of one task. Its env is opened with
+:func:`~genenv.envs.wrappers.make_text_env` (in this process or in a worker process,
+:mod:`genenv.envs.workers`), whose :class:`~genenv.envs.wrappers.PromptWindow` puts the chat messages of the next
+turn in ``info["messages"]``. Each turn the episode builds the :class:`~genenv.trainer.rollout.policies.Prompt`
+from those messages (token ids with the policy's chat template when it has one,
+:func:`~genenv.trainer.rollout.models.chat_prompt_ids`), the policy generates, the env steps on the generated
+text, and the episode records a :class:`Turn`: exactly the tokens the policy conditioned on and the tokens it
+produced. So training samples are on-policy by construction, and every loop shows the agent the same prompts
+(``tests/test_episodes.py`` asserts it for every multi-step env).
+
+Drivers: :func:`play_episodes` plays many episodes in lock step (every round, the unfinished episodes' prompts
+are generated as batches, identical prompts sampled ``k`` times at once, then every env steps); the veRL agent
+loop (:mod:`genenv.trainer.rollout.agent_loop`) plays one episode per ``run`` against veRL's server manager.
+Single-step envs are episodes of one turn.
+
+A response budget (``max_response_tokens``, veRL's ``response_length``) bounds an episode's tokens after its first
+prompt, policy and environment tokens together: each turn may generate at most what is left, and an episode with
+nothing left ends (truncated) before it overflows, so its reward always belongs to tokens that are trained on.
+
+For training, :meth:`Trajectory.segments` turns the turns into update sequences: one packed sequence when every
+prompt extends the previous prompt and response (the conversation grew append-only), with a mask of 0 on the
+environment's tokens, else one sequence per turn (a windowed prompt dropped or rewrote history).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from genenv.envs.task import Task
+from genenv.envs.workers import episode_runner
+from genenv.trainer.rollout.policies import Generation, Policy, Prompt
+
+BUDGET_EXHAUSTED = "response budget exhausted"
+
+
+@dataclass
+class Turn:
+    """One turn: the ``messages`` shown, the generated ``text``, the env's ``reward`` for it, and the tokens the
+    policy conditioned on (``prompt_ids``) and produced (``response_ids``; both empty for text-only policies)."""
+
+    messages: list[dict[str, str]]
+    text: str
+    reward: float
+    prompt_ids: list[int] = field(default_factory=list)
+    response_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Segment:
+    """One update sequence of an episode: ``prompt_ids``, ``response_ids`` and ``response_mask`` (1 on the
+    policy's own tokens, 0 on environment tokens; same length as ``response_ids``)."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]
+
+
+@dataclass
+class Trajectory:
+    """One episode of the agent on one task.
+
+    ``reward`` in [0, 1] (paper Eq. 1; a multi-step episode's return), ``success`` the benchmark's correctness
+    bit, ``info`` the env's last step info (metric parts, ``error``) plus ``turns``, ``messages`` the whole
+    conversation (the rendered prompt and every exchange), ``text`` the generations joined by newlines, ``turns``
+    the :class:`Turn` records.
+    """
+
+    task: Task
+    sample_index: int
+    messages: list[dict[str, str]]
+    text: str
+    reward: float
+    success: bool
+    info: dict[str, Any]
+    turns: list[Turn] = field(default_factory=list)
+
+    def segments(self) -> list[Segment]:
+        """The update sequences of the episode (see the module docstring); ``[]`` without token ids."""
+        turns = [t for t in self.turns if t.response_ids]
+        if not turns:
+            return []
+        packed = all(nxt.prompt_ids[:len(cur.prompt_ids) + len(cur.response_ids)] == cur.prompt_ids + cur.response_ids
+                     for cur, nxt in zip(turns, turns[1:]))
+        if not packed:
+            return [Segment(list(t.prompt_ids), list(t.response_ids), [1] * len(t.response_ids)) for t in turns]
+        first = turns[0].prompt_ids
+        response: list[int] = []
+        mask: list[int] = []
+        for t in turns:
+            context = t.prompt_ids[len(first) + len(response):]
+            response += context + t.response_ids
+            mask += [0] * len(context) + [1] * len(t.response_ids)
+        return [Segment(list(first), response, mask)]
+
+
+class Episode:
+    """The bookkeeping of one episode (see the module docstring).
+
+    Args:
+        task / sample_index: the task and which of its ``n`` rollouts this is.
+        encode: the policy's chat template (messages → token ids), or ``None`` for text-only policies.
+        max_new_tokens: generation cap per turn.
+        max_response_tokens: the episode's response budget (``None``: none; needs ``encode``).
+    """
+
+    def __init__(self, task: Task, sample_index: int = 0, encode: Callable[[list[dict[str, str]]], list[int]] | None
+                 = None, max_new_tokens: int = 256, max_response_tokens: int | None = None):
+        self.task, self.sample_index = task, sample_index
+        self.encode, self.max_new_tokens, self.budget = encode, int(max_new_tokens), max_response_tokens
+        self.turns: list[Turn] = []
+        self.conversation: list[dict[str, str]] = []
+        self.next_messages: list[dict[str, str]] = []
+        self.first_prompt_len: int | None = None
+        self.reward, self.info, self.done = 0.0, {}, False
+
+    def opened(self, observation: str, info: dict[str, Any]) -> None:
+        """Take the env's ``reset`` output (``info["messages"]``: the rendered prompt)."""
+        self.conversation = [dict(m) for m in info["messages"]]
+        self.next_messages = list(info["messages"])
+
+    def prompt(self) -> Prompt | None:
+        """The next turn's prompt, or ``None`` when the response budget is spent (the episode then ends,
+        truncated, with ``info["error"]`` = :data:`BUDGET_EXHAUSTED` if it had none)."""
+        ids = self.encode(self.next_messages) if self.encode is not None else []
+        cap = None
+        if self.first_prompt_len is None:
+            self.first_prompt_len = len(ids)
+        if self.budget is not None and ids:
+            left = int(self.budget) - (len(ids) - self.first_prompt_len)
+            if left <= 0:
+                self.done = True
+                self.info = {**self.info, "truncated_by_budget": True}
+                if not self.info.get("error"):
+                    self.info["error"] = BUDGET_EXHAUSTED
+                return None
+            cap = left if left < self.max_new_tokens else None
+        return Prompt(self.next_messages, self.task, len(self.turns), token_ids=ids, max_new_tokens=cap)
+
+    def record(self, prompt: Prompt, generation: Generation, step: tuple[str, float, bool, bool, dict[str, Any]]
+               ) -> None:
+        """Record a turn: the ``generation`` for ``prompt`` and the env's ``step`` result on its text."""
+        obs, reward, terminated, truncated, info = step
+        self.turns.append(Turn(prompt.messages, generation.text, float(reward),
+                               list(generation.prompt_ids or prompt.token_ids), list(generation.response_ids)))
+        self.reward += float(reward)
+        self.info = info
+        self.conversation.append({"role": "assistant", "content": generation.text})
+        if terminated or truncated:
+            self.done = True
+        else:
+            self.conversation.append({"role": "user", "content": obs})
+            self.next_messages = info["messages"]
+
+    def trajectory(self) -> Trajectory:
+        """The finished (or cut) episode as a :class:`Trajectory`."""
+        info = {k: v for k, v in self.info.items() if k != "messages"}
+        info["turns"] = len(self.turns)
+        return Trajectory(self.task, self.sample_index, self.conversation, "\n".join(t.text for t in self.turns),
+                          self.reward, bool(info.get("success")), info, list(self.turns))
+
+
+def encoder_of(policy: Policy) -> Callable[[list[dict[str, str]]], list[int]] | None:
+    """The policy's chat template as a function (``encode_prompt``), or ``None`` for text-only policies."""
+    return getattr(policy, "encode_prompt", None)
+
+
+def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
+                  max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
+                  chunk_size: int = 16, progress: str | None = None, stats: dict[str, float] | None = None,
+                  env_workers: int | None = None, max_response_tokens: int | None = None) -> list[Trajectory]:
+    """Play ``n`` episodes per task in lock step (any mix of benchmarks, single- and multi-step envs).
+
+    Args:
+        tasks: the tasks.
+        policy: generates the agent's text (and token ids, when local).
+        n: episodes per task (the GRPO group size).
+        temperature / max_new_tokens: sampling settings (``max_new_tokens`` per turn).
+        env_kwargs: per-benchmark env constructor options (e.g. ``{"bamboogle": {"metric": "f1"}}``).
+        chunk_size: prompts per policy call (progress granularity).
+        progress: description for a tqdm progress bar, or ``None`` for none.
+        stats: if given, ``generate_seconds`` and ``env_seconds`` (env steps: parsing, execution, scoring) are
+            added to it.
+        env_workers: worker processes for the envs (``None`` / 0: this process; :mod:`genenv.envs.workers`).
+        max_response_tokens: each episode's response budget (see the module docstring; ``None``: none).
+    Returns:
+        ``len(tasks) * n`` trajectories, grouped by task in input order.
+    """
+    runner = episode_runner(env_workers)
+    encode = encoder_of(policy)
+    episodes = [Episode(t, k, encode, max_new_tokens, max_response_tokens) for t in tasks for k in range(n)]
+    bar = None
+    try:
+        t0 = time.perf_counter()
+        opened = runner.open([(i, e.task, (env_kwargs or {}).get(e.task.benchmark)) for i, e in enumerate(episodes)])
+        for e, (obs, info) in zip(episodes, opened):
+            e.opened(obs, info)
+        _add(stats, "env_seconds", time.perf_counter() - t0)
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(episodes), desc=progress, unit="episode")
+        turn = 0
+        while True:
+            active = [i for i, e in enumerate(episodes) if not e.done]
+            if not active:
+                break
+            turn += 1
+            if bar and turn > 1:
+                bar.set_postfix(turn=turn, active=len(active))
+            for start in range(0, len(active), chunk_size):
+                _play_round(episodes, active[start:start + chunk_size], policy, runner, temperature, max_new_tokens,
+                            stats, bar)
+    finally:
+        runner.shutdown()
+        if bar:
+            bar.close()
+    return [e.trajectory() for e in episodes]
+
+
+def _play_round(episodes: list[Episode], ids: list[int], policy: Policy, runner, temperature: float,
+                max_new_tokens: int, stats: dict[str, float] | None, bar) -> None:
+    """One turn of the episodes ``ids``: prompts (identical ones sampled together), generation, env steps."""
+    prompts: dict[int, Prompt] = {}
+    for i in ids:
+        p = episodes[i].prompt()
+        if p is None:  # budget spent: the episode ended without a step
+            runner.close(i)
+            if bar:
+                bar.update(1)
+        else:
+            prompts[i] = p
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, p in prompts.items():
+        groups[(tuple(p.token_ids) or repr(p.messages), p.turn, p.max_new_tokens, id(p.task))].append(i)
+    by_size: dict[int, list[list[int]]] = defaultdict(list)
+    for members in groups.values():
+        by_size[len(members)].append(members)
+    t0 = time.perf_counter()
+    generated: dict[int, Generation] = {}
+    for size, member_lists in by_size.items():
+        outs = policy.generate([prompts[m[0]] for m in member_lists], n=size, temperature=temperature,
+                               max_new_tokens=max_new_tokens)
+        for members, gens in zip(member_lists, outs):
+            for i, gen in zip(members, gens):
+                generated[i] = gen
+    t1 = time.perf_counter()
+    order = list(generated)
+    results = runner.step([(i, generated[i].text) for i in order])
+    for i, result in zip(order, results):
+        episode = episodes[i]
+        episode.record(prompts[i], generated[i], result)
+        if episode.done:
+            runner.close(i)
+            if bar:
+                bar.update(1)
+    _add(stats, "generate_seconds", t1 - t0)
+    _add(stats, "env_seconds", time.perf_counter() - t1)
+
+
+def _add(stats: dict[str, float] | None, key: str, seconds: float) -> None:
+    if stats is not None:
+        stats[key] = stats.get(key, 0.0) + seconds

@@ -1,0 +1,290 @@
+"""Policies that turn chat prompts into model text: local transformers, an OpenAI-compatible endpoint, the oracle.
+
+All share one call, :meth:`Policy.generate`: a batch of prompts (chat messages, and the task for the oracle)
+in, ``n`` :class:`Generation` per prompt out. The local policy also returns token ids, which the trainer needs
+for its GRPO / RWR updates.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+from genenv.envs.task import Task
+
+
+@dataclass
+class Generation:
+    """One sampled completion: ``text``; for local models also ``prompt_ids`` / ``response_ids`` (token ids)."""
+
+    text: str
+    prompt_ids: list[int] = field(default_factory=list)
+    response_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Prompt:
+    """One generation request.
+
+    Attributes:
+        messages: the chat messages.
+        task / turn: the task they present and the episode's 0-based turn (the oracle answers from them).
+        token_ids: the messages already encoded with the policy's chat template (local policies use them instead of
+            encoding again); empty: not encoded.
+        max_new_tokens: a cap for this prompt below the call's (an episode's response budget); ``None``: none.
+        json_schema: sample under this JSON Schema's grammar (structured decoding, :mod:`.grammar`); ``None``:
+            free sampling. Policies that cannot constrain (the oracle, the random baseline) ignore it.
+    """
+
+    messages: list[dict[str, str]]
+    task: Task | None = None
+    turn: int = 0
+    token_ids: list[int] = field(default_factory=list)
+    max_new_tokens: int | None = None
+    json_schema: dict[str, Any] | None = None
+
+
+class Policy(Protocol):
+    """Anything that answers prompts: ``generate(prompts, n, temperature, max_new_tokens)``."""
+
+    name: str
+
+    def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 256) -> list[list[Generation]]:
+        """``n`` generations for each prompt, in prompt order (shape ``[len(prompts)][n]``)."""
+        ...
+
+
+class OraclePolicy:
+    """Answers every task with its gold action rendered as model text (``env.gold_text(task, turn)``).
+
+    Used to prove that an environment and its reward agree: the oracle must score 100 % wherever the official
+    answer key is satisfiable.
+    """
+
+    name = "oracle"
+
+    def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 256) -> list[list[Generation]]:
+        """``n`` copies of each prompt's gold text. Raises ``ValueError`` for a prompt without its task."""
+        from genenv.envs.registry import env_entry
+
+        out = []
+        for p in prompts:
+            if p.task is None:
+                raise ValueError("the oracle needs the task of each prompt")
+            text = env_entry(p.task.benchmark).env_class.gold_text(p.task, p.turn)
+            out.append([Generation(text) for _ in range(n)])
+        return out
+
+
+class RandomAdmissiblePolicy:
+    """Text games' random baseline: a uniformly random command among those the latest observation lists
+    (:func:`genenv.envs.text_games.admissible_commands`), from a seeded RNG; ``look`` when none is listed.
+
+    Args:
+        seed: the RNG seed (the same seed and prompts give the same commands).
+    """
+
+    def __init__(self, seed: int = 0):
+        import random
+
+        self.rng = random.Random(seed)
+        self.name = f"random-admissible:{seed}"
+
+    def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 256) -> list[list[Generation]]:
+        """``n`` random admissible commands per prompt (``temperature`` and ``max_new_tokens`` are ignored)."""
+        from genenv.envs.text_games import admissible_commands
+
+        out = []
+        for p in prompts:
+            commands = admissible_commands(p.messages[-1]["content"]) if p.messages else []
+            out.append([Generation(self.rng.choice(commands) if commands else "look") for _ in range(n)])
+        return out
+
+
+class TransformersPolicy:
+    """A local causal LM run with ``transformers.generate`` (batched, left-padded, the model's chat template).
+
+    Args:
+        model_name: a SmolLM2 alias (the embedded model) or a local Hugging Face folder.
+        dtype / device: see :func:`genenv.trainer.rollout.models.load_model_and_tokenizer`.
+        batch_size: prompts per ``generate`` call (memory vs. throughput).
+        model / tokenizer: pass already loaded objects instead (the trainer shares them with its optimiser).
+        autocast_dtype: run generation under ``torch.autocast`` in this dtype (fp32 weights, bf16 matmuls).
+    """
+
+    def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
+                 batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None):
+        from genenv.trainer.rollout.models import load_model_and_tokenizer, prepare_tokenizer
+
+        if model is None:
+            model, tokenizer = load_model_and_tokenizer(model_name, dtype=dtype, device=device)
+        else:
+            prepare_tokenizer(tokenizer)
+        self.model, self.tokenizer = model, tokenizer
+        self.name = model_name
+        self.device = device
+        self.batch_size = batch_size
+        self.autocast_dtype = autocast_dtype  # e.g. "bfloat16": generate in bf16 from fp32 training weights
+        self.generated_tokens = 0
+        self.generate_seconds = 0.0
+        self._grammars = None
+
+    @property
+    def grammars(self):
+        """The :class:`~genenv.trainer.rollout.grammar.SchemaGrammars` of this model's tokenizer (built on first
+        use)."""
+        if self._grammars is None:
+            from genenv.trainer.rollout.grammar import SchemaGrammars
+
+            self._grammars = SchemaGrammars(self.tokenizer, getattr(self.model.config, "vocab_size", None))
+        return self._grammars
+
+    def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """Token ids of ``messages`` under the chat template, ending with the assistant header
+        (:func:`~genenv.trainer.rollout.models.chat_prompt_ids`)."""
+        from genenv.trainer.rollout.models import chat_prompt_ids
+
+        return chat_prompt_ids(self.tokenizer, messages)
+
+    def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 256) -> list[list[Generation]]:
+        """Batched sampling (greedy when ``temperature == 0``); stops at the end-of-turn token. A prompt's own
+        ``token_ids`` are used when set; its ``max_new_tokens`` cuts its generations to its cap (the first ``k``
+        tokens of a sample are distributed as a sample with ``max_new_tokens=k``); its ``json_schema`` samples
+        it under that schema's grammar (constrained and free prompts go to separate ``generate`` calls)."""
+        encoded = [p.token_ids or self.encode_prompt(p.messages) for p in prompts]
+        caps = [p.max_new_tokens for p in prompts]
+        schemas = [p.json_schema for p in prompts]
+        results: list[list[Generation]] = [[] for _ in prompts]
+        for constrained in (False, True):
+            rows = [i for i, s in enumerate(schemas) if bool(s) == constrained]
+            if not rows:
+                continue
+            out = self.generate_from_ids([encoded[i] for i in rows], n=n, temperature=temperature,
+                                         max_new_tokens=max_new_tokens, caps=[caps[i] for i in rows],
+                                         schemas=[schemas[i] for i in rows] if constrained else None)
+            for i, gens in zip(rows, out):
+                results[i] = gens
+        return results
+
+    def generate_from_ids(self, encoded: Sequence[list[int]], n: int = 1, temperature: float = 0.0,
+                          max_new_tokens: int = 256, caps: Sequence[int | None] | None = None,
+                          schemas: Sequence[dict[str, Any]] | None = None) -> list[list[Generation]]:
+        """As :meth:`generate`, from prompt token ids (used by the veRL agent-loop generate client); ``caps``: a
+        per-prompt cap below ``max_new_tokens`` (``None``: none); ``schemas``: one JSON Schema per prompt to
+        sample under (``None``: free sampling)."""
+        import torch
+
+        tok = self.tokenizer
+        results: list[list[Generation]] = []
+        per_call = max(1, self.batch_size // max(1, n))
+        start = time.perf_counter()
+        for i in range(0, len(encoded), per_call):
+            chunk = encoded[i:i + per_call]
+            width = max(len(x) for x in chunk)
+            input_ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
+            attention = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, ids in enumerate(chunk):
+                input_ids[row, width - len(ids):] = torch.tensor(ids)
+                attention[row, width - len(ids):] = 1
+            kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, num_return_sequences=n,
+                                          eos_token_id=tok.stop_token_ids, pad_token_id=tok.pad_token_id)
+            if temperature > 0:
+                kwargs.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+            else:
+                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            if schemas is not None:
+                kwargs["logits_processor"] = [self.grammars.logits_processor(
+                    [schemas[i + row] for row in range(len(chunk)) for _ in range(n)])]
+            amp = (torch.autocast(device_type=torch.device(self.device).type, dtype=getattr(torch, self.autocast_dtype))
+                   if self.autocast_dtype else nullcontext())
+            with torch.no_grad(), amp:
+                out = self.model.generate(input_ids=input_ids.to(self.device),
+                                          attention_mask=attention.to(self.device), **kwargs)
+            new = out[:, width:].cpu()
+            for row, ids in enumerate(chunk):
+                gens = []
+                cap = caps[i + row] if caps is not None else None
+                for k in range(n):
+                    resp = new[row * n + k].tolist()[:cap]
+                    cut = len(resp)
+                    for j, t in enumerate(resp):
+                        if t in tok.stop_token_ids:
+                            cut = j + 1  # keep the end-of-turn token: the model must learn to stop
+                            break
+                    resp = resp[:cut]
+                    while resp and resp[-1] == tok.pad_token_id and tok.pad_token_id not in tok.stop_token_ids:
+                        resp.pop()
+                    self.generated_tokens += len(resp)
+                    gens.append(Generation(tok.decode(resp, skip_special_tokens=True), list(ids), resp))
+                results.append(gens)
+        self.generate_seconds += time.perf_counter() - start
+        return results
+
+
+class OpenAIPolicy:
+    """An OpenAI-compatible chat-completions endpoint (a vLLM server or any API), over real HTTP.
+
+    Args:
+        base_url: e.g. ``http://localhost:8000/v1``.
+        model: the served model name.
+        api_key: sent as a bearer token (``EMPTY`` for a local vLLM server).
+        timeout: seconds per request.
+    Raises (from generate):
+        RuntimeError: the server answered with an error status (the message includes it).
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", timeout: float = 120.0):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.name = f"openai:{model}"
+
+    def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 256) -> list[list[Generation]]:
+        """One ``POST /chat/completions`` per prompt with ``n`` choices (text only, no token ids); a prompt's
+        ``json_schema`` is sent as ``response_format`` (OpenAI structured outputs)."""
+        import requests
+
+        out = []
+        for p in prompts:
+            body = {"model": self.model, "messages": p.messages, "n": n, "temperature": temperature,
+                    "max_tokens": max_new_tokens}
+            if p.json_schema:  # OpenAI's structured outputs (vLLM and llama.cpp servers accept it too)
+                body["response_format"] = {"type": "json_schema",
+                                           "json_schema": {"name": "task", "schema": p.json_schema, "strict": True}}
+            resp = requests.post(f"{self.base_url}/chat/completions", json=body, timeout=self.timeout,
+                                 headers={"Authorization": f"Bearer {self.api_key}"})
+            if resp.status_code != 200:
+                raise RuntimeError(f"{self.base_url} answered {resp.status_code}: {resp.text[:300]}")
+            choices = resp.json().get("choices", [])
+            out.append([Generation((c.get("message") or {}).get("content") or "") for c in choices][:n])
+        return out
+
+
+def make_policy(spec: str, **kwargs: Any) -> Policy:
+    """Build a policy from a command-line spec.
+
+    ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
+    model); ``hf:PATH`` or a folder path (local transformers); ``openai:BASE_URL#MODEL`` (OpenAI-compatible
+    endpoint; ``OPENAI_API_KEY`` is used if set). ``kwargs`` go to :class:`TransformersPolicy` (dtype, device,
+    batch_size).
+    """
+    import os
+
+    if spec == "oracle":
+        return OraclePolicy()
+    if spec == "random" or spec.startswith("random:"):
+        return RandomAdmissiblePolicy(int(spec.partition(":")[2] or 0))
+    if spec.startswith("openai:"):
+        url, _, model = spec[len("openai:"):].partition("#")
+        if not model:
+            raise ValueError("openai policy spec is openai:BASE_URL#MODEL")
+        return OpenAIPolicy(url, model, api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"))
+    name = spec[len("hf:"):] if spec.startswith("hf:") else spec
+    return TransformersPolicy(name, **{k: v for k, v in kwargs.items() if v is not None})

@@ -1,0 +1,129 @@
+"""The task pool D_t: seed tasks plus admitted generated tasks, with each task's success-rate history.
+
+Training data grows over iterations as in the paper: admitted tasks are kept for all later iterations (the
+public GenEnv code drops earlier epochs' tasks; we follow the paper). The pool is saved with every checkpoint
+as JSON Lines, one entry per task: the :class:`~genenv.envs.task.Task` (with its origin, parent id and
+generation step) and ``p_hat_history`` = ``[[iteration, p̂], ...]``.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from genenv.envs.task import Task
+
+
+@dataclass
+class PoolEntry:
+    """A task in the pool and the agent's success rate on it at each iteration it was rolled out."""
+
+    task: Task
+    p_hat_history: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def last_p_hat(self) -> float | None:
+        """Most recent p̂, or ``None`` if never rolled out."""
+        return self.p_hat_history[-1][1] if self.p_hat_history else None
+
+
+class TaskPool:
+    """Ordered collection of :class:`PoolEntry` keyed by task id.
+
+    Raises:
+        ValueError: adding a task whose id is already in the pool.
+    """
+
+    def __init__(self, tasks: Iterable[Task] = ()):
+        self.entries: dict[str, PoolEntry] = {}
+        for t in tasks:
+            self.add(t)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, task_id: str) -> bool:
+        return task_id in self.entries
+
+    def add(self, task: Task) -> None:
+        """Add one task (seed or admitted generated task)."""
+        if task.id in self.entries:
+            raise ValueError(f"task {task.id!r} is already in the pool")
+        self.entries[task.id] = PoolEntry(task)
+
+    @property
+    def tasks(self) -> list[Task]:
+        """All tasks in insertion order."""
+        return [e.task for e in self.entries.values()]
+
+    def counts(self) -> dict[str, int]:
+        """``{"seed": n, "generated": m}``."""
+        out = {"seed": 0, "generated": 0}
+        for e in self.entries.values():
+            out[e.task.origin] = out.get(e.task.origin, 0) + 1
+        return out
+
+    def sample(self, k: int, rng: random.Random, exclude: Sequence[str] = (), origin: str | None = None
+               ) -> list[Task]:
+        """``k`` distinct tasks uniformly at random (fewer if the pool is smaller), skipping ``exclude`` ids; only
+        tasks of ``origin`` (``"seed"`` / ``"generated"``) when given."""
+        skip = set(exclude)
+        ids = [i for i, e in self.entries.items() if i not in skip and (origin is None or e.task.origin == origin)]
+        return [self.entries[i].task for i in rng.sample(ids, min(k, len(ids)))]
+
+    def record(self, iteration: int, p_hats: dict[str, float]) -> None:
+        """Append ``(iteration, p̂)`` to the history of every task id in ``p_hats``."""
+        for task_id, p in p_hats.items():
+            if task_id in self.entries:
+                self.entries[task_id].p_hat_history.append((iteration, float(p)))
+
+    def recent_p_hat(self, last: int = 50) -> float | None:
+        """Mean of the latest p̂ of the ``last`` most recently rolled-out tasks (the feedback shown to the
+        environment policy), or ``None`` before any rollout."""
+        latest = sorted(((e.p_hat_history[-1][0], e.p_hat_history[-1][1]) for e in self.entries.values()
+                         if e.p_hat_history), key=lambda x: x[0])[-last:]
+        return sum(p for _, p in latest) / len(latest) if latest else None
+
+    def skill_success(self, skill_of: Callable[[Task], str], origin: str = "seed") -> dict[str, tuple[float, int]]:
+        """EnvGen's feedback: per skill (``skill_of(task)``), the mean latest p̂ of the pool's ``origin`` tasks
+        that have been rolled out and how many they are, ``{skill: (success rate, n)}``; skills of ``origin``
+        tasks never rolled out appear with ``(nan, 0)``."""
+        sums: dict[str, list[float]] = {}
+        for e in self.entries.values():
+            if e.task.origin != origin:
+                continue
+            bucket = sums.setdefault(skill_of(e.task), [])
+            if e.last_p_hat is not None:
+                bucket.append(e.last_p_hat)
+        return {k: ((sum(v) / len(v)) if v else float("nan"), len(v)) for k, v in sorted(sums.items())}
+
+    def save(self, path: Path) -> None:
+        """Write the pool as JSON Lines (atomic: written to a temp file, then renamed)."""
+        tmp = Path(str(path) + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for e in self.entries.values():
+                fh.write(json.dumps({"task": e.task.to_dict(), "p_hat_history": e.p_hat_history},
+                                    ensure_ascii=False) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> "TaskPool":
+        """Read a pool written by :meth:`save`.
+
+        Raises:
+            DataError: a line is not JSON (from :func:`genenv.envs.data.iter_jsonl`).
+            ValueError: a line is JSON but not a pool entry (names file and line).
+        """
+        from genenv.envs.data import iter_jsonl
+
+        pool = cls()
+        for lineno, rec in iter_jsonl(Path(path)):
+            try:
+                task = Task.from_dict(rec["task"])
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ValueError(f"{path}: line {lineno} is not a pool entry ({exc})") from exc
+            pool.add(task)
+            pool.entries[task.id].p_hat_history = [tuple(x) for x in rec.get("p_hat_history", [])]
+        return pool

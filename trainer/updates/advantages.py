@@ -1,0 +1,116 @@
+"""Advantage estimators, by name: how a batch of scored samples becomes per-sample advantages.
+
+Each estimator takes the samples of one update and returns the samples that carry signal, one scalar advantage
+each (outcome advantages are the same on every response token), and its metrics. Registered with
+:func:`register_advantage` as veRL registers its own (``core_algos.register_adv_est``):
+
+- ``grpo`` (the agent; the environment policy's GRPO option): veRL's GRPO outcome advantage
+  (``core_algos.get_adv_estimator_fn("grpo")``, Shao et al. 2024), computed per *episode* (an episode trained as
+  several per-turn sequences counts once) and grouped by ``uid`` (the task; for the environment policy, the
+  generation prompt). Groups whose episodes' rewards are all equal carry no signal and are dropped and counted.
+- ``rwr`` (the environment policy, paper §3): reward-weighted regression; every sample is kept with advantage
+  ``w_i / mean(w)`` where ``w_i = exp(λ · R_env,i)`` is set by the caller (:func:`rwr_weights`), so the PPO-clip
+  loss at ratio 1 reduces to the weighted log-likelihood ``Σ w_i log π(y_i | x_i)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from genenv.trainer.updates.update import Sample
+
+Estimator = Callable[[Sequence["Sample"]], tuple[list["Sample"], list[float], dict[str, Any]]]
+ADVANTAGES: dict[str, Estimator] = {}
+
+
+def register_advantage(name: str) -> Callable[[Estimator], Estimator]:
+    """Decorator: register an advantage estimator under ``name``.
+
+    Raises:
+        ValueError: the name is taken by another function.
+    """
+
+    def decorate(fn: Estimator) -> Estimator:
+        """Record ``fn`` under ``name`` and return it unchanged."""
+        if ADVANTAGES.get(name, fn) is not fn:
+            raise ValueError(f"advantage estimator {name!r} already registered")
+        ADVANTAGES[name] = fn
+        return fn
+
+    return decorate
+
+
+def get_advantage(name: str) -> Estimator:
+    """The estimator registered as ``name``; raises ``ValueError`` listing the names."""
+    try:
+        return ADVANTAGES[name]
+    except KeyError:
+        raise ValueError(f"unknown update mode {name!r}; choose one of {sorted(ADVANTAGES)}") from None
+
+
+def informative_groups(rewards: Sequence[float], uids: Sequence[str]) -> tuple[list[int], int, int]:
+    """Indices of the items in groups (``uids``) whose rewards are not all equal, the number of such groups, and
+    the number of dropped (all-equal) groups. A group of one item counts as all-equal."""
+    groups: dict[str, list[int]] = {}
+    for i, u in enumerate(uids):
+        groups.setdefault(u, []).append(i)
+    keep, kept, dropped = [], 0, 0
+    for idx in groups.values():
+        vals = [rewards[i] for i in idx]
+        if len(idx) > 1 and max(vals) - min(vals) > 1e-9:
+            keep += idx
+            kept += 1
+        else:
+            dropped += 1
+    return sorted(keep), kept, dropped
+
+
+def grpo_scores(rewards: Sequence[float], uids: Sequence[str], norm_by_std: bool = True) -> list[float]:
+    """veRL's GRPO outcome advantage of scalar ``rewards`` grouped by ``uids`` (one value per reward)."""
+    from verl.trainer.ppo import core_algos
+
+    scores = torch.tensor(list(rewards), dtype=torch.float32).unsqueeze(-1)  # [E, 1]: the reward on the only token
+    fn = core_algos.get_adv_estimator_fn("grpo")
+    adv, _ = fn(token_level_rewards=scores, response_mask=torch.ones_like(scores),
+                index=np.array(list(uids), dtype=object), norm_adv_by_std_in_grpo=norm_by_std)
+    return adv[:, 0].tolist()
+
+
+@register_advantage("grpo")
+def grpo(samples: Sequence["Sample"]) -> tuple[list["Sample"], list[float], dict[str, Any]]:
+    """GRPO per episode (see the module docstring); metrics ``groups_kept``, ``groups_dropped``."""
+    episodes: dict[str, list[int]] = {}
+    for i, s in enumerate(samples):
+        episodes.setdefault(s.episode or f"sample-{i}", []).append(i)
+    keys = list(episodes)
+    rewards = [samples[episodes[k][0]].reward for k in keys]
+    uids = [samples[episodes[k][0]].uid for k in keys]
+    keep, kept, dropped = informative_groups(rewards, uids)
+    metrics = {"groups_kept": kept, "groups_dropped": dropped}
+    if not keep:
+        return [], [], metrics
+    scores = grpo_scores([rewards[i] for i in keep], [uids[i] for i in keep])
+    out, advantages = [], []
+    for e, score in zip(keep, scores):
+        for i in episodes[keys[e]]:
+            out.append(samples[i])
+            advantages.append(score)
+    return out, advantages, metrics
+
+
+@register_advantage("rwr")
+def rwr(samples: Sequence["Sample"]) -> tuple[list["Sample"], list[float], dict[str, Any]]:
+    """Reward-weighted regression: every sample, advantage = its ``weight`` normalised to mean 1."""
+    if not samples:
+        return [], [], {}
+    mean = sum(s.weight for s in samples) / len(samples)
+    return list(samples), [s.weight / mean for s in samples], {}
+
+
+def rwr_weights(env_rewards: Sequence[float], lam: float = 1.0) -> list[float]:
+    """``exp(λ · R_env)`` per sample (paper §3: λ = 1)."""
+    return [math.exp(lam * r) for r in env_rewards]

@@ -1,0 +1,141 @@
+"""A policy update built from veRL's own algorithm functions, run on CPU (or one GPU) by the local engine.
+
+Per batch of scored samples (:class:`Sample`):
+
+1. the samples that carry signal and their advantages, by the mode's estimator
+   (:mod:`genenv.trainer.updates.advantages`: ``grpo`` drops groups whose rewards are all equal and counts them;
+   ``rwr`` keeps every sample with its normalised weight);
+2. the veRL batch (:func:`~genenv.trainer.updates.batch.build_batch`) with ``advantages`` = the sample's scalar on
+   every response token of its own (``response_mask``);
+3. ``old_log_prob`` under the policy before the update, ``ref_log_prob`` under the frozen reference;
+4. loss = ``core_algos.get_policy_loss_fn("vanilla")`` (PPO-clip) + ``kl_coef`` ×
+   ``agg_loss(kl_penalty(log_prob, ref_log_prob, "low_var_kl"))``, aggregated ``token-mean`` over the batch;
+5. one AdamW step per PPO epoch, gradient accumulation over micro-batches, gradient clipping.
+
+The same function serves the environment policy (RWR, or GRPO on R_env with groups = prompts). Steps 1-2
+(:func:`prepare_update`) are shared with the distributed ``verl_ray`` engine
+(:mod:`genenv.trainer.engines.verl_ray.backend`),
+whose veRL actor workers run steps 3-5 with the same veRL loss functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from omegaconf import OmegaConf
+
+from genenv.trainer.updates.advantages import get_advantage
+from genenv.trainer.updates.batch import build_batch, response_logprobs
+
+
+@dataclass
+class Sample:
+    """One scored sequence for an update: token ids, scalar ``reward`` and its group key ``uid``.
+
+    ``weight`` is used by RWR (``exp(λ·R)``); ``response_mask`` (multi-turn episodes) marks the policy's own
+    tokens with 1 and environment tokens with 0 (``None``: every response token is the policy's); ``episode``
+    names the episode a per-turn sequence belongs to (GRPO counts an episode once; ``None``: its own episode).
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    reward: float
+    uid: str
+    weight: float = 1.0
+    response_mask: list[int] | None = None
+    episode: str | None = None
+
+
+def prepare_update(samples: Sequence[Sample], pad_id: int, mode: str = "grpo"):
+    """Steps 1-2 of an update, shared by every engine: the samples that carry signal, as one veRL batch with
+    advantages.
+
+    Returns:
+        ``(batch, metrics)``: ``batch`` is the :func:`~genenv.trainer.updates.batch.build_batch` ``DataProto`` plus
+        ``advantages`` (``[B, R]``, float32) and the non-tensor ``uid``, or ``None`` when no sample carries
+        signal; ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
+    Raises:
+        ValueError: unknown ``mode`` (see :data:`~genenv.trainer.updates.advantages.ADVANTAGES`).
+    """
+    estimator = get_advantage(mode)
+    metrics: dict[str, Any] = {"samples": len(samples), "groups_kept": 0, "groups_dropped": 0, "skipped": True}
+    if not samples:
+        return None, metrics
+    kept, advantages, extra = estimator(samples)
+    metrics.update(extra)
+    if not kept:
+        return None, metrics
+    batch = build_batch([s.prompt_ids for s in kept], [s.response_ids for s in kept], pad_id,
+                        non_tensors={"uid": [s.uid for s in kept]},
+                        response_masks=[s.response_mask for s in kept])
+    mask = batch.batch["response_mask"].float()
+    batch.batch["advantages"] = torch.tensor(advantages, dtype=torch.float32).unsqueeze(-1) * mask
+    return batch, metrics
+
+
+def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id: int, *, mode: str = "grpo",
+                  kl_coef: float = 0.001, clip_ratio: float = 0.2, ppo_epochs: int = 1, micro_batch_size: int = 4,
+                  max_grad_norm: float = 1.0, autocast_dtype: torch.dtype | None = torch.bfloat16,
+                  ref_context=None) -> dict[str, Any]:
+    """One policy update on ``samples`` with veRL's loss functions, in this process (the local engine).
+
+    Steps 1-2 are :func:`prepare_update` (shared with the ``verl_ray`` engine); steps 3-5 run here.
+
+    Args:
+        model: the trainable causal LM; ``ref_model`` the frozen reference (or ``None`` with ``ref_context``, a
+            context manager under which ``model`` acts as the reference, e.g. a LoRA model's
+            ``disable_adapter``).
+        mode: the advantage estimator (:mod:`genenv.trainer.updates.advantages`): ``"grpo"`` (grouped rewards,
+            groups with equal rewards dropped) or ``"rwr"`` (advantage = the sample's normalised ``weight``; the
+            ratio is 1 at the only step, so clipping never acts).
+        kl_coef: weight of the ``low_var_kl`` penalty to the reference (the paper's KL leash).
+    Returns:
+        metrics: ``loss``, ``pg_loss``, ``kl``, ``samples``, ``groups_kept``, ``groups_dropped``, ``skipped``
+        (True when no sample carried signal), ``grad_norm``.
+    """
+    from verl.trainer.ppo import core_algos
+
+    batch, metrics = prepare_update(samples, pad_id, mode)
+    if batch is None:
+        return metrics
+    mask = batch.batch["response_mask"].float()
+    model.eval()
+    batch.batch["old_log_probs"] = response_logprobs(model, batch, micro_batch_size, autocast_dtype=autocast_dtype)
+    if ref_model is not None:
+        batch.batch["ref_log_prob"] = response_logprobs(ref_model, batch, micro_batch_size,
+                                                        autocast_dtype=autocast_dtype)
+    else:
+        with ref_context():
+            batch.batch["ref_log_prob"] = response_logprobs(model, batch, micro_batch_size,
+                                                            autocast_dtype=autocast_dtype)
+    total_tokens = int(mask.sum().item())
+    cfg = OmegaConf.create({"clip_ratio": clip_ratio, "clip_ratio_low": clip_ratio, "clip_ratio_high": clip_ratio,
+                            "clip_ratio_c": 3.0, "global_batch_info": {"dp_size": 1, "batch_num_tokens": total_tokens,
+                                                                       "global_batch_size": len(batch)}})
+    policy_loss_fn = core_algos.get_policy_loss_fn("vanilla")
+    model.train()
+    sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0}
+    for _ in range(ppo_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for start in range(0, len(batch), micro_batch_size):
+            mb = batch.slice(start, start + micro_batch_size)
+            log_prob = response_logprobs(model, mb, micro_batch_size, grad=True, autocast_dtype=autocast_dtype)
+            rmask = mb.batch["response_mask"].float()
+            pg_loss, _ = policy_loss_fn(old_log_prob=mb.batch["old_log_probs"], log_prob=log_prob,
+                                        advantages=mb.batch["advantages"], response_mask=rmask,
+                                        loss_agg_mode="token-mean", config=cfg)
+            kl_mat = core_algos.kl_penalty(log_prob, mb.batch["ref_log_prob"], "low_var_kl")
+            kl = core_algos.agg_loss(kl_mat, rmask, "token-mean", batch_num_tokens=total_tokens)
+            loss = pg_loss + kl_coef * kl
+            loss.backward()
+            sums["loss"] += loss.item()
+            sums["pg_loss"] += pg_loss.item()
+            sums["kl"] += kl.item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in model.parameters() if p.requires_grad], max_grad_norm)
+        optimizer.step()
+    model.eval()
+    metrics.update({k: v / ppo_epochs for k, v in sums.items()}, grad_norm=float(grad_norm), skipped=False,
+                   tokens=total_tokens, samples=len(batch))
+    return metrics
