@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from genenv.envs.parsing import raw_decode_json
 from genenv.envs.registry import env_entry
 from genenv.envs.task import Task
 
@@ -44,9 +45,10 @@ class Metric:
 def extract_json_object(text: str) -> dict[str, Any] | Rejection:
     """The first complete JSON object in generated text, strictly parsed.
 
-    Scans to the first ``{`` and decodes one value with :meth:`json.JSONDecoder.raw_decode` (standard JSON, no
-    repair); text after the object (small models often add stray braces or commentary) is ignored. Returns a
-    :class:`Rejection` (``no_json`` / ``invalid_json`` / ``not_object``) instead of raising.
+    Scans to the first ``{`` and decodes one value with :func:`genenv.envs.parsing.raw_decode_json` (standard
+    JSON, no repair; numeric literals and nesting bounded as for agent actions); text after the object (small
+    models often add stray braces or commentary) is ignored. Returns a :class:`Rejection` (``no_json`` /
+    ``invalid_json`` / ``not_object``) instead of raising.
     """
     if not isinstance(text, str) or len(text) > 20_000:
         return Rejection("no_json", "output is not a string or is too long")
@@ -54,8 +56,8 @@ def extract_json_object(text: str) -> dict[str, Any] | Rejection:
     if start < 0:
         return Rejection("no_json", "no {...} object in the output")
     try:
-        obj, _ = json.JSONDecoder().raw_decode(text, start)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        obj, _ = raw_decode_json(text, start)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or ActionParseError: a bound exceeded
         return Rejection("invalid_json", str(exc)[:200])
     if not isinstance(obj, dict):
         return Rejection("not_object", type(obj).__name__)

@@ -18,7 +18,10 @@ Python-literal list / object in the text, e.g. a TravelPlanner plan as JSON or i
 TravelPlanner's ``FlightSearch[New York, London, 2022-10-01]``).
 
 Every failure raises :class:`ActionParseError` with a human-readable reason; environments turn that into
-reward 0 and ``info["error"]``. Nothing in here raises anything else, whatever the input (fuzz-tested).
+reward 0 and ``info["error"]``. Nothing in here raises anything else, whatever the input (fuzz-tested:
+``python -m genenv.eval.bench_fuzz``). Bounds: text length :data:`MAX_ACTION_CHARS`, numeric literals
+:data:`MAX_NUMBER_CHARS` characters, nesting :data:`MAX_NESTING` levels (:func:`loads_json`,
+:func:`literal_eval`, :func:`check_value`: use them, not ``json.loads`` / ``ast.literal_eval``, on model text).
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_ACTION_CHARS = 20_000  # longer model outputs are rejected before parsing (bounded cost per action)
+MAX_NUMBER_CHARS = 100  # longest numeric literal accepted (characters; Python refuses int strings > 4,300 digits)
+MAX_NESTING = 32  # deepest list / object nesting accepted in a decoded value
 
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCE_RE = re.compile(r"```(?:json|python|tool_code)?\s*(.*?)```", re.DOTALL)
@@ -42,6 +47,83 @@ _ANSWER_TAG_RE = re.compile(r"<answer>\s*(.*?)\s*(?:</answer>|$)", re.DOTALL)
 
 class ActionParseError(ValueError):
     """Model text could not be turned into an action; ``str(exc)`` is the reason shown in ``info["error"]``."""
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ActionParseError(f"numeric literal of {len(text)} characters (at most {MAX_NUMBER_CHARS})")
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ActionParseError(f"numeric literal of {len(text)} characters (at most {MAX_NUMBER_CHARS})")
+    return float(text)
+
+
+JSON_DECODER = json.JSONDecoder(parse_int=_bounded_int, parse_float=_bounded_float)
+"""Strict JSON with bounded numbers: an integer or float literal longer than :data:`MAX_NUMBER_CHARS` raises
+:class:`ActionParseError` (plain :func:`json.loads` raises a bare ``ValueError`` past Python's 4,300-digit
+int-string limit, and converts anything shorter at quadratic cost)."""
+
+
+def check_value(value: Any, what: str = "value") -> Any:
+    """``value`` (decoded from model text) unchanged, after checking its bounds.
+
+    Checks: nesting of lists / tuples / sets / dicts at most :data:`MAX_NESTING` deep; every ``int`` (``bool``
+    aside) fits in :data:`MAX_NUMBER_CHARS` decimal digits (tested on ``bit_length``, never by converting it to
+    text, which raises past 4,300 digits; Python literals such as ``0xfff...`` are not covered by the length
+    bound of the text). Iterative, so a deep value cannot exhaust the stack.
+
+    Raises:
+        ActionParseError: a bound is exceeded; the message names ``what``.
+    """
+    max_bits = int(MAX_NUMBER_CHARS * 3.33)
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if item.bit_length() > max_bits:
+                raise ActionParseError(f"{what}: integer of more than {MAX_NUMBER_CHARS} digits")
+        elif isinstance(item, (list, tuple, set, frozenset, dict)):
+            if depth >= MAX_NESTING:
+                raise ActionParseError(f"{what}: nested more than {MAX_NESTING} levels deep")
+            children = list(item.keys()) + list(item.values()) if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` for model text: strict JSON through :data:`JSON_DECODER`, then :func:`check_value`.
+
+    Raises:
+        ActionParseError: too long a number or too deep a nesting; ``json.JSONDecodeError`` (a ``ValueError``):
+            not JSON; ``RecursionError``: nesting deeper than the interpreter's stack.
+    """
+    return check_value(JSON_DECODER.decode(text), "JSON")
+
+
+def raw_decode_json(text: str, start: int = 0) -> tuple[Any, int]:
+    """:meth:`json.JSONDecoder.raw_decode` of ``text`` from index ``start`` with :func:`loads_json`'s bounds;
+    returns ``(value, end index)``. Raises as :func:`loads_json`."""
+    value, end = JSON_DECODER.raw_decode(text, start)
+    return check_value(value, "JSON"), end
+
+
+def literal_eval(text: Any) -> Any:
+    """:func:`ast.literal_eval` with :func:`check_value`'s bounds (``text``: source or an ``ast`` node).
+
+    Raises:
+        ActionParseError: a bound is exceeded; otherwise what :func:`ast.literal_eval` raises (``ValueError``,
+            ``TypeError``, ``SyntaxError``, ``MemoryError``, ``RecursionError``).
+    """
+    if isinstance(text, str) and len(text) > MAX_ACTION_CHARS:
+        raise ActionParseError(f"literal too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
+    with warnings.catch_warnings():  # model text with odd escapes must not print compiler warnings
+        warnings.simplefilter("ignore")
+        return check_value(ast.literal_eval(text), "literal")
 
 
 @dataclass(frozen=True)
@@ -94,9 +176,11 @@ def _call_from_obj(obj: Any) -> ToolCall:
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):  # OpenAI puts arguments as a JSON string
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = loads_json(args) if args.strip() else {}
         except json.JSONDecodeError as exc:
             raise ActionParseError(f"arguments of {name!r} are not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise ActionParseError(f"arguments of {name!r} are nested too deeply") from None
     if not isinstance(args, dict):
         raise ActionParseError(f"arguments of {name!r} must be an object, got {type(args).__name__}")
     if not all(isinstance(k, str) for k in args):
@@ -106,11 +190,11 @@ def _call_from_obj(obj: Any) -> ToolCall:
 
 def _calls_from_json(text: str) -> list[ToolCall]:
     try:
-        obj = json.loads(text)
+        obj = loads_json(text)
     except json.JSONDecodeError:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         if len(lines) > 1 and all(ln.startswith("{") for ln in lines):  # JSON Lines: one call per line (ToolRL)
-            return [_call_from_obj(json.loads(ln)) for ln in lines]
+            return [_call_from_obj(loads_json(ln)) for ln in lines]
         raise
     if isinstance(obj, list):
         return [_call_from_obj(o) for o in obj]
@@ -138,7 +222,9 @@ def _call_from_ast(node: ast.AST) -> ToolCall:
         if kw.arg is None:
             raise ActionParseError(f"{name}: **kwargs unpacking is not allowed")
         try:
-            args[kw.arg] = ast.literal_eval(kw.value)
+            args[kw.arg] = literal_eval(kw.value)
+        except ActionParseError:
+            raise
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise ActionParseError(f"{name}: value of {kw.arg!r} is not a literal") from None
     return ToolCall(name, args)
@@ -298,22 +384,26 @@ def parse_literal(text: str, openers: str = "[{") -> Any:
         starts = [i for i, ch in enumerate(cand) if ch in openers][:MAX_LITERAL_STARTS]
         for start in starts:
             try:
-                value, _ = json.JSONDecoder().raw_decode(cand, start)
+                value, _ = raw_decode_json(cand, start)
                 if isinstance(value, (list, dict)):
                     return value
+            except ActionParseError as exc:
+                errors.append(str(exc))
+                continue
             except (json.JSONDecodeError, RecursionError) as exc:
                 errors.append(f"not JSON ({str(exc)[:80]})")
             end = _closing_bracket(cand, start)
             if end < 0:
                 errors.append("unclosed bracket")
                 continue
-            with warnings.catch_warnings():  # model text with odd escapes must not print compiler warnings
-                warnings.simplefilter("ignore")
-                try:
-                    value = ast.literal_eval(cand[start:end + 1])
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
-                    errors.append(f"not a Python literal ({type(exc).__name__})")
-                    continue
+            try:
+                value = literal_eval(cand[start:end + 1])
+            except ActionParseError as exc:
+                errors.append(str(exc))
+                continue
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+                errors.append(f"not a Python literal ({type(exc).__name__})")
+                continue
             if isinstance(value, (list, dict)):
                 return value
     raise ActionParseError(errors[0] if errors else f"no list or object (starting with one of {openers!r}) found")

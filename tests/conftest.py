@@ -51,3 +51,25 @@ def tiny_model_dir(tmp_path_factory, smollm2_dir) -> Path:
     LlamaForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+@pytest.fixture
+def kill_when():
+    """``kill_when(proc, ready, timeout=300)``: wait until ``ready()`` is true while ``proc`` runs, then SIGKILL it
+    (a crash at an arbitrary point); fails when the process ends first."""
+    import signal
+    import time
+
+    def _kill(proc, ready, timeout: float = 300.0) -> None:
+        deadline = time.time() + timeout
+        try:
+            while time.time() < deadline and proc.poll() is None and not ready():
+                time.sleep(0.02)
+            assert proc.poll() is None, "the process ended before it could be killed"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+    return _kill

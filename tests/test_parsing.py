@@ -100,3 +100,34 @@ def test_api_bank_request_inside_prose_and_toolrl_json_lines():
     block = ('<think>two calls</think>\n<tool_call>\n{"name": "A", "parameters": {"x": "1"}}\n'
              '{"name": "B", "parameters": {}}\n</tool_call>\n<response>done</response>')
     assert parse_tool_calls(block) == [ToolCall("A", {"x": "1"}), ToolCall("B", {})]
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "f", "arguments": {"x": ' + "9" * 5000 + "}}</tool_call>",
+    '{"name": "f", "arguments": "{\\"x\\": ' + "9" * 5000 + '}"}',
+    "API-Request: [f(x=" + "9" * 5000 + ")]",
+    "f(x=0x" + "f" * 5000 + ")",
+    "f(x=" + "[" * 40 + "]" * 40 + ")",
+    '{"name": "f", "arguments": {"x": ' + "[" * 40 + "]" * 40 + "}}",
+])
+def test_huge_numbers_and_deep_nesting_are_parse_errors(text):
+    """Issue 20: an integer literal beyond Python's 4,300-digit int-string limit raised ValueError; numbers are
+    bounded to MAX_NUMBER_CHARS characters and nesting to MAX_NESTING levels in every parser."""
+    with pytest.raises(ActionParseError):
+        parse_tool_calls(text)
+
+
+def test_parse_literal_bounds_numbers_and_nesting_but_keeps_ordinary_values():
+    from genenv.envs.parsing import MAX_NESTING, MAX_NUMBER_CHARS, check_value, loads_json, parse_literal
+
+    for text in ('[{"days": ' + "1" * 4301 + "}]", "[{'days': " + "1" * 5000 + "}]", "[{'days': 0x" + "f" * 9000 + "}]",
+                 "[" * (MAX_NESTING + 5) + "]" * (MAX_NESTING + 5), "[" * 100_000):
+        with pytest.raises(ActionParseError):
+            parse_literal(text)
+    assert parse_literal('[{"days": 1, "cost": ' + "9" * MAX_NUMBER_CHARS + "}]")[0]["cost"] == int("9" * 100)
+    assert parse_literal("[" * MAX_NESTING + "]" * MAX_NESTING) is not None
+    assert loads_json('{"a": [1.5, -2, "' + "9" * 5000 + '"]}')["a"][2] == "9" * 5000  # digits in a string are text
+    with pytest.raises(ActionParseError):
+        check_value(1 << 400)
+    from genenv.benchmarks.spec import extract_json_object
+    assert extract_json_object('{"days": ' + "7" * 5000 + "}").reason == "invalid_json"

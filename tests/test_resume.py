@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 from genenv.trainer.cli import compose_config
 from genenv.trainer.loop import CoEvolutionTrainer
@@ -18,7 +16,7 @@ def _iterations(path):
     return [json.loads(x)["iteration"] for x in path.read_text().splitlines() if x.strip()]
 
 
-def test_killed_run_resumes_with_pool_and_counters(tmp_path, tiny_model_dir):
+def test_killed_run_resumes_with_pool_and_counters(tmp_path, tiny_model_dir, kill_when):
     run = tmp_path / "run"
     overrides = [f"run_dir={run}", "benchmark=bamboogle", "iterations=3", "tensorboard=false", "threads=1",
                  f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
@@ -28,18 +26,8 @@ def test_killed_run_resumes_with_pool_and_counters(tmp_path, tiny_model_dir):
     proc = subprocess.Popen([sys.executable, "-m", "genenv.trainer.cli", *overrides],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
     gens = run / "generations.jsonl"
-    deadline = time.time() + 300
-    try:
-        while time.time() < deadline and proc.poll() is None:
-            if gens.is_file() and 1 in _iterations(gens):  # iteration 1 is written, its checkpoint not yet
-                break
-            time.sleep(0.02)
-        assert proc.poll() is None, "the run ended before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # iteration 1 is written, its checkpoint not yet
+    kill_when(proc, lambda: gens.is_file() and 1 in _iterations(gens))
     ckpt_name = (run / "checkpoints" / "latest").read_text()
     ckpt = run / "checkpoints" / ckpt_name
     saved = json.loads((ckpt / "state.json").read_text())

@@ -475,3 +475,92 @@ def test_generation_prompt_demonstrates_seed_fields():
     demo = json.loads(msgs[2]["content"])
     assert demo == {k: TRAIN[0].metadata["query"][k] for k in demo} and "local_constraint" in demo
     assert validate_fields(demo, DB.city_state, DB.state_cities) is None
+
+
+def _flight_and_drive_plans():
+    flight = next(t for t in TRAIN + VALIDATION if t.gold and "Flight Number: " in t.gold[0]["transportation"])
+    drive = next(t for t in TRAIN + VALIDATION if t.gold and t.gold[0]["transportation"].startswith("Self-driving")
+                 and t.metadata["query"]["people_number"] > 1)
+    return flight, drive
+
+
+def test_taxi_in_a_leg_text_does_not_hide_a_flight_or_self_driving():
+    """Issue 20: the mode was the first keyword found with "taxi" first, so a flight leg that mentions a taxi
+    passed "no flight" (the harness fails it), and a self-driving leg that mentions a taxi was priced as taxis."""
+    flight, drive = _flight_and_drive_plans()
+    q = {**flight.metadata["query"], "local_constraint": {**flight.metadata["query"]["local_constraint"],
+                                                          "transportation": "no flight"}}
+    plan = copy.deepcopy(flight.gold)
+    plan[0]["transportation"] += ", then a taxi to the hotel"
+    verdict = evaluate_plan(q, plan, DB)
+    assert verdict.hard_evaluated and verdict.hard["transportation"][0] is False
+    assert verdict.cost == evaluate_plan(q, flight.gold, DB).cost  # still priced as the flight
+    assert verdict.commonsense["within_sandbox"][0] and verdict.commonsense["non_conflicting_transportation"][0]
+
+    q = drive.metadata["query"]
+    plan = copy.deepcopy(drive.gold)
+    plan[0]["transportation"] += " (no taxi needed)"
+    gold_cost = evaluate_plan(q, drive.gold, DB).cost
+    verdict = evaluate_plan(q, plan, DB)
+    assert verdict.cost == gold_cost  # priced as self-driving, ceil(people / 5) cars, not as taxis
+    nb = {**q, "local_constraint": {**q["local_constraint"], "transportation": "no self-driving"}}
+    assert evaluate_plan(nb, plan, DB).hard["transportation"][0] is False
+    # a self-driven trip whose text also mentions a taxi mixes the two modes (the harness reads it as taxi)
+    assert verdict.commonsense["non_conflicting_transportation"][0] is False
+
+
+def test_format_variants_follow_the_harness_verdict():
+    """Format leniencies decided in issue 20 (docs/travelplanner.md): formats the harness fails, fail here."""
+    flight, drive = _flight_and_drive_plans()
+    q, gold = flight.metadata["query"], flight.gold
+    assert evaluate_plan(q, gold, DB).final_pass
+    stay = next(i for i, d in enumerate(gold) if not d["current_city"].startswith("from ") and d["breakfast"] != "-")
+    city = gold[stay]["current_city"]
+
+    def verdict(change):
+        plan = copy.deepcopy(gold)
+        change(plan)
+        v = evaluate_plan(q, plan, DB)
+        return {k: ok for k, (ok, _) in {**v.commonsense, **v.hard}.items()}
+
+    def capital_from(p):
+        p[0]["current_city"] = "F" + p[0]["current_city"][1:]
+    assert verdict(capital_from)["reasonable_city_route"] is False
+
+    def no_comma(p):
+        p[0]["transportation"] = p[0]["transportation"].replace(", from", " from", 1)
+    assert verdict(no_comma)["within_sandbox"] is False
+
+    def full_stop(p):
+        p[stay]["breakfast"] += "."
+    assert verdict(full_stop)["within_sandbox"] is False
+
+    def state_in_entity(p):  # "Name, City (State)" and "Name, City(State)" read as City, as the harness reads them
+        p[stay]["lunch"] += f" ({DB.city_state[city]})"
+        p[stay]["dinner"] += f"({DB.city_state[city]})"
+    assert all(verdict(state_in_entity).values())
+
+    def state_in_current_city(p):
+        p[stay]["current_city"] = f"{city} ({DB.city_state[city]})"
+    assert verdict(state_in_current_city)["reasonable_city_route"] is False
+
+    def trailing_dash(p):
+        p[stay]["attraction"] = p[stay]["attraction"].rstrip(";") + ";-"
+    assert all(verdict(trailing_dash).values())
+
+    def leading_dash(p):
+        p[stay]["attraction"] = "-;" + p[stay]["attraction"]
+    assert verdict(leading_dash)["within_sandbox"] is False
+
+    def only_dash(p):
+        p[stay]["attraction"] = "-;"
+    assert verdict(only_dash)["complete_information"] is False
+
+    def lower_case_name(p):
+        name, c = p[stay]["dinner"].rsplit(", ", 1)
+        p[stay]["dinner"] = f"{name.lower()}, {c}"
+    assert verdict(lower_case_name)["within_sandbox"] is (gold[stay]["dinner"].split(",")[0].islower())
+
+    def no_last_accommodation_key(p):
+        del p[q["days"] - 1]["accommodation"]
+    assert verdict(no_last_accommodation_key)["minimum_nights"] is False

@@ -3,7 +3,7 @@
 Examples::
 
     genenv-train benchmark=bfcl                       # CPU profile, SmolLM2 as agent and env policy
-    genenv-train benchmark=bamboogle iterations=5 env_update.mode=none   # RandomEnv ablation
+    genenv-train benchmark=bamboogle iterations=5 env_policy.update_mode=none   # RandomEnv ablation
     genenv-train benchmark=bfcl run_dir=runs/a        # re-run the same command to resume after a crash
     genenv-train plot runs/a                          # curriculum plot → runs/a/curriculum.png
 """
@@ -43,12 +43,13 @@ def main() -> int:
     return 0
 
 
-def compose_config(overrides: list[str] | None = None):
-    """The composed training config for ``overrides`` (Hydra's compose API; for tests and notebooks)."""
+def compose_config(overrides: list[str] | None = None, config_name: str = "train"):
+    """The composed config ``configs/<config_name>.yaml`` (``train``: genenv-train, ``experiment``:
+    genenv-experiment) for ``overrides`` (Hydra's compose API; for tests and notebooks)."""
     from hydra import compose, initialize_config_module
 
     with initialize_config_module(config_module="genenv.configs", version_base="1.3"):
-        return compose(config_name="train", overrides=list(overrides or []))
+        return compose(config_name=config_name, overrides=list(overrides or []))
 
 
 def summary_line(row: dict) -> str:

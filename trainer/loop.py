@@ -77,10 +77,44 @@ class CoEvolutionTrainer:
 
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
-        """Fill the pool with the benchmark's training split (``benchmark.seed_options``, ``seed_limit``)."""
+        """Fill the pool with the benchmark's training split (``benchmark.seed_options``, ``seed_limit``), then,
+        with ``generation.upfront_tasks`` = N > 0, with N tasks written once up front by the environment policy
+        as it is (:meth:`write_upfront`)."""
         tasks = self.spec.load(split="train", **dict(self.cfg.benchmark.get("seed_options") or {}))
         limit = self.cfg.benchmark.get("seed_limit")
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
+        if int(self.cfg.generation.get("upfront_tasks") or 0) > 0:
+            self.write_upfront(int(self.cfg.generation.upfront_tasks))
+
+    def write_upfront(self, target: int) -> None:
+        """The paper's static augmentation: generation rounds (:func:`~genenv.trainer.generation.write_tasks`,
+        the same prompts and validation as every iteration) until ``target`` tasks are admitted or
+        ``generation.upfront_max_rounds`` rounds have run; the admitted tasks (at most ``target``) join the pool
+        before the first iteration. Each generation is written to ``generations.jsonl`` with ``"upfront": true``
+        and iteration -1 - round; the counts go to the counters ``upfront/generated``, ``upfront/admitted`` and
+        ``upfront/rounds`` and ``upfront/seconds`` (saved with every checkpoint)."""
+        start = time.perf_counter()
+        admitted: list[Task] = []
+        max_rounds = int(self.cfg.generation.get("upfront_max_rounds") or 2 * int(self.cfg.iterations))
+        rounds = 0
+        while len(admitted) < target and rounds < max_rounds:
+            it = -1 - rounds
+            records, _ = write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng,
+                                     self.cfg.generation, self.cfg.curriculum.alpha, it)
+            rounds += 1
+            with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
+                for r in records:
+                    keep = r.task is not None and len(admitted) < target
+                    if keep:
+                        admitted.append(r.task)
+                        self.pool.add(r.task)
+                    fh.write(json.dumps({**record_row(it, r, {}, 0.0), "upfront": True,
+                                         "kept": keep}, ensure_ascii=False) + "\n")
+                    self.counters["upfront/generated"] += 1
+        self.counters["upfront/admitted"] = len(admitted)
+        self.counters["upfront/rounds"] = rounds
+        self.counters["upfront/seconds"] = time.perf_counter() - start
+        log.info("static augmentation: %d of %d tasks admitted in %d rounds", len(admitted), target, rounds)
 
     def latest_checkpoint(self) -> Path | None:
         """The checkpoint named in ``checkpoints/latest``, if any."""
@@ -111,7 +145,9 @@ class CoEvolutionTrainer:
         ckpt = self.latest_checkpoint() if self.cfg.get("resume", True) else None
         if ckpt is not None:
             self.resume(ckpt)
-        else:
+        else:  # a fresh start: rows of a run killed before its first checkpoint are not kept
+            for name in ("metrics.jsonl", "generations.jsonl"):
+                (self.run_dir / name).unlink(missing_ok=True)
             self.seed_pool()
         from omegaconf import OmegaConf
         from tqdm.auto import tqdm
@@ -228,8 +264,9 @@ class CoEvolutionTrainer:
         return row
 
     def evaluate_heldout(self) -> dict[str, float]:
-        """Greedy evaluation of the agent on the held-out split with the leaderboard's
-        :func:`~genenv.trainer.rollout.evaluation.evaluate`."""
+        """Greedy evaluation of the agent on the held-out split (``eval.limit`` tasks per unit) with the
+        leaderboard's :func:`~genenv.trainer.rollout.evaluation.evaluate`: ``heldout/<metric key>`` for every
+        metric, ``heldout/score`` and ``heldout/n`` for the benchmark's headline metric, ``time/heldout_eval``."""
         from genenv.trainer.rollout.evaluation import evaluate
 
         t = time.perf_counter()
@@ -237,6 +274,10 @@ class CoEvolutionTrainer:
                        limit=self.cfg.eval.limit, options={self.spec.name: dict(self.cfg.benchmark.seed_options or {})},
                        max_new_tokens=self.cfg.agent.max_new_tokens, progress=False, env_kwargs=self.env_kwargs)
         out = {f"heldout/{m.key}": m.value for m in res.metrics}
+        head = res.headlines.get(self.spec.name)
+        if head is not None:  # the benchmark's headline metric, the score an experiment compares
+            out["heldout/score"] = head.value
+            out["heldout/n"] = head.n
         out["time/heldout_eval"] = time.perf_counter() - t
         return out
 

@@ -15,6 +15,20 @@ API's comparison rule, :meth:`~genenv.benchmarks.api_bank.apis.Api.matches`, aga
 fresh backend), the per-task "sample accuracy" of ``api-bank/lv3_evaluator.py``. ``info`` at the end:
 ``matched`` / ``gold_calls`` (progress), and ``rouge_l``, the ROUGE-L F1 (``rouge-score``) of the final answer
 against the reference response.
+
+Where our verdict can differ from the official level-3 evaluation (``api-bank/lv3_evaluator.py``; issue 20
+review). The official protocol is step-wise: for each gold step the model gets the gold history and makes one
+call, which must reproduce that step's gold result (ToolSearcher steps included); a sample counts when no step
+errs. Ours is an episode on the agent's own history, so on plausible model output:
+
+- a wrong call followed by the right one scores 1 here (only gold calls are matched, in any order; extra or
+  wrong calls are not penalised), where the official step for it fails;
+- a ToolSearcher call is not scored (any search that finds the needed API will do; the official code compares
+  its result with the gold search result, after splitting CamelCase keywords into words);
+- a call made before the episode's search found its API is refused here (the level's Retrieve+Call rule);
+  the official step prompt always contains the gold search, so this cannot happen there;
+- the final answer's ROUGE-L is reported (``info["rouge_l"]``), not part of the reward, and computed with
+  ``rouge-score`` instead of ``rouge`` (see :mod:`genenv.benchmarks.api_bank.response_env`).
 """
 from __future__ import annotations
 
@@ -170,7 +184,8 @@ class APIBankPlanEnv(MultiStepTaskEnv):
         success = not self.pending
         return "The episode is over.", float(success), True, {
             "success": success, "matched": self.matched, "gold_calls": self._n_gold(),
-            "rouge_l": rouge_l(answer, self.task.metadata.get("response", "")),
+            "rouge_l": rouge_l(answer.replace("User:", "").replace("AI:", "").strip(),
+                               self.task.metadata.get("response", "")),
             "error": "" if success else f"{len(self.pending)} gold call(s) not matched"}
 
     @classmethod

@@ -6,6 +6,10 @@ Data: ``<data_dir>/api_bank/test-data/level-1-response.json`` (375), ``level-2-r
 against the reference (``rouge-score``'s ``rougeL``; API-Bank's evaluators use the ``rouge`` package's
 ROUGE-L F, whose tokenisation differs, so values are close but not identical). ``info["success"]`` is
 ROUGE-L >= :data:`SUCCESS_ROUGE_L`.
+
+Where the verdict can differ from the official evaluator on a plausible reply (issue 20 review): the ROUGE
+implementation (above; the official ``rouge`` package also raises on a hypothesis of only punctuation, which
+we score 0 as an unparseable reply); ``User:`` / ``AI:`` markers are removed as the official code removes them.
 """
 from __future__ import annotations
 
@@ -25,7 +29,10 @@ SPLIT_OPTIONS = tuple({"level": lv, "split": s} for lv in (1, 2, 3) for s in SPL
 
 
 def parse_response(text: str) -> str:
-    """The reply in model text: ``<think>`` blocks removed, a leading ``AI:`` dropped, stripped.
+    """The reply in model text: ``<think>`` blocks removed, every ``User:`` and ``AI:`` marker removed (as
+    ``api-bank/lv3_evaluator.py`` and ``evaluator.py`` do before ROUGE-L: ``pred.replace('User:', '')
+    .replace('AI:', '')``), stripped. Until issue 20 only a leading ``AI:`` was dropped, so a reply that went on
+    with ``User: ...`` scored against the markers' words too.
 
     Raises:
         ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no letter or digit.
@@ -34,9 +41,7 @@ def parse_response(text: str) -> str:
         raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
     if len(text) > MAX_ACTION_CHARS:
         raise ActionParseError(f"model output too long ({len(text)} > {MAX_ACTION_CHARS} characters)")
-    reply = strip_think(text).strip()
-    if reply.startswith("AI:"):
-        reply = reply[3:].strip()
+    reply = strip_think(text).replace("User:", "").replace("AI:", "").strip()
     if not any(ch.isalnum() for ch in reply):
         raise ActionParseError("the reply has no letter or digit")
     return reply

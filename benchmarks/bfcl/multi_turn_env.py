@@ -23,6 +23,17 @@ Protocols (loader option ``protocol``):
   as history; the task is the one turn, correct iff its calls equal the gold calls as a multiset (order-free)
   and the checker's state and response checks pass on the gold prefix plus this turn.
 
+Where our verdict can differ from bfcl-eval's on plausible model output (issue 20 review):
+
+- decoding: bfcl-eval's prompt-mode handlers decode one Python-syntax list ``[f(a=1), g(b=2)]``; we also accept
+  ``<tool_call>`` JSON, a JSON list and ``API-Request:`` forms (:func:`~genenv.envs.parsing.parse_tool_calls`),
+  so a reply in those forms makes calls here but would end the turn in a prompt-mode run (function-calling
+  handlers accept JSON). Numeric literals over 100 characters and nesting over 32 levels are parse errors here;
+- ``per_turn`` adds the multiset check of the calls to the checker's state and response checks, so a turn that
+  reaches the gold state with other calls (an extra ``ls``, a different but equivalent path) passes the
+  official checker and fails here; ``official`` uses the checker alone;
+- a turn's 21st step force-terminates the episode as failed, as bfcl-eval's ``MAXIMUM_STEP_LIMIT`` does.
+
 Safety: model text is parsed by :func:`genenv.envs.parsing.parse_tool_calls` (``ast`` + ``literal_eval``);
 only calls to functions of the entry's backends, with literal values re-rendered by us, reach bfcl-eval's
 executor. A call to any other name is an error observation and never executes. As in bfcl-eval's runner, a

@@ -13,6 +13,13 @@ field that is missing, empty or ``-`` is *unfilled*. Entities are written ``Name
 comma; a trailing ``(State)`` is dropped); attractions are ``;``-separated. Only the first ``days`` records are
 read, as in the harness.
 
+Policy for differences from the harness (``docs/travelplanner.md``, "Where we differ"): on the *format* of a
+plan we follow the harness's verdict, so a reward never teaches a format the benchmark fails ("from A to B" in
+lower case, ``Flight Number: F..,`` up to the comma, no full stop after a city, no space before a ``(State)``
+in ``current_city``, every day record has an ``accommodation`` key); on the *content* we keep the correct rule
+where the harness's verdict is wrong (substring names, the character loop of Within Current City, the dropped
+last attraction, ...), since those would reward wrong plans.
+
 Aggregation (:func:`aggregate`, the harness's ``eval.py``), over the N queries of a split:
 
 - delivery rate = plans delivered / N;
@@ -30,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from genenv.benchmarks.travelplanner.db import (
-    PEOPLE_PER_VEHICLE, TravelDB, cuisines_of, house_rule_fits, people_per_unit, room_type_fits, strip_parenthesis,
+    PEOPLE_PER_VEHICLE, TravelDB, cuisines_of, house_rule_fits, people_per_unit, room_type_fits,
 )
 
 COMMONSENSE = ("within_sandbox", "complete_information", "within_current_city", "reasonable_city_route",
@@ -49,8 +56,9 @@ MEALS = ("breakfast", "lunch", "dinner")
 HARD_KEY = {"room_rule": "house rule", "room_type": "room type", "cuisine": "cuisine",
             "transportation": "transportation"}
 UNNEEDED_DAY = "You don't need to fill in the information for this or later days."
-_FROM_TO_RE = re.compile(r"from\s+(.+?)\s+to\s+([^,]+?)(?=\s*,|\s*$)", re.IGNORECASE)
-_FLIGHT_NO_RE = re.compile(r"flight number:\s*([^,\s]+)", re.IGNORECASE)
+_FROM_TO_RE = re.compile(r"from\s+(.+?)\s+to\s+([^,]+?)(?=\s*,|\s*$)")  # lower-case "from", as the harness
+_FLIGHT_NO_MARK = "Flight Number: "  # the harness reads the number after this exact text, up to the next comma
+_PAREN_PART_RE = re.compile(r"^(.*?)\([^)]*\)")
 
 
 @dataclass
@@ -126,49 +134,89 @@ def filled(value: Any) -> bool:
 
 
 def name_city(text: str) -> tuple[str, str] | None:
-    """``"Name, City(State)"`` -> ``("Name", "City")``: split at the last comma (names may contain commas),
-    drop a trailing parenthesised part and a trailing full stop from the city; ``None`` without a comma."""
+    """``"Name, City(State)"`` -> ``("Name", "City")``: split at the last comma (names may contain commas); the
+    city is the stripped text before its first parenthesised part (:func:`city_part`), so ``"City (State)"``
+    and ``"City(State)."`` are ``"City"``, as the harness's ``get_valid_name_city`` reads them; ``None`` without
+    a comma. A full stop after a bare city is kept, so ``"Name, City."`` names no database city (the harness
+    keeps it too: format follows the harness)."""
     name, sep, city = text.rpartition(",")
     if not sep or not name.strip() or not city.strip():
         return None
-    return name.strip(), strip_parenthesis(city.strip().rstrip(".")).strip()
+    return name.strip(), city_part(city.strip()).strip()
+
+
+def attraction_pieces(value: Any) -> list[str]:
+    """The ``;``-separated pieces of an attraction field, stripped, empty pieces dropped, and a bare ``-`` as
+    the *last* piece dropped (``"A, City;-"``: the harness never reads a last piece); a ``-`` elsewhere stays a
+    piece (it names no attraction, so it fails Within Sandbox, as in the harness). ``[]`` for non-text."""
+    if not isinstance(value, str):
+        return []
+    pieces = [a.strip() for a in value.split(";") if a.strip()]
+    return pieces[:-1] if pieces and pieces[-1] == "-" else pieces
 
 
 def attractions_of(value: Any) -> list[str]:
-    """The ``;``-separated attraction entries of a field, stripped, empty pieces dropped.
+    """The attraction entries of a field (:func:`attraction_pieces` of a filled field).
 
     Differs: the harness drops the last piece unconditionally (``split(';')[:-1]``, assuming a trailing ``;``),
-    so an entry written without the trailing ``;`` is never checked; we check every entry.
+    so an entry written without the trailing ``;`` is never checked; we check every entry, except a bare ``-``
+    as the last piece (:func:`attraction_pieces`), which the harness also ignores. A field that is only ``-;``
+    has no attraction here (Complete Information fails); the harness checks ``-`` as an entity (Within Sandbox
+    fails): the plan fails either way.
     """
-    return [a.strip() for a in value.split(";") if a.strip()] if filled(value) else []
+    return attraction_pieces(value) if filled(value) else []
+
+
+def city_part(text: str) -> str:
+    """``current_city`` / route city text without a parenthesised part, as the harness's
+    ``extract_before_parenthesis`` reads it: the text before the first ``(...)``, *not* stripped, so
+    ``"Austin (Texas)"`` is ``"Austin "`` and names no city (format follows the harness; ``"Austin(Texas)"`` is
+    ``"Austin"``)."""
+    match = _PAREN_PART_RE.search(text)
+    return match.group(1) if match else text
 
 
 def from_to(text: str) -> tuple[str, str] | None:
-    """``("A", "B")`` from ``"... from A to B, ..."`` (B ends at a comma or the end; parenthesised parts dropped)."""
+    """``("A", "B")`` from ``"... from A to B, ..."`` (lower-case ``from`` and ``to`` as in the harness's
+    ``extract_from_to``; B ends at a comma or the end; parenthesised parts dropped by :func:`city_part`)."""
     match = _FROM_TO_RE.search(text or "")
-    return (strip_parenthesis(match.group(1)), strip_parenthesis(match.group(2))) if match else None
-
-
-def day_cities(record: dict[str, Any]) -> list[str]:
-    """The cities of a day: ``[A, B]`` for ``current_city`` = "from A to B", else ``[city]``."""
-    city = str(record.get("current_city", ""))
-    pair = from_to(city) if city.strip().lower().startswith("from ") else None
-    return list(pair) if pair else [strip_parenthesis(city.strip())]
+    return (city_part(match.group(1)), city_part(match.group(2))) if match else None
 
 
 def is_travel_day(record: dict[str, Any]) -> bool:
-    """``current_city`` is "from A to B"."""
-    return str(record.get("current_city", "")).strip().lower().startswith("from ")
+    """``current_city`` holds "from A to B" (lower-case ``from``: "From A to B" is not read as travel, as in
+    the harness, so such a day names no database city and fails the route)."""
+    return from_to(str(record.get("current_city", ""))) is not None
+
+
+def day_cities(record: dict[str, Any]) -> list[str]:
+    """The cities of a day: ``[A, B]`` for ``current_city`` = "from A to B", else ``[city]`` (:func:`city_part`
+    of the stripped text)."""
+    city = str(record.get("current_city", ""))
+    pair = from_to(city)
+    return list(pair) if pair else [city_part(city.strip())]
+
+
+MODES = ("flight", "self-driving", "taxi")  # keyword priority of :func:`transport_mode`
+
+
+def transport_modes(text: str) -> frozenset[str]:
+    """Every mode whose keyword (``flight``, ``self-driving``, ``taxi``) occurs in ``text``, case-insensitively."""
+    low = text.lower()
+    return frozenset(mode for mode in MODES if mode in low)
 
 
 def transport_mode(text: str) -> str | None:
-    """``taxi``, ``self-driving`` or ``flight`` by keyword, in that order (the harness's ``transportation_match``);
-    ``None`` for other text."""
-    low = text.lower()
-    for mode in ("taxi", "self-driving", "flight"):
-        if mode in low:
-            return mode
-    return None
+    """The leg's mode for the sandbox check and the cost: ``flight`` if the text mentions a flight, else
+    ``self-driving``, else ``taxi``; ``None`` for other text.
+
+    This is the order of the harness's sandbox check and ``get_total_cost`` ("flight number", then
+    "self-driving", then "taxi"). Its ``transportation_match`` (Non-conflicting Transportation) tests "taxi"
+    first, and so did we until issue 20: a flight leg that mentions a taxi then passed "no flight", and a
+    self-driving leg that mentions a taxi was priced as a taxi.
+    """
+    modes = transport_modes(text)
+    return next((mode for mode in MODES if mode in modes), None)
 
 
 def _days(query: dict[str, Any], plan: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -184,13 +232,15 @@ def filled_days(query: dict[str, Any], plan: Sequence[dict[str, Any]]) -> int:
 @dataclass(frozen=True)
 class Leg:
     """A day's transportation as read from its text: ``cities`` ("from A to B" of the field, else of
-    ``current_city``; ``None`` when neither reads), ``mode`` (:func:`transport_mode`), ``flight_number`` (the
-    ``Flight Number:`` value, ``None`` without one) and ``is_flight`` (the mode, or a flight number, says so)."""
+    ``current_city``; ``None`` when neither reads), ``mode`` (:func:`transport_mode`), ``modes`` (every mode
+    the text mentions, :func:`transport_modes`), ``flight_number`` (the text after ``Flight Number: `` up to the
+    next comma, as the harness reads it; ``None`` without that marker) and ``is_flight``."""
 
     text: str
     cities: tuple[str, str] | None
     mode: str | None
     flight_number: str | None
+    modes: frozenset[str] = frozenset()
 
     @property
     def is_flight(self) -> bool:
@@ -203,9 +253,9 @@ def leg_of(day: dict[str, Any]) -> Leg | None:
     value = day.get("transportation")
     if not filled(value):
         return None
-    number = _FLIGHT_NO_RE.search(value)
+    _, mark, rest = value.partition(_FLIGHT_NO_MARK)
     return Leg(value, from_to(value) or from_to(str(day.get("current_city", ""))), transport_mode(value),
-               number.group(1) if number else None)
+               rest.split(",")[0] if mark else None, transport_modes(value))
 
 
 def _entity_row(db: TravelDB, kind: str, text: str):
@@ -229,7 +279,7 @@ def within_sandbox(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: Tr
     for i, day in enumerate(_days(query, plan), 1):
         leg = leg_of(day)
         if leg is not None:
-            if leg.cities is None:
+            if leg.cities is None or any(c != c.strip() for c in leg.cities):
                 return False, f"day {i}: cannot read the cities of transportation {leg.text[:60]!r}"
             if leg.is_flight:
                 if leg.flight_number is None or db.find_flight(leg.flight_number, *leg.cities) is None:
@@ -258,8 +308,9 @@ def complete_information(query: dict[str, Any], plan: Sequence[dict[str, Any]], 
     - the plan visits ``visiting_city_number`` cities besides ``org``, and a first day "from A to B" starts at
       ``org``;
     - every day record has all six fields (transportation, breakfast, attraction, lunch, dinner, accommodation);
-    - a travel day ("from A to B") has transportation; any other day has an attraction and all three meals;
-      every day but the last has an accommodation;
+    - a travel day ("from A to B") has transportation; any other day has an attraction (a piece other than
+      ``-``: "-;" is no attraction; the harness accepts it) and all three meals; every day but the last has an
+      accommodation;
     - at least half of the information is filled: filled fields (day number and current city included, as the
       harness counts them) / (6 x days) >= 0.5.
     """
@@ -286,7 +337,7 @@ def complete_information(query: dict[str, Any], plan: Sequence[dict[str, Any]], 
         travel = is_travel_day(day)
         if travel and not filled(day["transportation"]):
             return False, f"day {i} is a travel day without transportation"
-        if not travel and not filled(day["attraction"]):
+        if not travel and not attractions_of(day["attraction"]):
             return False, f"day {i} has no attraction"
         if i != query["days"] and not filled(day["accommodation"]):
             return False, f"day {i} has no accommodation"
@@ -306,7 +357,10 @@ def within_current_city(query: dict[str, Any], plan: Sequence[dict[str, Any]], d
     the night is spent).
 
     Differs: the harness tests whether a city name occurs anywhere in the entry's text (so "Kansas City BBQ,
-    Dallas" counts as Kansas City); we compare the entry's own city (after its last comma).
+    Dallas" counts as Kansas City), and on a day that is not a travel day it loops over the *characters* of the
+    city name (its city list is then a string): an entry passes when it contains any one letter of the city,
+    the transportation when it contains every letter, the accommodation when it contains the city's last
+    letter. We compare the entry's own city (after its last comma) with the day's cities.
     """
     for i, day in enumerate(_days(query, plan), 1):
         cities = day_cities(day)
@@ -412,11 +466,16 @@ def diverse_attractions(query: dict[str, Any], plan: Sequence[dict[str, Any]], d
 def non_conflicting_transportation(query: dict[str, Any], plan: Sequence[dict[str, Any]],
                                    db: TravelDB) -> tuple[bool, str]:
     """Non-conflicting Transportation: the first day has transportation, and the trip does not mix self-driving
-    with flights or with taxis (a self-driven car cannot be left behind)."""
+    with flights or with taxis (a self-driven car cannot be left behind).
+
+    Differs: every mode a leg's text mentions counts (:func:`transport_modes`); the harness takes one mode per
+    leg, "taxi" first, so "Flight Number: F1, ... then self-driving" on one leg and a taxi elsewhere pass there.
+    Mentioning more modes never helps a plan here.
+    """
     days = _days(query, plan)
     if not days or not filled(days[0].get("transportation")):
         return False, "the first day has no transportation"
-    modes = {leg.mode for leg in map(leg_of, days) if leg is not None}
+    modes = set().union(*(leg.modes for leg in map(leg_of, days) if leg is not None))
     if "self-driving" in modes and ({"flight", "taxi"} & modes):
         return False, f"self-driving mixed with {' and '.join(sorted({'flight', 'taxi'} & modes))}"
     return True, ""
@@ -426,12 +485,16 @@ def minimum_nights(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: Tr
     """Minimum Nights Stay: each stay at an accommodation (consecutive days naming it) lasts at least its
     ``minimum nights``.
 
+    A day record without an ``accommodation`` key (even the last day's) fails, as in the harness (format).
+
     Differs: the harness applies the rule only when its substring look-up finds exactly one row; we apply it
     to the row :meth:`TravelDB.find` returns.
     """
     runs: list[list[Any]] = []
-    for day in _days(query, plan):
-        value = day.get("accommodation", "")
+    for i, day in enumerate(_days(query, plan), 1):
+        if "accommodation" not in day:
+            return False, f"day {i} has no accommodation field"
+        value = day["accommodation"]
         if runs and runs[-1][0] == value:
             runs[-1][1] += 1
         else:
@@ -484,10 +547,8 @@ def _accommodation_rows(query, plan, db):
 
 def room_rule(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: TravelDB) -> tuple[bool, str]:
     """Room Rule: no accommodation forbids what the query's ``house rule`` needs (its ``house_rules`` must not
-    contain "No <rule>", e.g. "No pets").
-
-    Differs: the harness spells the parties rule "parities", so it never fails a plan for parties; we check it.
-    """
+    contain "No <rule>", e.g. "No pets"; the harness's ``is_valid_room_rule``, which spells "parties" correctly
+    since its commit ed379c4, April 2024)."""
     rule = query["local_constraint"]["house rule"]
     for i, text, row in _accommodation_rows(query, plan, db):
         if not house_rule_fits(row["house_rules"], rule):
@@ -530,13 +591,17 @@ def cuisine(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: TravelDB)
 
 
 def transportation(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: TravelDB) -> tuple[bool, str]:
-    """Transportation: no leg uses the excluded mode (``no flight``: no flight; ``no self-driving``: no
-    self-driving), by the same keyword rule as :func:`transport_mode` (the harness matches "Flight" /
-    "Self-driving" case-sensitively)."""
+    """Transportation: no leg mentions the excluded mode (``no flight``: the keyword "flight"; ``no
+    self-driving``: "self-driving"), case-insensitively, whatever else the leg mentions.
+
+    Differs: the harness matches "Flight" / "Self-driving" case-sensitively, so "flight number: F1" passes its
+    "no flight" rule. (Before issue 20 we read one mode per leg with "taxi" first, so a flight leg that mentioned
+    a taxi passed "no flight": regression-tested.)
+    """
     banned = {"no flight": "flight", "no self-driving": "self-driving"}[query["local_constraint"]["transportation"]]
     for i, day in enumerate(_days(query, plan), 1):
         leg = leg_of(day)
-        if leg is not None and leg.mode == banned:
+        if leg is not None and banned in leg.modes:
             return False, f"day {i} uses {banned}"
     return True, ""
 

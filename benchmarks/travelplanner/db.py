@@ -273,9 +273,11 @@ class TravelDB:
         """The row of table ``kind`` named ``name`` in ``city``, or ``None``.
 
         Matching rule (ours, stricter than the official ``str.contains``): the name must equal the table's
-        name after collapsing whitespace, case-insensitively; the first such row in database order wins. The
-        official harness accepts any row whose name *contains* the given text, so a one-letter "name" would
-        pass; for an RL reward that is an exploit, so we require the whole name.
+        name exactly (case and inner spaces included; surrounding spaces ignored, as the harness strips the
+        plan's name); the first such row in database order wins. The official harness accepts any row whose
+        name *contains* the given text (case-sensitively), so a one-letter "name" would pass; for an RL reward
+        that is an exploit, so we require the whole name. Until issue 20 we also ignored case and repeated
+        spaces, which the harness fails (a format difference, now following the harness).
         """
         if not isinstance(name, str):
             return None
@@ -386,7 +388,7 @@ def _mode(text: str) -> str:
 
 
 def _norm(text: str) -> str:
-    return " ".join(str(text).split()).casefold()
+    return str(text).strip()
 
 
 def _cell(value: Any) -> str:

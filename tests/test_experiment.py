@@ -1,0 +1,186 @@
+"""`genenv-experiment`: arms that differ only in the task source, a resumable experiment, its report; the static
+augmentation written up front. The kill/resume test and the arm mechanics use a tiny random model (quality does
+not matter); one end-to-end test runs the issue's command with the embedded model on real Bamboogle data."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from genenv.trainer.cli import compose_config
+from genenv.trainer.experiment import ARMS, arm_config
+from genenv.trainer.experiment_report import area_under, reach_static, seed_curve
+from genenv.trainer.loop import CoEvolutionTrainer
+from genenv.trainer.rollout.policies import Generation
+from genenv.trainer.task_pool import TaskPool
+
+
+def _tiny(tiny_model_dir, exp, *extra):
+    return [f"experiment_dir={exp}", "benchmark=bamboogle", "tensorboard=false", "threads=1",
+            f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
+            "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
+            "generation.max_new_tokens=12", "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=8",
+            "eval.every=1", "eval.limit=3", "keep_checkpoints=5", *extra]
+
+
+def _experiment(args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "genenv.trainer.experiment", *args], env={**os.environ},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+
+
+def _rows(path):
+    """Metric rows without wall-clock figures (which differ between any two runs)."""
+    out = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        out.append({k: v for k, v in row.items() if not k.startswith(("time/", "tokens_per_second/"))})
+    return out
+
+
+def test_killed_experiment_finishes_with_the_pool_and_metrics_of_an_uninterrupted_one(tmp_path, tiny_model_dir,
+                                                                                     kill_when):
+    arms = "arms=[genenv,static_aug]"
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert _experiment(_tiny(tiny_model_dir, straight, "iterations=4", "seeds=[0]", arms)).wait(600) == 0
+
+    proc = _experiment(_tiny(tiny_model_dir, killed, "iterations=4", "seeds=[0]", arms))
+    latest = killed / "genenv" / "seed0" / "checkpoints" / "latest"
+    kill_when(proc, latest.is_file)
+    assert not (killed / "genenv" / "seed0" / "done.json").exists()  # killed mid-arm
+    assert _experiment(_tiny(tiny_model_dir, killed, "iterations=4", "seeds=[0]", arms)).wait(600) == 0
+
+    for arm in ("genenv", "static_aug"):
+        a, b = straight / arm / "seed0", killed / arm / "seed0"
+        assert TaskPool.load(a / "final_pool.jsonl").tasks == TaskPool.load(b / "final_pool.jsonl").tasks
+        assert [e.p_hat_history for e in TaskPool.load(a / "final_pool.jsonl").entries.values()] == \
+            [e.p_hat_history for e in TaskPool.load(b / "final_pool.jsonl").entries.values()]
+        assert _rows(a / "metrics.jsonl") == _rows(b / "metrics.jsonl")
+        assert [r["iteration"] for r in _rows(b / "metrics.jsonl")] == [0, 1, 2, 3]
+        assert not (b / "checkpoints").exists()  # keep_finished_checkpoints=false
+    summary = json.loads((killed / "summary.json").read_text())
+    assert list(summary["arms"]) == ["genenv", "static_aug"]
+    assert summary["arms"]["genenv"]["final"] == json.loads((straight / "summary.json").read_text()
+                                                            )["arms"]["genenv"]["final"]
+    # a finished experiment re-run is not run again
+    before = (killed / "genenv" / "seed0" / "metrics.jsonl").read_text()
+    assert _experiment(_tiny(tiny_model_dir, killed, "iterations=4", "seeds=[0]", arms)).wait(600) == 0
+    assert (killed / "genenv" / "seed0" / "metrics.jsonl").read_text() == before
+
+
+def test_arms_differ_only_in_the_task_source():
+    cfg = compose_config(["benchmark=bfcl", "experiment_dir=/x", "iterations=12"], "experiment")
+    configs = {arm: arm_config(cfg, arm, 1) for arm in ARMS if arm != "static_aug"}
+    assert configs["genenv"].env_policy.update_mode == "rwr" and configs["genenv"].generation.mode == "genenv"
+    assert configs["random_env"].env_policy.update_mode == "none" and configs["random_env"].generation.enabled
+    assert configs["envgen"].generation.mode == "envgen" and not configs["static"].generation.enabled
+    for arm, c in configs.items():
+        assert c.run_dir == f"/x/{arm}/seed1" and c.seed == 1 and c.iterations == 12
+        assert c.agent == configs["static"].agent and c.eval == configs["static"].eval
+    with pytest.raises(ValueError, match="finished genenv arm"):
+        arm_config(cfg, "static_aug", 1)
+    with pytest.raises(ValueError, match="unknown arm"):
+        arm_config(cfg, "gemini", 0)
+    frozen = compose_config(["experiment_dir=/x", "env_policy.update_mode=none"], "experiment")
+    with pytest.raises(ValueError, match="random_env"):
+        arm_config(frozen, "genenv", 0)
+
+
+def test_paper_profile_composes_a_gpu_experiment():
+    cfg = compose_config(["benchmark=bamboogle", "profile=paper", "iterations=1", "seeds=[0]",
+                          "arms=[genenv,static]", "experiment_dir=/x"], "experiment")
+    assert list(cfg.arms) == ["genenv", "static"] and list(cfg.seeds) == [0]
+    for arm in cfg.arms:
+        c = arm_config(cfg, arm, 0)
+        assert c.device == "cuda" and c.curriculum.alpha == 0.5 and c.curriculum.k_min == 0.1
+        assert c.agent.batch_tasks == 64 and c.eval.every == 3 and "arms" not in c
+        # the same checks the trainer makes before it loads anything
+        from genenv.trainer.settings import env_kwargs, response_budget
+        assert response_budget(c) > 0 and "bamboogle" in env_kwargs(c)
+
+
+def test_report_curve_area_and_data_efficiency():
+    rows = [{"agent/tasks": 6}, {"agent/tasks": 6, "heldout/score": 0.3}, {"agent/tasks": 8},
+            {"agent/tasks": 6, "heldout/score": 0.2}]
+    xs, ys = seed_curve(rows, baseline=0.1)
+    assert xs == [0.0, 12.0, 26.0] and ys == [0.1, 0.3, 0.2]
+    assert area_under(xs, ys) == pytest.approx((12 * 0.2 + 14 * 0.25) / 26)
+    arms = {"static": {"final": {"mean": 0.25}, "curve": {"tasks": [0, 12, 24], "mean": [0.1, 0.2, 0.25]}},
+            "genenv": {"final": {"mean": 0.3}, "curve": {"tasks": [0, 12, 24], "mean": [0.1, 0.28, 0.3]}},
+            "random_env": {"final": {"mean": 0.2}, "curve": {"tasks": [0, 12, 24], "mean": [0.1, 0.15, 0.2]}}}
+    reach_static(arms, baseline=0.1)
+    assert arms["genenv"]["tasks_to_static"] == 12 and arms["genenv"]["efficiency_vs_static"] == 2.0
+    assert arms["static"]["efficiency_vs_static"] == 1.0 and arms["random_env"]["tasks_to_static"] is None
+    reach_static(arms, baseline=0.3)  # static did not improve on the untrained agent: no ratio
+    assert all(a["efficiency_vs_static"] is None for a in arms.values())
+
+
+class _Scripted:
+    """An environment policy that writes, per prompt, one valid Bamboogle task and one invalid text."""
+
+    questions = [("Who directed the film Jaws?", "Steven Spielberg"),
+                 ("Which element has the chemical symbol Fe?", "Iron"),
+                 ("In which city was the composer Mozart born?", "Salzburg"),
+                 ("Who painted the Mona Lisa?", "Leonardo da Vinci")]
+
+    def __init__(self):
+        self.calls = 0
+
+    def generate(self, prompts, n, temperature, max_new_tokens):
+        out = []
+        for _ in prompts:
+            q, a = self.questions[self.calls % len(self.questions)]
+            self.calls += 1
+            out.append([Generation(json.dumps({"question": q, "answer": a})), Generation("not a task")][:n])
+        return out
+
+
+def test_static_augmentation_writes_its_tasks_up_front(tmp_path, tiny_model_dir):
+    cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=1", "tensorboard=false",
+                          "threads=1", f"agent.policy.model={tiny_model_dir}",
+                          f"env_policy.policy.model={tiny_model_dir}", "generation.enabled=false",
+                          "generation.upfront_tasks=3", "generation.upfront_max_rounds=5",
+                          "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
+                          "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=6"])
+    trainer = CoEvolutionTrainer(cfg)
+    scripted, policy = _Scripted(), trainer.backend.policy
+    trainer.backend.policy = lambda role: scripted if role == "env_policy" else policy(role)
+    row = trainer.run()[0]
+    assert row["pool/generated"] == 3 and row["gen/generated"] == 0  # written once, none during the run
+    assert trainer.counters["upfront/admitted"] == 3 and trainer.counters["upfront/rounds"] == 3
+    assert trainer.counters["upfront/generated"] == 6
+    gens = [json.loads(x) for x in (tmp_path / "run" / "generations.jsonl").read_text().splitlines()]
+    assert [g["iteration"] for g in gens] == [-1, -1, -2, -2, -3, -3] and all(g["upfront"] for g in gens)
+    assert sum(g["kept"] for g in gens) == 3 and {g["rejection"] for g in gens if not g["admitted"]} == {"no_json"}
+
+
+def test_unlimited_rounds_are_bounded(tmp_path, tiny_model_dir):
+    cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=1", "tensorboard=false",
+                          "threads=1", f"agent.policy.model={tiny_model_dir}",
+                          f"env_policy.policy.model={tiny_model_dir}", "generation.enabled=false",
+                          "generation.upfront_tasks=50", "generation.upfront_max_rounds=2",
+                          "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2"])
+    trainer = CoEvolutionTrainer(cfg)
+    scripted, policy = _Scripted(), trainer.backend.policy
+    trainer.backend.policy = lambda role: scripted if role == "env_policy" else policy(role)
+    trainer.seed_pool()
+    assert trainer.counters["upfront/rounds"] == 2 and trainer.counters["upfront/admitted"] == 2
+
+
+def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, smollm2_dir):
+    exp = tmp_path / "exp"
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiment", "benchmark=bamboogle", "iterations=1",
+                          "seeds=[0]", "arms=[genenv,static]", f"experiment_dir={exp}", "tensorboard=false"],
+                         capture_output=True, text=True, env={**os.environ}, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((exp / "summary.json").read_text())
+    assert list(summary["arms"]) == ["genenv", "static"] and summary["eval"]["n"] == 20
+    for arm in ("genenv", "static"):
+        a = summary["arms"][arm]
+        assert a["seeds"] == [0] and a["tasks_consumed"]["mean"] >= 6 and 0.0 <= a["final"]["mean"] <= 1.0
+        assert len(a["curve"]["tasks"]) == 2  # the untrained agent and after iteration 1
+    assert summary["arms"]["genenv"]["generated"] == 8 and summary["arms"]["static"]["generated"] == 0
+    md = (exp / "summary.md").read_text()
+    assert "| genenv | 1 |" in md and "| static | 1 |" in md and (exp / "curves.png").stat().st_size > 10_000

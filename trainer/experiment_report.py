@@ -1,0 +1,304 @@
+"""The report of a curriculum experiment (:mod:`genenv.trainer.experiment`): ``summary.json``, ``summary.md`` and
+``curves.png`` in the experiment directory, computed from the arms' ``metrics.jsonl`` and ``baseline.json`` alone.
+
+Per arm, over its finished seeds (mean, sample standard deviation, min and max):
+
+- **final** and **best held-out score**: the benchmark's headline metric (``heldout/score``), or the metric named
+  by the experiment's ``score_metric`` (``heldout/<score_metric>``), after the last
+  iteration, and the best of its held-out evaluations;
+- **AUC**: the area under the held-out curve (score against agent tasks consumed, trapezoids from the untrained
+  agent's score at 0 tasks) divided by the tasks consumed: the mean held-out score over training;
+- **tasks to reach static**: agent tasks consumed (mean over seeds) at the first held-out evaluation where the
+  arm's mean score reaches the ``static`` arm's final mean score, and the data-efficiency ratio = ``static``'s
+  tasks / this arm's tasks (> 1: fewer tasks); ``None`` when not reached, or when ``static`` did not improve on
+  the untrained agent (then no arm needs any task to reach it, and the ratio says nothing);
+- **admission rate** (admitted / generated, the up-front generation of ``static_aug`` included), **share of
+  iterations with an environment-policy update**, and **mean |p̂ - α|** of the generated tasks rolled out, over
+  the first and the second half of the iterations;
+- **seconds per phase** of one iteration (mean) and the wall time of the runs.
+
+Agent tasks consumed after iteration i = the sum of ``agent/tasks`` over iterations 0..i (each task rolled out
+``agent.n`` times).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
+    """The run directory of ``arm`` at ``seed``: ``<experiment_dir>/<arm>/seed<seed>``."""
+    return Path(experiment_dir) / arm / f"seed{seed}"
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The JSON Lines rows of ``path`` (``[]`` when it does not exist)."""
+    if not Path(path).is_file():
+        return []
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
+def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score"
+               ) -> tuple[list[float], list[float]]:
+    """``(tasks consumed, held-out score)`` at 0 (the untrained agent's ``baseline``) and after every iteration
+    with a held-out evaluation (rows holding ``key``)."""
+    xs, ys, consumed = [0.0], [float(baseline)], 0.0
+    for r in rows:
+        consumed += r.get("agent/tasks", 0)
+        if key in r:
+            xs.append(consumed)
+            ys.append(float(r[key]))
+    return xs, ys
+
+
+def area_under(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Trapezoid area under ``ys`` over ``xs`` divided by the x range (the curve's mean height; ``ys[0]`` for a
+    single point)."""
+    if len(xs) < 2 or xs[-1] <= xs[0]:
+        return float(ys[0]) if len(ys) else float("nan")
+    return float(np.trapezoid(ys, xs) / (xs[-1] - xs[0]))
+
+
+def spread(values: Sequence[float]) -> dict[str, float | int | None]:
+    """``{"mean", "sd", "min", "max", "n"}`` of the finite ``values`` (sd: sample standard deviation, ``None``
+    for fewer than two; all ``None`` when empty)."""
+    v = [float(x) for x in values if x is not None and not math.isnan(float(x))]
+    if not v:
+        return {"mean": None, "sd": None, "min": None, "max": None, "n": 0}
+    return {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None,
+            "min": float(min(v)), "max": float(max(v)), "n": len(v)}
+
+
+def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, key: str = "heldout/score"
+                ) -> dict[str, Any]:
+    """The summary of one arm from its finished seeds ``{seed: {"rows", "state", "sittings"}}`` (see the module
+    docstring), scored by the held-out metric ``key``; ``curve`` holds the mean held-out curve (``tasks``,
+    ``mean``, ``min``, ``max`` per evaluation)."""
+    curves = {s: seed_curve(r["rows"], baseline, key) for s, r in runs.items()}
+    n_points = min(len(c[0]) for c in curves.values())
+    xs = np.array([c[0][:n_points] for c in curves.values()])
+    ys = np.array([c[1][:n_points] for c in curves.values()])
+    generated = admitted = updates = iterations = 0
+    p_first: list[float] = []
+    p_second: list[float] = []
+    p_by_iter: dict[int, list[float]] = {}
+    phases: dict[str, list[float]] = {}
+    wall = []
+    for run in runs.values():
+        rows = run["rows"]
+        counters = run["state"].get("counters", {})
+        generated += sum(r.get("gen/generated", 0) for r in rows) + counters.get("upfront/generated", 0)
+        admitted += sum(r.get("gen/admitted", 0) for r in rows) + counters.get("upfront/admitted", 0)
+        updates += sum(1 for r in rows if not r.get("env_policy_update/skipped", False))
+        iterations += len(rows)
+        half = (len(rows) + 1) // 2
+        for i, r in enumerate(rows):
+            gaps = [abs(p - alpha) for p in r.get("p_hat/generated", [])]
+            (p_first if i < half else p_second).extend(gaps)
+            p_by_iter.setdefault(r["iteration"], []).extend(r.get("p_hat/generated", []))
+            for k, v in r.items():
+                if k.startswith("time/"):
+                    phases.setdefault(k.split("/", 1)[1], []).append(float(v))
+        wall.append(sum(r.get("time/total", 0.0) + r.get("time/heldout_eval", 0.0) for r in rows)
+                    + counters.get("upfront/seconds", 0.0))
+    return {
+        "seeds": sorted(runs),
+        "final": spread(ys[:, -1]), "best": spread(ys.max(axis=1)),
+        "auc": spread([area_under(c[0], c[1]) for c in curves.values()]),
+        "tasks_consumed": spread(xs[:, -1]),
+        "curve": {"tasks": xs.mean(axis=0).tolist(), "mean": ys.mean(axis=0).tolist(),
+                  "min": ys.min(axis=0).tolist(), "max": ys.max(axis=0).tolist()},
+        "generated": generated, "admitted": admitted,
+        "admission_rate": admitted / generated if generated else None,
+        "upfront_admitted": [r["state"].get("counters", {}).get("upfront/admitted") for r in runs.values()],
+        "env_update_share": updates / iterations if iterations else None,
+        "p_gap_first_half": float(np.mean(p_first)) if p_first else None,
+        "p_gap_second_half": float(np.mean(p_second)) if p_second else None,
+        "p_hat_generated_by_iteration": {int(k): float(np.mean(v)) for k, v in sorted(p_by_iter.items()) if v},
+        "seconds_per_iteration": {k: float(np.mean(v)) for k, v in phases.items()},
+        "loop_seconds": spread(wall),
+        "wall_seconds": float(sum(x["wall_seconds"] for r in runs.values() for x in r["sittings"])),
+    }
+
+
+def reach_static(arms: dict[str, dict[str, Any]], baseline: float) -> None:
+    """Add ``tasks_to_static`` and ``efficiency_vs_static`` to every arm (see the module docstring)."""
+    static = arms.get("static")
+    target = None if static is None else static["final"]["mean"]
+    for a in arms.values():
+        a["tasks_to_static"], a["efficiency_vs_static"] = None, None
+        if target is None or target <= baseline:
+            continue
+        curve = a["curve"]
+        hit = next((x for x, y in zip(curve["tasks"], curve["mean"]) if y >= target), None)
+        if hit:
+            a["tasks_to_static"] = hit
+            a["efficiency_vs_static"] = static["curve"]["tasks"][-1] / hit
+
+
+def collect(experiment_dir: Path) -> dict[str, Any]:
+    """The report's data: the experiment's settings, the untrained agent's score and :func:`arm_summary` of
+    every arm with at least one finished seed (arms in the experiment's order)."""
+    from omegaconf import OmegaConf
+
+    exp = Path(experiment_dir)
+    cfg = OmegaConf.load(exp / "experiment.yaml")
+    base_row = json.loads((exp / "baseline.json").read_text()) if (exp / "baseline.json").is_file() else {}
+    key = f"heldout/{cfg.score_metric}" if cfg.get("score_metric") else "heldout/score"
+    baseline = float(base_row.get(key, float("nan")))
+    alpha = float(cfg.curriculum.alpha)
+    arms: dict[str, dict[str, Any]] = {}
+    for arm in cfg.arms:
+        runs = {}
+        for seed in cfg.seeds:
+            d = arm_dir(exp, arm, seed)
+            if (d / "done.json").is_file():
+                state = json.loads((d / "final_state.json").read_text()) if (d / "final_state.json").is_file() else {}
+                runs[int(seed)] = {"rows": read_rows(d / "metrics.jsonl"), "state": state,
+                                   "sittings": read_rows(d / "sittings.jsonl")}
+        if runs:
+            arms[arm] = arm_summary(runs, baseline, alpha, key)
+    reach_static(arms, baseline)
+    return {"benchmark": cfg.benchmark.name, "iterations": int(cfg.iterations), "seeds": list(cfg.seeds),
+            "arms_planned": list(cfg.arms), "score": cfg.get("score_metric") or "headline", "alpha": alpha,
+            "k_min": float(cfg.curriculum.k_min),
+            "agent": {"batch_tasks": int(cfg.agent.batch_tasks), "n": int(cfg.agent.n)},
+            "eval": {"every": int(cfg.eval.every), "limit": cfg.eval.limit,
+                     "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms}
+
+
+def _fmt(s: dict[str, Any], pct: bool = True) -> str:
+    if s["mean"] is None:
+        return "—"
+    k = 100.0 if pct else 1.0
+    sd = f" ± {k * s['sd']:.1f}" if s["sd"] is not None else ""
+    return f"{k * s['mean']:.1f}{sd}"
+
+
+def _opt(x, fmt: str) -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """``summary.md``: the settings, one table row per arm, the seconds per phase, and the caveats that follow
+    from the numbers (arms within one another's spread)."""
+    arms = data["arms"]
+    score = "the benchmark's headline metric" if data["score"] == "headline" else data["score"]
+    lines = [f"# Curriculum experiment: {data['benchmark']}", "",
+             f"{data['iterations']} iterations, seeds {data['seeds']}, {data['agent']['batch_tasks']} tasks x "
+             f"{data['agent']['n']} rollouts per iteration, α = {data['alpha']:g} (band ± {data['k_min']:g}); "
+             f"held-out score = {score} on {data['eval']['n']} held-out tasks, greedy, "
+             f"every {data['eval']['every']} iterations. Untrained agent: {100 * data['baseline']:.1f}.", "",
+             "Scores in %, mean ± sample sd over seeds. AUC: mean held-out score over the tasks consumed. Tasks to "
+             "static: agent tasks consumed when the arm's mean held-out score first reaches static's final mean "
+             "(efficiency = static's tasks / these).", "",
+             "| arm | seeds | final | best | AUC | tasks consumed | tasks to static (efficiency) | admission | "
+             "env updates | mean abs(p̂-α) 1st → 2nd half |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, a in arms.items():
+        eff = ("—" if a["tasks_to_static"] is None
+               else f"{a['tasks_to_static']:.0f} ({a['efficiency_vs_static']:.2f}x)")
+        adm = ("—" if a["admission_rate"] is None
+               else f"{a['admitted']}/{a['generated']} ({100 * a['admission_rate']:.0f} %)")
+        gap = f"{_opt(a['p_gap_first_half'], '.2f')} → {_opt(a['p_gap_second_half'], '.2f')}"
+        lines.append(f"| {name} | {len(a['seeds'])} | {_fmt(a['final'])} | {_fmt(a['best'])} | {_fmt(a['auc'])} | "
+                     f"{_fmt(a['tasks_consumed'], pct=False)} | {eff} | {adm} | "
+                     f"{_opt(a['env_update_share'] and 100 * a['env_update_share'], '.0f')} % | {gap} |")
+    static = arms.get("static")
+    if static is not None and static["final"]["mean"] is not None and static["final"]["mean"] <= data["baseline"]:
+        lines += ["", f"static's final score ({100 * static['final']['mean']:.1f}) is not above the untrained agent's "
+                  f"({100 * data['baseline']:.1f}): no arm needs any task to reach it, so no data-efficiency ratio."]
+    missing = [a for a in data["arms_planned"] if a not in arms]
+    if missing:
+        lines += ["", f"Not finished yet: {', '.join(missing)}."]
+    lines += ["", "Seconds per iteration (mean over iterations and seeds) and time of the runs:", "",
+              "| arm | " + " | ".join(PHASES) + " | loop s per seed | wall s (all seeds) |",
+              "|---|" + "---|" * (len(PHASES) + 2)]
+    for name, a in arms.items():
+        sec = a["seconds_per_iteration"]
+        lines.append(f"| {name} | " + " | ".join(_opt(sec.get(p), ".1f") for p in PHASES)
+                     + f" | {_fmt(a['loop_seconds'], pct=False)} | {a['wall_seconds']:.0f} |")
+    lines += ["", "## What the numbers allow", ""] + verdicts(arms)
+    return "\n".join(lines) + "\n"
+
+
+PHASES = ("env_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval", "total")
+
+
+def verdicts(arms: dict[str, dict[str, Any]]) -> list[str]:
+    """Sentences comparing every arm's final score with ``static``'s and ``genenv``'s: whether the difference
+    exceeds the larger of the two spreads (min-max over seeds); with one seed, that no spread is measured."""
+    out = []
+    for ref in ("genenv", "static"):
+        if ref not in arms:
+            continue
+        r = arms[ref]["final"]
+        for name, a in arms.items():
+            if name == ref or (ref == "static" and name == "genenv" and "genenv" in arms):
+                continue
+            f = a["final"]
+            diff = 100 * (f["mean"] - r["mean"])
+            if f["n"] < 2 or r["n"] < 2:
+                out.append(f"- {name} vs {ref}: {diff:+.1f} points, one seed: no spread measured, no conclusion.")
+                continue
+            width = 100 * max(f["max"] - f["min"], r["max"] - r["min"])
+            word = "within" if abs(diff) <= width else "outside"
+            out.append(f"- {name} vs {ref}: {diff:+.1f} points, {word} the seeds' spread ({width:.1f} points).")
+    return out or ["- fewer than two arms finished: nothing to compare."]
+
+
+ARM_STYLE = {"genenv": ("C0", "o"), "random_env": ("C1", "s"), "envgen": ("C2", "^"), "static": ("C3", "v"),
+             "static_aug": ("C4", "D")}
+
+
+def plot_curves(data: dict[str, Any], out: Path) -> Path:
+    """``curves.png``: held-out score against agent tasks consumed per arm (mean line, min-max band over seeds),
+    and the mean p̂ of the generated tasks per iteration per arm with the α band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5))
+    for name, a in data["arms"].items():
+        color, marker = ARM_STYLE.get(name, (None, "."))
+        c = a["curve"]
+        ax.plot(c["tasks"], [100 * y for y in c["mean"]], marker=marker, color=color,
+                label=f"{name} ({len(a['seeds'])} seed{'s' if len(a['seeds']) > 1 else ''})")
+        ax.fill_between(c["tasks"], [100 * y for y in c["min"]], [100 * y for y in c["max"]], color=color, alpha=0.15)
+        by_it = a["p_hat_generated_by_iteration"]
+        if by_it:
+            bx.plot(list(map(int, by_it)), list(by_it.values()), marker=marker, color=color, label=name)
+    ax.set(xlabel="agent tasks consumed", ylabel="held-out score (%)",
+           title=f"{data['benchmark']}: held-out score (mean, min-max over seeds)")
+    ax.legend()
+    alpha, k = data["alpha"], data["k_min"]
+    bx.axhspan(max(0, alpha - k), min(1, alpha + k), color="grey", alpha=0.15, label=f"α band {alpha:g} ± {k:g}")
+    bx.axhline(alpha, color="grey", lw=1)
+    bx.set(xlabel="iteration", ylabel="mean p̂ of generated tasks", ylim=(-0.02, 1.02),
+           title="does p̂ of generated tasks move toward α?")
+    bx.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def write_report(experiment_dir: Path) -> Path:
+    """Write ``summary.json``, ``summary.md`` and ``curves.png`` into ``experiment_dir``; returns it.
+
+    Raises:
+        FileNotFoundError: no ``experiment.yaml`` (not an experiment directory).
+    """
+    exp = Path(experiment_dir)
+    if not (exp / "experiment.yaml").is_file():
+        raise FileNotFoundError(f"{exp}/experiment.yaml not found: is {exp} a genenv-experiment directory?")
+    data = collect(exp)
+    (exp / "summary.json").write_text(json.dumps(data, indent=1))
+    (exp / "summary.md").write_text(markdown(data))
+    plot_curves(data, exp / "curves.png")
+    return exp
