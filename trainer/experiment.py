@@ -57,6 +57,12 @@ def admitted_over_run(run_dir: Path) -> int:
     return int(sum(r.get("gen/admitted", 0) for r in read_rows(Path(run_dir) / "metrics.jsonl")))
 
 
+def check_arm(arm: str) -> None:
+    """Raises ``ValueError`` naming the known arms when ``arm`` is not one of :data:`ARMS`."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
+
+
 def arm_config(cfg, arm: str, seed: int):
     """The ``genenv-train`` config of ``arm`` at ``seed``: a copy of ``cfg`` with the arm's settings
     (:data:`ARMS`), ``seed``, ``run_dir`` = :func:`arm_dir` and, for ``static_aug``, ``generation.upfront_tasks`` =
@@ -68,8 +74,7 @@ def arm_config(cfg, arm: str, seed: int):
     """
     from omegaconf import OmegaConf
 
-    if arm not in ARMS:
-        raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
+    check_arm(arm)
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     for key in ("arms", "seeds", "experiment_dir", "keep_finished_checkpoints", "score_metric"):
         out.pop(key, None)
@@ -138,8 +143,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
     if int(cfg.eval.every) < 1:
         raise ValueError("an experiment compares held-out scores: set eval.every >= 1")
     for arm in cfg.arms:
-        if arm not in ARMS:
-            raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
+        check_arm(arm)
     exp = Path(cfg.experiment_dir)
     exp.mkdir(parents=True, exist_ok=True)
     (exp / "experiment.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
