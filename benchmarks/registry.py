@@ -3,7 +3,8 @@
 A benchmark folder's ``__init__`` registers its spec by entry-point string (:func:`register_benchmark`) beside its
 envs (:func:`genenv.envs.registry.register_env`); the spec module is imported only when :func:`get_benchmark` asks
 for it. Registrations are loaded with the envs' plugins (:func:`genenv.envs.registry.load_plugins`), so a
-third-party benchmark plugs in through the same entry-point group.
+third-party benchmark plugs in through the same entry-point group. :func:`paper_benchmarks` lists the specs that
+evaluate the paper's protocols (``genenv-eval --benchmarks paper``).
 """
 from __future__ import annotations
 
@@ -55,3 +56,18 @@ def get_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> "Benc
             raise TypeError(f"{BENCHMARKS[name]} has name {getattr(cls, 'name', None)!r}, registered as {name!r}")
         _INSTANCES[key] = cls(data_dir=data_dir)
     return _INSTANCES[key]
+
+
+def paper_benchmarks(data_dir: str | os.PathLike | None = None) -> dict[str, dict]:
+    """The registered benchmarks that evaluate the paper's Table 1 protocols, each with its loader options (its
+    spec's ``paper_options``, copied), in registration order: one per Table 1 column (a spec with
+    ``paper_options = None`` is left out).
+
+    Raises:
+        KeyError / TypeError: as :func:`get_benchmark`, for a registered spec that does not load.
+    """
+    from genenv.envs.registry import load_plugins
+
+    load_plugins()
+    specs = [get_benchmark(name, data_dir) for name in BENCHMARKS]
+    return {spec.name: dict(spec.paper_options) for spec in specs if spec.paper_options is not None}

@@ -3,7 +3,9 @@
 A :class:`BenchmarkSpec` ties a registered environment (``envs/``) to
 
 - evaluation: the units a leaderboard run covers (BFCL: one per category), the labelled metrics computed from
-  trajectories, and the paper's Table 1 column it is printed beside;
+  trajectories, the paper's Table 1 column the benchmark belongs to, and which metric (if any) is measured under
+  that column's protocol (:meth:`BenchmarkSpec.paper_metric`, run by :attr:`BenchmarkSpec.paper_options`; or
+  why it cannot be, :attr:`BenchmarkSpec.paper_unavailable`);
 - task generation by the environment policy: the prompt (benchmark format, seed tasks from the training pool,
   the agent's recent success rates), the strict-JSON parser, and the validator. A generation that fails any
   check is a :class:`Rejection` with a reason from a fixed vocabulary, counted by the trainer and given
@@ -85,8 +87,11 @@ class BenchmarkSpec(abc.ABC):
     """Base class; one subclass per benchmark, registered with :func:`genenv.benchmarks.registry.register_benchmark`.
 
     Class attributes: ``name`` (registry key, equal to the env's ``benchmark``), ``baseline_column`` (column of
-    the paper's Table 1; empty or absent from the table: the leaderboard prints "—"), ``paper_protocol`` (what
-    that column measures), ``seed_options`` (loader options of the default training pool),
+    the paper's Table 1; empty: not in the paper, the leaderboard compares nothing), ``paper_protocol`` (what
+    that column measures), ``paper_options`` (the loader options that evaluate the paper's protocol, what
+    ``genenv-eval --benchmarks paper`` runs; ``None``: this spec is not the one that runs it),
+    ``paper_unavailable`` (why the paper's protocol cannot run offline, in a few words; empty: it can, or the
+    spec is not in the paper), ``seed_options`` (loader options of the default training pool),
     ``rejection_reasons`` (the spec's own reasons; :attr:`all_rejection_reasons` adds the shared ones).
 
     Args:
@@ -97,6 +102,8 @@ class BenchmarkSpec(abc.ABC):
     name: str = ""
     baseline_column: str = ""
     paper_protocol: str = ""
+    paper_options: dict[str, Any] | None = None
+    paper_unavailable: str = ""
     seed_options: dict[str, Any] = {}
     rejection_reasons: tuple[str, ...] = ()
     COMMON_REJECTION_REASONS = ("no_json", "invalid_json", "not_object", "near_duplicate")
@@ -129,7 +136,20 @@ class BenchmarkSpec(abc.ABC):
 
     @abc.abstractmethod
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
-        """The one metric printed beside the paper's column (with its protocol label)."""
+        """The benchmark's main metric (with its protocol label): the score a training run's held-out evaluation
+        records and the leaderboard lists first; it follows the paper's protocol only where
+        :meth:`paper_metric` says so."""
+
+    def paper_metric(self, metrics: Sequence[Metric]) -> Metric | None:
+        """The metric of ``metrics`` measured under the protocol of the paper's ``baseline_column`` (the one
+        number that may stand beside the paper's rows), or ``None``: this spec measures no such metric, or the
+        run did not evaluate the units it needs (None by default).
+
+        ``metrics`` may hold other benchmarks' metrics too (a leaderboard run's): a spec picks its own by key.
+        The protocol label is returned as evaluated, so a caller can see marks such as lenient parsing that
+        make the number another protocol.
+        """
+        return None
 
     # ----- task generation -----
     def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float,

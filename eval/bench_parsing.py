@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from genenv.envs.data import resolve_data_dir
-from genenv.eval.leaderboard import parse_options
+from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
 from genenv.trainer.rollout.evaluation import EvalResult, evaluate
-from genenv.trainer.rollout.policies import Generation, Prompt, make_policy
+from genenv.trainer.rollout.policies import Generation, Prompt
 
 
 class ReplayPolicy:
@@ -73,19 +73,12 @@ def table(official: EvalResult, lenient: EvalResult) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--benchmarks", default="bamboogle", help="comma-separated registry names")
-    p.add_argument("--policy", default="smollm2")
-    p.add_argument("--option", action="append", default=[], metavar="BENCH.KEY=VALUE", help="loader option")
-    p.add_argument("--env-option", action="append", default=[], metavar="BENCH.KEY=VALUE", help="env option")
-    p.add_argument("--split", default="test", choices=["test", "heldout", "train"])
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--env-workers", type=int, default=0)
+    add_eval_arguments(p)
+    p.set_defaults(benchmarks="bamboogle")
     p.add_argument("--out", default=None, help="folder for parsing.json")
     args = p.parse_args(argv)
     root = resolve_data_dir(args.data_dir)
-    policy = make_policy(args.policy)
+    policy = policy_from_args(args)
     report: dict[str, Any] = {}
     for bench in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
         official, lenient = compare(policy, bench, split=args.split, data_dir=None if root is None else str(root),

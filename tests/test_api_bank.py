@@ -290,6 +290,9 @@ def test_metrics_units_and_headline():
                                                                                 1.0, 30, "")]
     head = spec.headline(metrics)
     assert head.key == "api_bank/toolrl/pooled_accuracy" and head.value == pytest.approx(35 / 40) and head.n == 40
+    assert spec.paper_metric(metrics) is None  # the paper pools levels 1-3
+    full = spec.paper_metric(metrics + [Metric("api_bank/toolrl/level-3/accuracy", 0.0, 10, "")])
+    assert full.key == head.key and full.value == pytest.approx(35 / 50)
 
 
 # ---------- level 3 as episodes (genenv/APIBankPlan-v0) ----------

@@ -91,6 +91,7 @@ class APIBankSpec(BenchmarkSpec):
     name = "api_bank"
     baseline_column = "api_bank"
     paper_protocol = "ToolRL protocol: per-call API name + parameter match, levels 1-3 pooled"
+    paper_options: dict[str, Any] = {"protocol": "toolrl"}
     seed_options: dict[str, Any] = {"level": 1, "protocol": "official"}
     rejection_reasons = ("missing_fields", "unknown_api", "bad_arguments", "execution_error", "ungrounded_value")
     grounding_reasons = ("ungrounded_value",)
@@ -119,14 +120,23 @@ class APIBankSpec(BenchmarkSpec):
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         """Accuracy pooled over the evaluated levels (micro average), ToolRL protocol if evaluated (the paper's),
-        else official."""
+        else official; labelled as the levels' metrics were (marks such as lenient parsing kept)."""
         for protocol in ("toolrl", "official"):
             accs = [m for m in metrics if m.key.startswith(f"api_bank/{protocol}/") and m.key.endswith("/accuracy")]
             if accs:
                 n = sum(m.n for m in accs)
+                levels = ", ".join(m.key.split("/")[2].removeprefix("level-") for m in accs)
                 return Metric(f"api_bank/{protocol}/pooled_accuracy", sum(m.value * m.n for m in accs) / n, n,
-                              f"{PROTOCOL_LABELS[protocol]}; pooled over {len(accs)} level(s)")
+                              f"{accs[0].protocol}; pooled over level(s) {levels}")
         return None
+
+    def paper_metric(self, metrics: Sequence[Metric]) -> Metric | None:
+        """The ToolRL accuracy pooled over levels 1-3 (:meth:`headline`), the paper's API-Bank number; ``None``
+        unless the ToolRL protocol was evaluated on every level."""
+        accs = [m for m in metrics if m.key.startswith("api_bank/toolrl/level-") and m.key.endswith("/accuracy")]
+        if sorted(m.key.split("/")[2] for m in accs) != [f"level-{lv}" for lv in LEVELS]:
+            return None
+        return self.headline(accs)
 
     # ----- task generation -----
     generation_system_prompt = (
@@ -334,13 +344,13 @@ class APIBankResponseSpec(BenchmarkSpec):
                        RESPONSE_PROTOCOL)]
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
-        """ROUGE-L pooled over the evaluated levels (micro average)."""
+        """ROUGE-L pooled over the evaluated levels (micro average), labelled as the levels' metrics were."""
         scores = [m for m in metrics if m.key.endswith("/rouge_l")]
         if not scores:
             return None
         n = sum(m.n for m in scores)
         return Metric("api_bank_response/pooled_rouge_l", sum(m.value * m.n for m in scores) / n, n,
-                      f"{RESPONSE_PROTOCOL}; pooled over {len(scores)} level(s)")
+                      f"{scores[0].protocol}; pooled over {len(scores)} level(s)")
 
     generation_system_prompt = (
         "You write new test dialogues for an assistant that uses APIs. A task is a short dialogue between a User "

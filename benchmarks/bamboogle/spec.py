@@ -1,5 +1,8 @@
 """Bamboogle spec: closed-book QA evaluation (EM / F1) and environment-generated question-answer pairs.
 
+The paper's Bamboogle column follows ToolRL (a live Google search tool, answers judged by GPT-4o), which an
+offline run cannot reproduce: no metric of this spec stands beside it (``paper_unavailable`` says why).
+
 What an offline validator can and cannot check about a generated two-hop question. It cannot check that the
 answer is *true* or that the question really takes two hops: that needs the world's facts (a search engine or a
 knowledge base), which a run does not have. It can check the form of a question a closed-book agent can be scored
@@ -92,6 +95,8 @@ class BamboogleSpec(BenchmarkSpec):
     name = "bamboogle"
     baseline_column = "bamboogle"
     paper_protocol = "ToolRL: multi-round Google search tool, answers judged by GPT-4o"
+    paper_options: dict[str, Any] = {}  # closed-book EM / F1 only: the paper's protocol cannot run offline
+    paper_unavailable = "needs a live Google search tool and a GPT-4o judge"
     seed_options: dict[str, Any] = {}
     rejection_reasons = ("missing_fields", "empty_field", "answer_not_short", "answer_in_question", "not_a_question",
                          "answer_is_sentence", "answer_not_entity", "answer_type_mismatch")
@@ -112,7 +117,8 @@ class BamboogleSpec(BenchmarkSpec):
                 Metric("bamboogle/reward", reward, n, "mean agent reward (configured free-text similarity)")]
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
-        """Exact match (the number placed beside the paper's Bamboogle column)."""
+        """Exact match, closed-book. Not the paper's protocol (search tool, GPT-4o judge: ``paper_unavailable``),
+        so :meth:`paper_metric` is ``None``."""
         return next((m for m in metrics if m.key == "bamboogle/em"), None)
 
     generation_system_prompt = (

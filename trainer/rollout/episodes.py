@@ -42,7 +42,8 @@ BUDGET_EXHAUSTED = "response budget exhausted"
 class Turn:
     """One turn: the ``messages`` shown, the generated ``text``, the env's ``reward`` for it, the tokens the
     policy conditioned on (``prompt_ids``) and produced (``response_ids``; both empty for text-only policies), and
-    the sampler's log-probs of ``response_ids`` (``response_logprobs``; empty when the sampler reports none)."""
+    the sampler's log-probs of ``response_ids`` (``response_logprobs``; empty when the sampler reports none) and
+    the policy's token ``usage`` (:class:`~genenv.trainer.rollout.policies.Generation`)."""
 
     messages: list[dict[str, str]]
     text: str
@@ -50,6 +51,7 @@ class Turn:
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -159,7 +161,7 @@ class Episode:
         obs, reward, terminated, truncated, info = step
         self.turns.append(Turn(prompt.messages, generation.text, float(reward),
                                list(generation.prompt_ids or prompt.token_ids), list(generation.response_ids),
-                               list(generation.response_logprobs)))
+                               list(generation.response_logprobs), dict(generation.usage)))
         self.reward += float(reward)
         self.info = info
         self.conversation.append({"role": "assistant", "content": generation.text})
@@ -184,7 +186,7 @@ def encoder_of(policy: Policy) -> Callable[[list[dict[str, str]]], list[int]] | 
 
 def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
                   max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
-                  chunk_size: int = 16, progress: str | None = None, stats: dict[str, float] | None = None,
+                  chunk_size: int = 16, progress: Any = None, stats: dict[str, float] | None = None,
                   env_workers: int | None = None, max_response_tokens: int | None = None) -> list[Trajectory]:
     """Play ``n`` episodes per task in lock step (any mix of benchmarks, single- and multi-step envs).
 
@@ -194,8 +196,9 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
         n: episodes per task (the GRPO group size).
         temperature / max_new_tokens: sampling settings (``max_new_tokens`` per turn).
         env_kwargs: per-benchmark env constructor options (e.g. ``{"bamboogle": {"metric": "f1"}}``).
-        chunk_size: prompts per policy call (progress granularity).
-        progress: description for a tqdm progress bar, or ``None`` for none.
+        chunk_size: prompts per policy call (progress granularity; an endpoint policy's requests in flight).
+        progress: description for a tqdm progress bar, an open bar to advance by one per finished episode (the
+            caller closes it), or ``None`` for none.
         stats: if given, ``generate_seconds`` and ``env_seconds`` (env steps: parsing, execution, scoring) are
             added to it.
         env_workers: worker processes for the envs (``None`` / 0: this process; :mod:`genenv.envs.workers`).
@@ -206,14 +209,14 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
     runner = episode_runner(env_workers)
     encode = encoder_of(policy)
     episodes = [Episode(t, k, encode, max_new_tokens, max_response_tokens) for t in tasks for k in range(n)]
-    bar = None
+    bar = None if isinstance(progress, str) else progress
     try:
         t0 = time.perf_counter()
         opened = runner.open([(i, e.task, (env_kwargs or {}).get(e.task.benchmark)) for i, e in enumerate(episodes)])
         for e, (obs, info) in zip(episodes, opened):
             e.opened(obs, info)
         _add(stats, "env_seconds", time.perf_counter() - t0)
-        if progress:
+        if isinstance(progress, str) and progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(episodes), desc=progress, unit="episode")
@@ -230,7 +233,7 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
                             stats, bar)
     finally:
         runner.shutdown()
-        if bar:
+        if bar and isinstance(progress, str):
             bar.close()
     return [e.trajectory() for e in episodes]
 

@@ -1,15 +1,22 @@
 """Greedy evaluation of a policy on benchmarks' units, through the one episode loop: what ``genenv-eval`` prints
-and what a training run's held-out evaluations record."""
+and what a training run's held-out evaluations record.
+
+An evaluation can keep a :class:`ResultLog` (``tasks.jsonl``): each task's record is appended as soon as its
+chunk of episodes finishes, and a later evaluation with the same log plays only the tasks it lacks, rebuilding the
+others' results from their records, so an interrupted evaluation resumes to the same metrics.
+"""
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Sequence
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Metric
 from genenv.envs.parsing import check_parsing
-from genenv.trainer.rollout.episodes import play_episodes
+from genenv.trainer.rollout.episodes import Trajectory, play_episodes
 
 
 LENIENT_LABEL = "LENIENT parsing (ours, not the official reading of model text)"
@@ -28,11 +35,75 @@ class EvalResult:
     timing: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+class ResultLog:
+    """Per-task records of an evaluation in a JSON-lines file, appended as tasks finish.
+
+    One record per task and unit (:func:`task_row`): ``unit``, ``index`` (the task's position in the unit's
+    list), ``task_id``, the scores, the raw output, token usage and the env's final ``info``. A record cut off by
+    a kill (a last line that is not JSON) is dropped when the log is opened, so appends stay well-formed.
+
+    Args:
+        path: the file (created with its folder on the first append).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.rows: list[dict[str, Any]] = []
+        if self.path.is_file():
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+            for line in lines:
+                try:
+                    self.rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # a torn last record: drop it and everything after it
+            if len(self.rows) < len(lines):
+                self._rewrite()
+
+    def finished(self, unit: str) -> dict[tuple[int, str], dict[str, Any]]:
+        """The unit's records keyed by ``(index, task_id)``."""
+        return {(r["index"], r["task_id"]): r for r in self.rows if r.get("unit") == unit and "index" in r}
+
+    def append(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append ``rows`` and flush them to disk."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            fh.flush()
+        self.rows += rows
+
+    def _rewrite(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in self.rows),
+                       encoding="utf-8")
+        tmp.replace(self.path)
+
+
+def task_row(unit: str, index: int, t: Trajectory) -> dict[str, Any]:
+    """The record of one evaluated episode: ``unit``, ``index``, ``task_id``, ``prompt``, ``raw_output``,
+    ``parsed_action``, ``reward``, ``success``, ``error``, ``turns``, token usage summed over the turns
+    (``prompt_tokens``, ``completion_tokens``), ``em`` / ``f1`` / ``error_type`` where the env reports them, and
+    the env's final ``info`` (JSON; what :func:`row_trajectory` rebuilds the metrics from)."""
+    usage = {k: sum(turn.usage.get(k, 0) for turn in t.turns) for k in ("prompt_tokens", "completion_tokens")}
+    return {"unit": unit, "index": index, "task_id": t.task.id, "prompt": t.task.prompt, "raw_output": t.text,
+            "parsed_action": t.info.get("parsed_action"), "reward": t.reward, "success": t.success,
+            "error": t.info.get("error", ""), "turns": len(t.turns), **usage,
+            **{k: t.info[k] for k in ("em", "f1", "error_type") if k in t.info},
+            "info": json.loads(json.dumps(t.info, default=str))}
+
+
+def row_trajectory(task, row: dict[str, Any]) -> Trajectory:
+    """A :class:`Trajectory` of ``task`` rebuilt from its :func:`task_row` record (no turns or messages: what
+    the benchmarks' ``summarize`` reads is the task, ``reward``, ``success`` and ``info``)."""
+    return Trajectory(task, 0, [], row.get("raw_output", ""), float(row["reward"]), bool(row["success"]),
+                      dict(row.get("info") or {}))
+
+
 def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: str | None = None,
              limit: int | None = None, options: dict[str, dict[str, Any]] | None = None,
              max_new_tokens: int = 256, progress: bool = True,
              env_kwargs: dict[str, dict[str, Any]] | None = None, env_workers: int | None = None,
-             parsing: str = "official") -> EvalResult:
+             parsing: str = "official", log: ResultLog | None = None, save_every: int = 64) -> EvalResult:
     """Greedy single-sample evaluation of ``policy`` on each benchmark's units (multi-step envs: one episode
     per task, played to the end).
 
@@ -50,30 +121,48 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
         parsing: how the envs read model text (:data:`~genenv.envs.parsing.PARSING_MODES`); ``"official"``
             (default) is the official harness's reading. A benchmark read otherwise (this argument or its
             ``env_kwargs``) gets every metric's protocol label marked :data:`LENIENT_LABEL`.
+        log: a :class:`ResultLog`: tasks it already holds are not played again (their records give their
+            results), the others' records are appended every ``save_every`` tasks.
+        save_every: tasks per chunk of episodes (the most work a kill can lose when ``log`` is given).
+    Returns:
+        the :class:`EvalResult`; ``rows`` in task order, ``timing`` over the tasks played now (``resumed``: how
+        many came from the log).
     Raises:
         KeyError: an unknown benchmark. DataError: missing or malformed data. ValueError: unknown ``parsing``.
     """
     result = EvalResult(policy=getattr(policy, "name", type(policy).__name__))
+    per_call = max(16, int(getattr(policy, "concurrency", 0) or 0), int(getattr(policy, "batch_size", 0) or 0))
     for bench in benchmarks:
         spec = get_benchmark(bench, data_dir)
         kwargs = with_data_dir(env_kwargs, [bench], data_dir)
-        reading = check_parsing(kwargs[bench].setdefault("parsing", check_parsing(parsing)))
+        reading = check_parsing(kwargs[bench].setdefault("parsing", parsing))
         bench_metrics: list[Metric] = []
         for unit, opts in spec.eval_units((options or {}).get(bench, {})):
             tasks = spec.load(**{"split": split, **opts})[:limit]  # a unit may fix its split
+            done = log.finished(unit) if log is not None else {}
+            rows = {i: done[(i, t.id)] for i, t in enumerate(tasks) if (i, t.id) in done}
+            todo = [i for i in range(len(tasks)) if i not in rows]
+            bar = _bar(unit, len(tasks), len(rows)) if progress else None
             start = time.perf_counter()
-            trajs = play_episodes(tasks, policy, n=1, temperature=0.0, max_new_tokens=max_new_tokens,
-                                  progress=unit if progress else None, env_kwargs=kwargs, env_workers=env_workers)
+            try:
+                for k in range(0, len(todo), max(1, save_every)):
+                    chunk = todo[k:k + max(1, save_every)]
+                    trajs = play_episodes([tasks[i] for i in chunk], policy, n=1, temperature=0.0,
+                                          max_new_tokens=max_new_tokens, progress=bar, env_kwargs=kwargs,
+                                          env_workers=env_workers, chunk_size=per_call)
+                    new = [task_row(unit, i, t) for i, t in zip(chunk, trajs)]
+                    if log is not None:
+                        log.append(new)
+                    rows.update(zip(chunk, new))
+            finally:
+                if bar is not None:
+                    bar.close()
             seconds = time.perf_counter() - start
-            result.timing[unit] = {"tasks": len(tasks), "seconds": seconds,
-                                   "tasks_per_second": len(tasks) / seconds if seconds > 0 else float("inf")}
-            bench_metrics += spec.summarize(unit, trajs)
-            for t in trajs:
-                result.rows.append({
-                    "unit": unit, "task_id": t.task.id, "prompt": t.task.prompt, "raw_output": t.text,
-                    "parsed_action": t.info.get("parsed_action"), "reward": t.reward, "success": t.success,
-                    "error": t.info.get("error", ""), "turns": len(t.turns),
-                    **{k: t.info[k] for k in ("em", "f1", "error_type") if k in t.info}})
+            result.timing[unit] = {"tasks": len(todo), "resumed": len(tasks) - len(todo), "seconds": seconds,
+                                   "tasks_per_second": len(todo) / seconds if seconds > 0 else float("inf")}
+            ordered = [rows[i] for i in range(len(tasks))]
+            bench_metrics += spec.summarize(unit, [row_trajectory(t, r) for t, r in zip(tasks, ordered)])
+            result.rows += ordered
         if reading != "official":
             bench_metrics = [replace(m, protocol=f"{m.protocol}; {LENIENT_LABEL}") for m in bench_metrics]
         result.metrics += bench_metrics
@@ -81,6 +170,13 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
         if head:
             result.headlines[bench] = head
     return result
+
+
+def _bar(unit: str, total: int, done: int):
+    """A tqdm bar over a unit's tasks (rate in tasks/s), started at the ``done`` tasks taken from a log."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc=unit, unit="task")
 
 
 def with_data_dir(env_kwargs: dict[str, dict[str, Any]] | None, benchmarks: Sequence[str],

@@ -47,12 +47,38 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
+def checkpoint_folder(name: str | Path, role: str = "agent") -> Path | None:
+    """The ``role``'s weights folder in a training checkpoint (:mod:`genenv.trainer.checkpoint` layout), or
+    ``None`` when ``name`` names no checkpoint.
+
+    ``name`` may be a run dir, its ``checkpoints`` folder, the ``checkpoints/latest`` pointer file (all three: the
+    newest complete checkpoint) or one ``checkpoints/iter-N`` folder. The folder holds full weights
+    (``config.json``) or, for a LoRA run, an adapter (``adapter_config.json``) whose base model is named in the
+    checkpoint's ``backend.json``.
+    """
+    path = Path(name).expanduser()
+    if (path / "checkpoints").is_dir():
+        path = path / "checkpoints"
+    if path.is_dir() and (path / "latest").is_file():
+        path = path / "latest"
+    if path.is_file() and path.name == "latest":
+        path = path.parent / path.read_text().strip()
+    if (path / "backend.json").is_file() and (path / role).is_dir():
+        return path / role
+    return None
+
+
 def resolve_model_path(name: str) -> Path:
-    """Local folder for ``name``: the SmolLM2 aliases (converted and cached on first use) or an existing folder.
+    """Local folder for ``name``: the SmolLM2 aliases (converted and cached on first use), a training
+    checkpoint's agent (:func:`checkpoint_folder`) or an existing folder.
 
     Raises:
-        ModelNotFound: ``name`` is not a folder with a ``config.json`` (hub ids are not fetched offline).
+        ModelNotFound: ``name`` is not a folder with a ``config.json`` or a LoRA checkpoint (hub ids are not
+            fetched offline).
     """
+    trained = checkpoint_folder(name)
+    if trained is not None:
+        return trained
     if name in SMOLLM2_ALIASES:
         target = cache_dir() / "SmolLM2-135M-Instruct-hf"
         if not (target / "config.json").is_file():
@@ -110,7 +136,8 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
     """Load ``(model, tokenizer)`` for generation and training.
 
     Args:
-        name: a SmolLM2 alias or a local Hugging Face folder.
+        name: a SmolLM2 alias, a local Hugging Face folder or a training checkpoint (:func:`checkpoint_folder`;
+            a LoRA adapter is loaded onto its base model, named in the checkpoint's ``backend.json``, and merged).
         dtype: ``"auto"`` (:func:`resolve_dtype`: bfloat16 where the device computes it natively, else
             float32), ``"bfloat16"`` or ``"float32"``.
         device: ``"cpu"`` or ``"cuda"``.
@@ -124,7 +151,17 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
 
     path = resolve_model_path(name)
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, resolve_dtype(dtype, device))).to(device)
+    torch_dtype = getattr(torch, resolve_dtype(dtype, device))
+    if (path / "adapter_config.json").is_file():  # a LoRA run's checkpoint: merge the adapter into its base
+        import json
+
+        from peft import PeftModel
+
+        base_name = json.loads((path.parent / "backend.json").read_text())[path.name]["model"]
+        base, _ = load_model_and_tokenizer(base_name, dtype="float32", device=device)
+        model = PeftModel.from_pretrained(base, str(path)).merge_and_unload().to(torch_dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device)
     model.eval()
     prepare_tokenizer(tok)
     model.generation_config.pad_token_id = tok.pad_token_id

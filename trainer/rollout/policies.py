@@ -18,12 +18,15 @@ from genenv.envs.task import Task
 class Generation:
     """One sampled completion: ``text``; for local models also ``prompt_ids`` / ``response_ids`` (token ids);
     ``response_logprobs``: the sampler's log-prob of each response token where the sampler reports them (veRL's
-    vLLM servers with ``rollout.calculate_log_probs``; same length as ``response_ids``), else empty."""
+    vLLM servers with ``rollout.calculate_log_probs``; same length as ``response_ids``), else empty; ``usage``:
+    ``prompt_tokens`` / ``completion_tokens`` (OpenAI's usage fields; a prompt's tokens counted on its first
+    sample only), empty where the policy counts no tokens (oracle, random baseline)."""
 
     text: str
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -223,62 +226,131 @@ class TransformersPolicy:
                     while resp and resp[-1] == tok.pad_token_id and tok.pad_token_id not in tok.stop_token_ids:
                         resp.pop()
                     self.generated_tokens += len(resp)
-                    gens.append(Generation(tok.decode(resp, skip_special_tokens=True), list(ids), resp))
+                    gens.append(Generation(tok.decode(resp, skip_special_tokens=True), list(ids), resp, usage={
+                        "prompt_tokens": len(ids) if k == 0 else 0, "completion_tokens": len(resp)}))
                 results.append(gens)
         self.generate_seconds += time.perf_counter() - start
         return results
 
 
 class OpenAIPolicy:
-    """An OpenAI-compatible chat-completions endpoint (a vLLM server or any API), over real HTTP.
+    """An OpenAI-compatible chat-completions endpoint (a vLLM or llama.cpp server, or any API), through the
+    ``openai`` client's async API.
+
+    A :meth:`generate` call sends its prompts concurrently, at most ``concurrency`` requests in flight (a
+    multi-step episode's turn: every unfinished episode's request at once). Retries are the ``openai`` client's
+    own: connection errors, timeouts, 408 / 409 / 429 and 5xx answers are retried ``max_retries`` times with
+    exponential backoff and jitter (0.5 s doubling to 8 s, ``Retry-After`` obeyed; ``openai/_base_client.py``).
 
     Args:
         base_url: e.g. ``http://localhost:8000/v1``.
         model: the served model name.
-        api_key: sent as a bearer token (``EMPTY`` for a local vLLM server).
-        timeout: seconds per request.
+        api_key: sent as a bearer token (``EMPTY`` for a local server).
+        timeout: seconds per request (each retry gets its own).
+        concurrency: requests in flight at once (default 32: a vLLM server batches them; a one-at-a-time server
+            such as llama.cpp's gains only the overlap of client work).
+        max_retries: retries per request after the first try.
     Raises (from generate):
-        RuntimeError: the server answered with an error status (the message includes it).
+        RuntimeError: the endpoint could not be reached, or answered an error that retries did not cure; the
+            message names the URL, the status and the server's words.
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", timeout: float = 120.0):
+    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", timeout: float = 120.0,
+                 concurrency: int = 32, max_retries: int = 4):
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key
-        self.timeout = timeout
+        self.timeout = float(timeout)
+        self.concurrency = int(concurrency)
+        self.max_retries = int(max_retries)
         self.name = f"openai:{model}"
+        self.requests = 0  # chat-completion calls answered, over the policy's life
 
     def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
                  max_new_tokens: int = 256) -> list[list[Generation]]:
-        """One ``POST /chat/completions`` per prompt with ``n`` choices (text only, no token ids); a prompt's
-        ``json_schema`` is sent as ``response_format`` (OpenAI structured outputs)."""
-        import requests
+        """``n`` choices per prompt (text and token usage, no token ids), the prompts' requests concurrent; a
+        prompt's ``json_schema`` is sent as ``response_format`` (OpenAI structured outputs, which vLLM and
+        llama.cpp servers accept too); a server that returns fewer than ``n`` choices is asked again for the
+        rest. Runs its own event loop (from a thread when the caller already runs one)."""
+        import asyncio
 
-        out = []
-        for p in prompts:
-            body = {"model": self.model, "messages": p.messages, "n": n, "temperature": temperature,
-                    "max_tokens": max_new_tokens}
-            if p.json_schema:  # OpenAI's structured outputs (vLLM and llama.cpp servers accept it too)
+        work = self._generate_all(list(prompts), n, temperature, max_new_tokens)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(work)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, work).result()
+
+    async def _generate_all(self, prompts: list[Prompt], n: int, temperature: float, max_new_tokens: int
+                            ) -> list[list[Generation]]:
+        import asyncio
+
+        import openai
+
+        client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout,
+                                    max_retries=self.max_retries)
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(p: Prompt) -> list[Generation]:
+            body: dict[str, Any] = {"model": self.model, "messages": p.messages, "temperature": temperature,
+                                    "max_tokens": min(max_new_tokens, p.max_new_tokens or max_new_tokens)}
+            if p.json_schema:
                 body["response_format"] = {"type": "json_schema",
                                            "json_schema": {"name": "task", "schema": p.json_schema, "strict": True}}
-            resp = requests.post(f"{self.base_url}/chat/completions", json=body, timeout=self.timeout,
-                                 headers={"Authorization": f"Bearer {self.api_key}"})
-            if resp.status_code != 200:
-                raise RuntimeError(f"{self.base_url} answered {resp.status_code}: {resp.text[:300]}")
-            choices = resp.json().get("choices", [])
-            out.append([Generation((c.get("message") or {}).get("content") or "") for c in choices][:n])
-        return out
+            gens: list[Generation] = []
+            while len(gens) < n:
+                async with gate:
+                    try:
+                        resp = await client.chat.completions.create(n=n - len(gens), **body)
+                    except openai.APIStatusError as e:
+                        raise RuntimeError(f"{self.base_url} answered {e.status_code} after {self.max_retries} "
+                                           f"retries: {str(e)[:300]}") from e
+                    except openai.APIConnectionError as e:  # includes timeouts
+                        raise RuntimeError(f"{self.base_url} could not be reached after {self.max_retries} "
+                                           f"retries ({type(e).__name__}: {e})") from e
+                self.requests += 1
+                usage = resp.usage
+                choices = resp.choices or []
+                if not choices:
+                    raise RuntimeError(f"{self.base_url} answered without choices: {str(resp)[:300]}")
+                for k, c in enumerate(choices[:n - len(gens)]):
+                    # the request's usage, counted once: prompt tokens on its first choice
+                    gens.append(Generation((c.message.content if c.message else None) or "", usage={
+                        "prompt_tokens": (usage.prompt_tokens if usage and k == 0 else 0) or 0,
+                        "completion_tokens": ((usage.completion_tokens if usage else 0) or 0) // len(choices)}))
+            return gens
+
+        try:
+            return list(await asyncio.gather(*(one(p) for p in prompts)))
+        finally:
+            await client.close()
 
 
-def make_policy(spec: str, **kwargs: Any) -> Policy:
+def make_policy(spec: str, dtype: str | None = None, device: str | None = None, batch_size: int | None = None,
+                concurrency: int | None = None, timeout: float | None = None, max_retries: int | None = None
+                ) -> Policy:
     """Build a policy from a command-line spec.
 
     ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
-    model); ``hf:PATH`` or a folder path (local transformers); ``openai:BASE_URL#MODEL`` (OpenAI-compatible
-    endpoint; ``OPENAI_API_KEY`` is used if set). ``kwargs`` go to :class:`TransformersPolicy` (dtype, device,
-    batch_size).
+    model); ``hf:PATH`` or a folder path (local transformers); a training run's agent: ``RUN_DIR``,
+    ``RUN_DIR/checkpoints/latest`` or ``RUN_DIR/checkpoints/iter-N`` (full weights or a LoRA adapter merged into
+    its base, :func:`~genenv.trainer.rollout.models.checkpoint_folder`); ``openai:BASE_URL#MODEL``
+    (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set). ``dtype`` / ``device`` / ``batch_size`` go
+    to :class:`TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to :class:`OpenAIPolicy`
+    (``None``: their defaults).
+
+    Raises:
+        ValueError: a malformed ``openai:`` spec. ModelNotFound: a local name that is no model folder.
     """
     import os
+
+    def given(**kw: Any) -> dict[str, Any]:
+        return {k: v for k, v in kw.items() if v is not None}
 
     if spec == "oracle":
         return OraclePolicy()
@@ -288,6 +360,7 @@ def make_policy(spec: str, **kwargs: Any) -> Policy:
         url, _, model = spec[len("openai:"):].partition("#")
         if not model:
             raise ValueError("openai policy spec is openai:BASE_URL#MODEL")
-        return OpenAIPolicy(url, model, api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"))
-    name = spec[len("hf:"):] if spec.startswith("hf:") else spec
-    return TransformersPolicy(name, **{k: v for k, v in kwargs.items() if v is not None})
+        return OpenAIPolicy(url, model, api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"),
+                            **given(concurrency=concurrency, timeout=timeout, max_retries=max_retries))
+    name = spec.removeprefix("hf:")
+    return TransformersPolicy(name, **given(dtype=dtype, device=device, batch_size=batch_size))

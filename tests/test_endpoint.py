@@ -1,0 +1,127 @@
+"""The endpoint policy (``openai:URL#MODEL``) against a real OpenAI-compatible server (llama.cpp's, serving the
+embedded GGUF), and its retries, concurrency and errors against a scripted HTTP server."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from genenv.eval.serve import LlamaServer, free_port
+from genenv.trainer.rollout.evaluation import evaluate
+from genenv.trainer.rollout.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """llama.cpp's server on the embedded GGUF for this module's tests (``.ci/install`` installs it)."""
+    with LlamaServer(log_path=tmp_path_factory.mktemp("llama") / "server.log") as server:
+        yield server
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """Answers ``POST /v1/chat/completions`` with the statuses in ``server.script`` (one per request, then 200),
+    after ``server.delay`` seconds; counts requests and the most in flight at once."""
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        srv = self.server
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with srv.lock:
+            srv.requests += 1
+            srv.in_flight += 1
+            srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
+            status = srv.script.pop(0) if srv.script else 200
+        time.sleep(srv.delay)
+        if status == 200:
+            text = f"echo: {body['messages'][-1]['content']}"
+            payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                       "choices": [{"index": k, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": text}} for k in range(body.get("n", 1))],
+                       "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
+        else:
+            payload = {"error": {"message": "overloaded", "type": "server_error"}}
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        with srv.lock:
+            srv.in_flight -= 1
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def scripted():
+    """A :class:`Scripted` server on a free port: ``(server, base_url)``."""
+    srv = ThreadingHTTPServer(("127.0.0.1", free_port()), Scripted)
+    srv.lock, srv.requests, srv.in_flight, srv.max_in_flight = threading.Lock(), 0, 0, 0
+    srv.script, srv.delay = [], 0.0
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+
+
+def prompts(k: int) -> list[Prompt]:
+    return [Prompt([{"role": "user", "content": f"question {i}"}]) for i in range(k)]
+
+
+def test_503_twice_then_200_is_retried(scripted):
+    srv, url = scripted
+    srv.script = [503, 503]
+    out = OpenAIPolicy(url, "m", max_retries=3).generate(prompts(1))
+    assert out[0][0].text == "echo: question 0"
+    assert srv.requests == 3
+    assert out[0][0].usage == {"prompt_tokens": 7, "completion_tokens": 3}
+
+
+def test_errors_that_retries_do_not_cure_name_the_url(scripted):
+    srv, url = scripted
+    srv.script = [503] * 5
+    with pytest.raises(RuntimeError, match=rf"{url} answered 503 after 1 retries"):
+        OpenAIPolicy(url, "m", max_retries=1).generate(prompts(1))
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(RuntimeError, match=rf"{dead} could not be reached"):
+        OpenAIPolicy(dead, "m", max_retries=1, timeout=5).generate(prompts(1))
+
+
+def test_a_turns_requests_are_in_flight_together_up_to_the_concurrency(scripted):
+    srv, url = scripted
+    srv.delay = 0.3
+    out = OpenAIPolicy(url, "m", concurrency=4).generate(prompts(12), n=2)
+    assert [g.text for g in out[5]] == ["echo: question 5"] * 2  # prompt order and n kept
+    assert srv.requests == 12
+    assert srv.max_in_flight == 4
+
+
+def test_endpoint_evaluation_on_a_real_server(llama_server, data_dir):
+    """BFCL and Bamboogle slices and multi-step episodes (TextWorldExpress) through the endpoint, with usage."""
+    policy = make_policy(llama_server.spec, concurrency=4)
+    res = evaluate(policy, ["bfcl", "bamboogle"], data_dir=data_dir, limit=4, progress=False,
+                   options={"bfcl": {"category": "simple_python"}}, max_new_tokens=48)
+    assert [(u, t["tasks"]) for u, t in res.timing.items()] == [("bfcl/simple_python", 4), ("bamboogle", 4)]
+    assert all(r["completion_tokens"] > 0 and r["prompt_tokens"] > 50 for r in res.rows)
+    assert {"bfcl", "bamboogle"} <= set(res.headlines)
+    multi = evaluate(policy, ["twx"], data_dir=data_dir, limit=2, progress=False, max_new_tokens=16,
+                     options={"twx": {"games": "coin"}}, env_kwargs={"twx": {"max_steps": 4}})
+    assert len(multi.rows) == 2 and max(r["turns"] for r in multi.rows) > 1
+    assert policy.requests >= 8 + sum(r["turns"] for r in multi.rows)
+
+
+def test_greedy_endpoint_agrees_with_the_local_policy(llama_server, data_dir, smollm2_dir):
+    """The same greedy prompts through llama.cpp (Q4_1 weights) and transformers (their float32 de-quantised
+    copy): numerics differ, so texts may part after a few tokens; most must start alike."""
+    from genenv.eval.bench_endpoint import agreement
+
+    kwargs = dict(data_dir=data_dir, limit=12, progress=False, max_new_tokens=24)
+    remote = evaluate(make_policy(llama_server.spec), ["bamboogle"], **kwargs)
+    local = evaluate(TransformersPolicy(str(smollm2_dir), dtype="float32"), ["bamboogle"], **kwargs)
+    agree = agreement(local, remote)
+    print(f"agreement with the local policy: {agree}")
+    assert agree["n"] == 12
+    assert agree["first_word"] >= 0.5
