@@ -69,7 +69,9 @@ def test_kl_leash_is_measured_against_the_frozen_reference(tiny_model_dir):
     samples = [Sample([1, 2, 3], [10 + i, 2], float(i % 2), "g") for i in range(4)]
     first = be.update("agent", samples, "grpo")
     second = be.update("agent", samples, "grpo")
-    assert first["kl"] == pytest.approx(0.0, abs=1e-6) and second["kl"] > 0.0
+    # 0 up to the rounding of a bf16 reference (held in bf16 where the engine computes in bf16: its embeddings and
+    # norms are rounded, its matmuls were bf16 under autocast anyway); measured 1.3e-6 on an AVX-512 BF16 CPU
+    assert first["kl"] == pytest.approx(0.0, abs=1e-5) and second["kl"] > 1e-4
 
 
 def test_backend_save_and_load_restore_weights_and_optimizer(backend, tmp_path):

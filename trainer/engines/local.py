@@ -4,7 +4,11 @@
 with transformers: float32 master weights (bf16 updates of size lr·g ≈ 1e-6 would round away); where the device
 computes bfloat16 natively (``autocast_dtype: auto``), a bf16 sampling copy per role refreshed after each update
 and bf16 autocast for the log-prob and gradient passes, else float32 throughout; a frozen reference copy per role
-for the KL leash (or, with LoRA, the base model under ``disable_adapter``); AdamW.
+for the KL leash (or, with LoRA, the base model under ``disable_adapter``); AdamW. Under bf16 autocast the frozen
+weights (the reference copy, LoRA's base) are held in bf16: autocast runs their matmuls in bf16 anyway.
+
+On a GPU the roles' memory is planned before anything loads (:mod:`genenv.trainer.engines.memory`): a pair that
+does not fit is refused with each role's bytes and the options, instead of an out-of-memory error mid-load.
 """
 from __future__ import annotations
 
@@ -66,6 +70,11 @@ class LocalBackend:
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.policies: dict[str, TransformersPolicy] = {}
         self.rollout_models: dict[str, Any] = {}
+        if str(device).startswith("cuda"):
+            from genenv.trainer.engines.memory import check_fits
+
+            self.memory_plan = check_fits(roles, torch.cuda.mem_get_info(torch.device(device))[0],
+                                          bf16=self.autocast_dtype is not None, device=device)
         for role, rc in roles.items():
             self._build(role, rc, weights=None)
 
@@ -75,9 +84,11 @@ class LocalBackend:
         from genenv.trainer.rollout.models import load_model_and_tokenizer
 
         base, tok = load_model_and_tokenizer(rc.model, dtype="float32", device=self.device)
+        frozen_dtype = getattr(torch, self.autocast_dtype) if self.autocast_dtype else torch.float32
         if rc.lora_r > 0:
             from peft import LoraConfig, PeftModel, get_peft_model
 
+            base = base.to(frozen_dtype)  # the frozen base; PEFT keeps the adapters in float32
             if weights is not None:
                 model = PeftModel.from_pretrained(base, str(weights), is_trainable=True)
             else:
@@ -85,7 +96,7 @@ class LocalBackend:
                                                         target_modules="all-linear", task_type="CAUSAL_LM"))
             self.refs[role] = None  # the reference is the base model with the adapter disabled
         else:
-            self.refs[role] = copy.deepcopy(base).requires_grad_(False)
+            self.refs[role] = copy.deepcopy(base).to(frozen_dtype).requires_grad_(False)
             model = base
             if weights is not None:
                 model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(self.device)

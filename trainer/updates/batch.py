@@ -56,10 +56,26 @@ def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequ
     return DataProto.from_single_dict(data)
 
 
+def model_device(model) -> torch.device:
+    """The device of ``model``'s parameters (where its inputs must be)."""
+    return next(model.parameters()).device
+
+
+def place_batch(batch, model):
+    """Move every tensor of ``batch`` (a ``DataProto``) to ``model``'s device, in place, and return it: the one
+    place where update batches meet the model's device (built on the CPU by :func:`build_batch`; on a GPU the
+    log-probs, advantages and masks must share ``cuda:0``, else veRL's ``masked_mean`` fails)."""
+    device = model_device(model)
+    if batch.batch is not None and batch.batch.device != device:
+        batch.to(device)
+    return batch
+
+
 def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = False,
                       autocast_dtype: torch.dtype | None = torch.bfloat16) -> torch.Tensor:
-    """Log-probability of every response token under ``model`` (``[B, R]``; padding positions are garbage, mask
-    them with ``response_mask``). Uses veRL's ``logprobs_from_logits``; ``grad=False`` runs under no_grad.
+    """Log-probability of every response token under ``model`` (``[B, R]``, on the model's device; padding
+    positions are garbage, mask them with ``response_mask``). Uses veRL's ``logprobs_from_logits``; ``grad=False``
+    runs under no_grad. The batch is placed on the model's device first (:func:`place_batch`).
 
     For a gradient step call it per micro-batch yourself (pass a sliced batch) so activations stay bounded.
     """
@@ -67,17 +83,16 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
 
     outs = []
     R = batch.batch["responses"].shape[1]
-    device = next(model.parameters()).device
+    device = place_batch(batch, model).batch.device
     for start in range(0, len(batch), micro_batch_size):
         mb = batch.slice(start, start + micro_batch_size)
         ctx = torch.enable_grad() if grad else torch.no_grad()
         amp = (torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype is not None
                else nullcontext())
         with ctx, amp:
-            logits = model(input_ids=mb.batch["input_ids"].to(device),
-                           attention_mask=mb.batch["attention_mask"].to(device),
-                           position_ids=mb.batch["position_ids"].to(device), use_cache=False,
+            logits = model(input_ids=mb.batch["input_ids"], attention_mask=mb.batch["attention_mask"],
+                           position_ids=mb.batch["position_ids"], use_cache=False,
                            logits_to_keep=R + 1).logits  # only the positions that predict response tokens
             logits = logits[:, :-1, :].float()
-            outs.append(logprobs_from_logits(logits, mb.batch["responses"].to(device)))
+            outs.append(logprobs_from_logits(logits, mb.batch["responses"]))
     return torch.cat(outs, dim=0)

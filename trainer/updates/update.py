@@ -26,7 +26,7 @@ import torch
 from omegaconf import OmegaConf
 
 from genenv.trainer.updates.advantages import get_advantage
-from genenv.trainer.updates.batch import build_batch, response_logprobs
+from genenv.trainer.updates.batch import build_batch, place_batch, response_logprobs
 
 
 @dataclass
@@ -99,6 +99,7 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     batch, metrics = prepare_update(samples, pad_id, mode)
     if batch is None:
         return metrics
+    place_batch(batch, model)  # advantages, masks and log-probs on the model's device
     mask = batch.batch["response_mask"].float()
     model.eval()
     batch.batch["old_log_probs"] = response_logprobs(model, batch, micro_batch_size, autocast_dtype=autocast_dtype)
