@@ -128,3 +128,23 @@ def test_response_budget_stops_before_overflow_and_rewards_only_trained_tokens(t
     veRL = rollout_agent_loop(tasks, GoldTokenPolicy(tokenizer), server_manager=client, env_kwargs=kwargs,
                               response_length=budget)[0]
     assert _streams([veRL]) == _streams([cut])  # veRL's agent loop caps max_tokens the same way
+
+
+def test_samples_of_a_prompt_share_one_prefill_and_are_the_same_samples(tiny_model_dir):
+    """``TransformersPolicy.sample``: one prefill whose KV cache is repeated n times draws, seed for seed, the
+    tokens that transformers' ``num_return_sequences`` (a prefill per copy) draws."""
+    import torch
+
+    from genenv.trainer.rollout.policies import TransformersPolicy
+
+    policy = TransformersPolicy(str(tiny_model_dir), dtype="float32")
+    prompts = [Prompt([{"role": "user", "content": "Name a colour."}]),
+               Prompt([{"role": "user", "content": "Write the first five prime numbers, separated by commas."}])]
+    outs = {}
+    for shared in (True, False):
+        policy.share_prefix = shared
+        torch.manual_seed(3)
+        outs[shared] = policy.generate(prompts, n=3, temperature=1.0, max_new_tokens=12)
+    ids = {shared: [[g.response_ids for g in gens] for gens in out] for shared, out in outs.items()}
+    assert ids[True] == ids[False]
+    assert len({tuple(r) for r in ids[True][0]}) > 1  # the three samples of a prompt differ: they were sampled
