@@ -148,3 +148,16 @@ def test_samples_of_a_prompt_share_one_prefill_and_are_the_same_samples(tiny_mod
     ids = {shared: [[g.response_ids for g in gens] for gens in out] for shared, out in outs.items()}
     assert ids[True] == ids[False]
     assert len({tuple(r) for r in ids[True][0]}) > 1  # the three samples of a prompt differ: they were sampled
+
+
+def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_model_dir):
+    from genenv.eval.bench_rollout import measure, table
+    from genenv.trainer.rollout.policies import TransformersPolicy
+
+    row = measure("twx", TransformersPolicy(str(tiny_model_dir), dtype="float32"),
+                  ["agent.batch_tasks=1", "agent.n=2", "agent.max_new_tokens=4"])
+    assert row["episodes"] == 2 and row["turns"] >= 2 and 0 < row["tokens"] <= 4 * row["turns"]
+    assert row["engine"] > 0 and row["env"] > 0 and row["other"] >= 0
+    assert abs(row["wall"] - row["engine"] - row["env"] - row["other"]) < 1e-9
+    assert row["loop_tokens_per_second"] <= row["engine_tokens_per_second"]
+    assert "| twx | 2 |" in table([row])

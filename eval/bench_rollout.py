@@ -1,0 +1,93 @@
+"""Where a training rollout's time goes: tokens/s through the episode loop against the engine alone, and the share
+of wall time in env steps and rewards (a benchmark script that prints figures, not a test).
+
+    python -m genenv.eval.bench_rollout --benchmarks bfcl,bamboogle,twx,alfworld
+
+Per benchmark: its default training rollout as ``genenv-train benchmark=<name>`` configures it (the composed
+config's ``agent.batch_tasks`` tasks of the seed pool x ``agent.n`` episodes at ``agent.temperature``,
+``agent.max_new_tokens`` per turn, the response budget and the run's env options), through
+:func:`~genenv.trainer.rollout.episodes.play_episodes` with the local policy, as the trainer's rollout runs it. ``engine`` seconds are the policy's ``generate`` calls inside the loop
+(the same calls on the same token streams), ``env`` seconds the env resets and steps (parsing, execution and the
+reward), ``other`` the rest (prompt building, chat-template encoding, bookkeeping). Goals of the rollout-speed
+issue: loop tokens/s ≥ 0.9 x engine tokens/s, env ≤ 5 % of the wall time. ``--out DIR`` writes
+``bench_rollout.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from genenv.benchmarks.registry import get_benchmark
+
+
+def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """One default training rollout of ``bench`` (``genenv-train`` config with ``overrides``); returns
+    ``episodes``, ``turns``, ``tokens`` (generated), ``wall`` / ``engine`` / ``env`` / ``other`` seconds and the
+    tokens/s."""
+    from genenv.trainer.cli import compose_config
+    from genenv.trainer.rollout.episodes import play_episodes
+    from genenv.trainer.settings import env_kwargs, response_budget
+
+    cfg = compose_config([f"benchmark={bench}", *overrides])
+    spec = get_benchmark(bench, cfg.data_dir)
+    a = cfg.agent
+    pool = spec.load(split="train", **dict(cfg.benchmark.get("seed_options") or {}))  # the loop's seed pool
+    stats: dict[str, float] = {}
+    before = policy.generated_tokens
+    start = time.perf_counter()
+    trajs = play_episodes(pool[:a.batch_tasks], policy, n=a.n, temperature=a.temperature,
+                          max_new_tokens=a.max_new_tokens, env_kwargs=env_kwargs(cfg), stats=stats,
+                          max_response_tokens=response_budget(cfg))
+    wall = time.perf_counter() - start
+    tokens = policy.generated_tokens - before
+    engine, env = stats.get("generate_seconds", 0.0), stats.get("env_seconds", 0.0)
+    return {"benchmark": bench, "episodes": len(trajs), "turns": sum(len(t.turns) for t in trajs), "tokens": tokens,
+            "wall": wall, "engine": engine, "env": env, "other": wall - engine - env,
+            "loop_tokens_per_second": tokens / wall, "engine_tokens_per_second": tokens / engine if engine else 0.0}
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown: one row per benchmark."""
+    lines = ["| benchmark | episodes | turns | tokens | wall s | engine s | env s | other s | loop tok/s | "
+             "engine tok/s | loop / engine | env share |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['benchmark']} | {r['episodes']} | {r['turns']} | {r['tokens']} | {r['wall']:.1f} | "
+                     f"{r['engine']:.1f} | {r['env']:.1f} | {r['other']:.1f} | {r['loop_tokens_per_second']:.1f} | "
+                     f"{r['engine_tokens_per_second']:.1f} | "
+                     f"{r['loop_tokens_per_second'] / max(r['engine_tokens_per_second'], 1e-9):.2f} | "
+                     f"{100 * r['env'] / r['wall']:.1f} % |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line (see the module docstring)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--benchmarks", default="bfcl,bamboogle,twx,alfworld")
+    p.add_argument("--policy", default="smollm2", help="a local model: smollm2 | hf:PATH | PATH")
+    p.add_argument("overrides", nargs="*", help="genenv-train overrides for every benchmark, e.g. agent.n=8")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from genenv.trainer.rollout.policies import TransformersPolicy
+
+    torch.manual_seed(0)
+    policy = TransformersPolicy(args.policy.removeprefix("hf:"))
+    rows = []
+    for bench in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
+        rows.append(measure(bench, policy, args.overrides))
+        print(table(rows[-1:]), flush=True)
+    print("\n" + table(rows))
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "bench_rollout.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
