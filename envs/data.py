@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,21 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(record, dict):
                 raise DataError(f"{path}: line {lineno} is a {type(record).__name__}, expected a JSON object.")
             yield lineno, record
+
+
+def jsonl_line(record: Any) -> str:
+    """One JSON Lines record: ``record`` as JSON (UTF-8 kept, values JSON cannot hold written as ``str``) plus a
+    newline; the format of every results file the project writes (``tasks.jsonl``, per-setting rows)."""
+    return json.dumps(record, ensure_ascii=False, default=str) + "\n"
+
+
+def write_jsonl(path: Path, records: Iterable[Any]) -> None:
+    """Write ``records`` to ``path`` as JSON Lines (:func:`jsonl_line`) through a temporary file, so a kill leaves
+    the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(jsonl_line(r) for r in records), encoding="utf-8")
+    tmp.replace(path)
 
 
 def read_json(path: Path) -> Any:

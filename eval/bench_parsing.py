@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from genenv.envs.data import resolve_data_dir
+from genenv.envs.data import resolve_data_dir, write_jsonl
 from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
 from genenv.trainer.rollout.evaluation import EvalResult, evaluate
 from genenv.trainer.rollout.policies import Generation, Prompt
@@ -91,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             for name, r in (("official", official), ("lenient", lenient)):
-                with open(Path(args.out) / f"{bench}-{name}.jsonl", "w", encoding="utf-8") as fh:
-                    fh.writelines(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in r.rows)
+                write_jsonl(Path(args.out) / f"{bench}-{name}.jsonl", r.rows)
     if args.out:
         (Path(args.out) / "parsing.json").write_text(json.dumps(report, indent=1))
     return 0

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from genenv.benchmarks.registry import get_benchmark, paper_benchmarks
 from genenv.benchmarks.spec import Metric
-from genenv.envs.data import data_label
+from genenv.envs.data import data_label, write_jsonl
 from genenv.eval.baselines import load_baselines
 from genenv.trainer.rollout.evaluation import LENIENT_LABEL
 
@@ -146,9 +146,7 @@ def write_results(result, out: Path, data_dir: str | None = None, split: str = "
     ``{"reason": ...}``}: :func:`paper_cells`), ``timing``.
     """
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "tasks.jsonl", "w", encoding="utf-8") as fh:
-        for row in result.rows:
-            fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    write_jsonl(out / "tasks.jsonl", result.rows)  # the records in task order (a resumed log's order may differ)
     paper = {col: {b: asdict(m) if isinstance(m, Metric) else {"reason": m} for b, m in entries.items()}
              for col, entries in paper_cells(result, data_dir).items()}
     summary = {"policy": result.policy, "split": split, "data_dir": data_label(data_dir),

@@ -13,6 +13,7 @@ the wheel). ``.ci/install`` installs it, so the endpoint tests run in CI.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import subprocess
@@ -83,11 +84,9 @@ class LlamaServer:
             if self.proc.poll() is not None:
                 raise ServerError(f"the llama.cpp server exited with code {self.proc.returncode} "
                                   f"(command: {' '.join(self.command())}; log: {self.log_path or 'not kept'})")
-            try:
+            with contextlib.suppress(requests.RequestException):  # not listening yet: ask again
                 if requests.get(f"{self.base_url}/models", timeout=2).status_code == 200:
                     return self
-            except requests.RequestException:
-                pass
             time.sleep(0.5)
         self.__exit__(None, None, None)
         raise ServerError(f"the llama.cpp server did not answer at {self.base_url} within {self.startup_timeout} s")
@@ -111,10 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with LlamaServer(port=args.port, threads=args.threads) as server:
         print(f"serving: --policy {server.spec}", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops serving; __exit__ stops the server
             server.proc.wait()
-        except KeyboardInterrupt:
-            pass
     return 0
 
 

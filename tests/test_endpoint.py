@@ -52,7 +52,7 @@ class Scripted(BaseHTTPRequestHandler):
             srv.in_flight -= 1
 
     def log_message(self, *args):
-        pass
+        """Keep the test output quiet (BaseHTTPRequestHandler logs every request to stderr)."""
 
 
 @pytest.fixture

@@ -70,6 +70,7 @@ class LocalBackend:
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.policies: dict[str, TransformersPolicy] = {}
         self.rollout_models: dict[str, Any] = {}
+        self.memory_plan = None  # on a GPU: the roles' RolePlans, checked before anything loads
         if str(device).startswith("cuda"):
             from genenv.trainer.engines.memory import check_fits
 

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Metric
+from genenv.envs.data import jsonl_line, write_jsonl
 from genenv.envs.parsing import check_parsing
 from genenv.trainer.rollout.episodes import Trajectory, play_episodes
 
@@ -49,7 +50,7 @@ class ResultLog:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.rows: list[dict[str, Any]] = []
-        if self.path.is_file():
+        if self.path.is_file():  # read here, not with iter_jsonl: a torn record is expected, not a data error
             lines = self.path.read_text(encoding="utf-8").splitlines()
             for line in lines:
                 try:
@@ -57,7 +58,7 @@ class ResultLog:
                 except json.JSONDecodeError:
                     break  # a torn last record: drop it and everything after it
             if len(self.rows) < len(lines):
-                self._rewrite()
+                write_jsonl(self.path, self.rows)
 
     def finished(self, unit: str) -> dict[tuple[int, str], dict[str, Any]]:
         """The unit's records keyed by ``(index, task_id)``."""
@@ -67,16 +68,8 @@ class ResultLog:
         """Append ``rows`` and flush them to disk."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-            fh.flush()
+            fh.writelines(jsonl_line(row) for row in rows)
         self.rows += rows
-
-    def _rewrite(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in self.rows),
-                       encoding="utf-8")
-        tmp.replace(self.path)
 
 
 def task_row(unit: str, index: int, t: Trajectory) -> dict[str, Any]:
