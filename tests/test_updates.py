@@ -87,6 +87,37 @@ def test_backend_save_and_load_restore_weights_and_optimizer(backend, tmp_path):
     assert torch.equal(restored[k]["exp_avg"], state[k]["exp_avg"])
 
 
+
+def test_a_role_not_updated_since_the_last_checkpoint_shares_its_files(backend, tmp_path, tiny_model_dir):
+    """``save(path, previous)``: the environment policy, not updated in between, is hard-linked from the previous
+    checkpoint (same inodes, no bytes written); the updated agent is written anew; the new checkpoint loads exactly
+    (weights, AdamW moments, update steps) after the previous one is deleted."""
+    import shutil
+
+    samples = [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")]
+    backend.update("agent", samples, "grpo")
+    backend.save(tmp_path / "iter-1")
+    backend.update("agent", samples, "grpo")
+    backend.save(tmp_path / "iter-2", previous=tmp_path / "iter-1")
+    inode = {(it, role, f.name): f.stat().st_ino for it in ("iter-1", "iter-2") for role in ("agent", "env_policy")
+             for f in (tmp_path / it / role).iterdir()}
+    env_files = [k[2] for k in inode if k[:2] == ("iter-2", "env_policy")]
+    assert "model.safetensors" in env_files and "optimizer.pt" in env_files
+    assert all(inode["iter-2", "env_policy", f] == inode["iter-1", "env_policy", f] for f in env_files)
+    assert inode["iter-2", "agent", "model.safetensors"] != inode["iter-1", "agent", "model.safetensors"]
+    fp = {r: backend.fingerprint(r) for r in ("agent", "env_policy")}
+    moments = backend.optimizers["agent"].state_dict()["state"]
+    shutil.rmtree(tmp_path / "iter-1")
+    fresh = LocalBackend({r: backend.roles[r] for r in ("agent", "env_policy")}, threads=1)
+    fresh.load(tmp_path / "iter-2")
+    assert {r: fresh.fingerprint(r) for r in ("agent", "env_policy")} == fp
+    assert fresh.steps == {"agent": 2, "env_policy": 0}
+    k = next(iter(moments))
+    assert torch.equal(fresh.optimizers["agent"].state_dict()["state"][k]["exp_avg_sq"], moments[k]["exp_avg_sq"])
+    fresh.update("agent", samples, "grpo")  # the next checkpoint writes the agent, links the env policy again
+    fresh.save(tmp_path / "iter-3", previous=tmp_path / "iter-2")
+    assert (tmp_path / "iter-3" / "env_policy" / "model.safetensors").stat().st_nlink == 2
+
 def test_lora_backend_updates_only_the_adapter(tiny_model_dir, tmp_path):
     rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)
     be = LocalBackend({"agent": rc, "env_policy": rc}, threads=1)

@@ -9,8 +9,10 @@ config's ``agent.batch_tasks`` tasks of the seed pool x ``agent.n`` episodes at 
 :func:`~genenv.trainer.rollout.episodes.play_episodes` with the local policy, as the trainer's rollout runs it. ``engine`` seconds are the policy's ``generate`` calls inside the loop
 (the same calls on the same token streams), ``env`` seconds the env resets and steps (parsing, execution and the
 reward), ``other`` the rest (prompt building, chat-template encoding, bookkeeping). Goals of the rollout-speed
-issue: loop tokens/s ≥ 0.9 x engine tokens/s, env ≤ 5 % of the wall time. ``--out DIR`` writes
-``bench_rollout.json``.
+issue: loop tokens/s ≥ 0.9 x engine tokens/s, env ≤ 5 % of the wall time. ``prompt tokens reused``: the share of
+prompt tokens whose KV states came from an earlier turn (:mod:`~genenv.trainer.rollout.prefix_cache`) instead of a
+new prefill. ``--before-reuse`` runs the engine as it was before that reuse and the CPU decoding attention
+(:mod:`~genenv.trainer.rollout.attention`), for before/after tables. ``--out DIR`` writes ``bench_rollout.json``.
 """
 from __future__ import annotations
 
@@ -30,14 +32,20 @@ def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]
     tokens/s."""
     from genenv.trainer.cli import compose_config
     from genenv.trainer.rollout.episodes import play_episodes
+    from genenv.trainer.rollout.policies import OraclePolicy
     from genenv.trainer.settings import env_kwargs, response_budget
 
     cfg = compose_config([f"benchmark={bench}", *overrides])
     spec = get_benchmark(bench, cfg.data_dir)
     a = cfg.agent
     pool = spec.load(split="train", **dict(cfg.benchmark.get("seed_options") or {}))  # the loop's seed pool
+    # untimed: one oracle episode of a task outside the measured ones pays the first-use costs a training process
+    # has paid before its rollouts (imports such as bfcl-eval's checker, data loading)
+    play_episodes(pool[-1:], OraclePolicy(), env_kwargs=env_kwargs(cfg))
     stats: dict[str, float] = {}
     before = policy.generated_tokens
+    store = getattr(policy, "prefix_cache", None)
+    looked, reused = (store.prompt_tokens, store.reused_tokens) if store is not None else (0, 0)
     start = time.perf_counter()
     trajs = play_episodes(pool[:a.batch_tasks], policy, n=a.n, temperature=a.temperature,
                           max_new_tokens=a.max_new_tokens, env_kwargs=env_kwargs(cfg), stats=stats,
@@ -45,17 +53,22 @@ def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]
     wall = time.perf_counter() - start
     tokens = policy.generated_tokens - before
     engine, env = stats.get("generate_seconds", 0.0), stats.get("env_seconds", 0.0)
+    prompt_tokens = sum(t.usage.get("prompt_tokens", 0) for traj in trajs for t in traj.turns)
+    reused_share = (store.reused_tokens - reused) / max(1, store.prompt_tokens - looked) if store is not None else 0.0
     return {"benchmark": bench, "episodes": len(trajs), "turns": sum(len(t.turns) for t in trajs), "tokens": tokens,
+            "prompt_tokens": prompt_tokens, "reused_prompt_share": reused_share,
             "wall": wall, "engine": engine, "env": env, "other": wall - engine - env,
             "loop_tokens_per_second": tokens / wall, "engine_tokens_per_second": tokens / engine if engine else 0.0}
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown: one row per benchmark."""
-    lines = ["| benchmark | episodes | turns | tokens | wall s | engine s | env s | other s | loop tok/s | "
-             "engine tok/s | loop / engine | env share |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| benchmark | episodes | turns | tokens | prompt tokens reused | wall s | engine s | env s | other s | "
+             "loop tok/s | engine tok/s | loop / engine | env share |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['benchmark']} | {r['episodes']} | {r['turns']} | {r['tokens']} | {r['wall']:.1f} | "
+        lines.append(f"| {r['benchmark']} | {r['episodes']} | {r['turns']} | {r['tokens']} | "
+                     f"{100 * r.get('reused_prompt_share', 0.0):.0f} % | {r['wall']:.1f} | "
                      f"{r['engine']:.1f} | {r['env']:.1f} | {r['other']:.1f} | {r['loop_tokens_per_second']:.1f} | "
                      f"{r['engine_tokens_per_second']:.1f} | "
                      f"{r['loop_tokens_per_second'] / max(r['engine_tokens_per_second'], 1e-9):.2f} | "
@@ -68,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--benchmarks", default="bfcl,bamboogle,twx,alfworld")
     p.add_argument("--policy", default="smollm2", help="a local model: smollm2 | hf:PATH | PATH")
+    p.add_argument("--before-reuse", action="store_true",
+                   help="the engine as it was before KV reuse across turns: every prompt prefilled in full, SDPA decoding")
+    p.add_argument("--dtype", default="auto", help="the policy's weights: auto | float32 | bfloat16")
     p.add_argument("overrides", nargs="*", help="genenv-train overrides for every benchmark, e.g. agent.n=8")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
@@ -77,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from genenv.trainer.rollout.policies import TransformersPolicy
 
     torch.manual_seed(0)
-    policy = TransformersPolicy(args.policy.removeprefix("hf:"))
+    before = {"prefix_cache_tokens": 0, "decode_attention": False} if args.before_reuse else {}
+    policy = TransformersPolicy(args.policy.removeprefix("hf:"), dtype=args.dtype, **before)
     rows = []
     for bench in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
         rows.append(measure(bench, policy, args.overrides))

@@ -124,7 +124,7 @@ class CoEvolutionTrainer:
         """Save everything needed to resume after iteration ``self.iteration - 1``; keeps the last K."""
         state = {"counters": dict(self.counters), "initial_fingerprint": self.initial_fingerprint}
         return save_checkpoint(self.ckpt_dir, self.iteration, self.backend, self.pool, state, self.rng,
-                               keep=int(self.cfg.get("keep_checkpoints", 2)))
+                               keep=int(self.cfg.get("keep_checkpoints", 1)))
 
     def resume(self, path: Path) -> None:
         """Restore policies, optimisers, pool, RNG states and counters; drop the rows of unfinished iterations."""

@@ -1,6 +1,10 @@
-"""The engine interface the co-evolution loop calls, and the policy roles."""
+"""The engine interface the co-evolution loop calls, the policy roles, and the reuse of a role's unchanged
+checkpoint files."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
@@ -29,11 +33,39 @@ class Backend(Protocol):
         """One update of ``role`` on scored samples (``mode``: an advantage estimator, ``grpo`` or ``rwr``), then
         a refresh of its sampling weights unless the update was skipped. Returns the update's metrics."""
 
-    def save(self, path: Path) -> None:
-        """Write both policies (weights or adapters, tokenizers, optimiser states) under ``path``."""
+    def save(self, path: Path, previous: Path | None = None) -> None:
+        """Write both policies (weights or adapters, tokenizers, optimiser states) under ``path``; ``previous``: the
+        last complete checkpoint, whose files a role not updated since may share (:func:`reuse_saved_role`)."""
 
     def load(self, path: Path) -> None:
         """Restore what :meth:`save` wrote."""
 
     def fingerprint(self, role: str) -> float:
         """Sum of squares of the role's trainable weights (float64): changes whenever an update changed them."""
+
+
+def reuse_saved_role(previous: Path | None, path: Path, role: str, step: int) -> bool:
+    """Hard-link ``previous/<role>/`` into ``path/<role>/`` when ``previous/backend.json`` records the role at the
+    same update ``step`` (its weights and optimiser state are then exactly the ones saved there); returns whether it
+    did. A role the difficulty filter or a frozen task source left alone costs no bytes and no write time. Files
+    are copied where the filesystem cannot link them.
+
+    Raises nothing for a missing or unreadable ``previous``: the role is then written anew (``False``).
+    """
+    if previous is None or not (Path(previous) / role).is_dir():
+        return False
+    try:
+        saved = json.loads((Path(previous) / "backend.json").read_text())[role].get("step")
+    except (OSError, ValueError, KeyError, AttributeError):
+        return False
+    if saved is None or int(saved) != int(step):
+        return False
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(Path(previous) / role, Path(path) / role, copy_function=link)
+    return True

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import torch
 
 from genenv.envs.task import Task
+from genenv.trainer.engines.base import reuse_saved_role
 from genenv.trainer.rollout.episodes import Trajectory, play_episodes
 from genenv.trainer.rollout.policies import TransformersPolicy
 from genenv.trainer.updates import Sample, policy_update
@@ -28,7 +29,9 @@ from genenv.trainer.updates import Sample, policy_update
 @dataclass
 class RoleConfig:
     """Settings of one role: ``model`` (SmolLM2 alias or HF folder), ``lr``, ``kl_coef``, ``clip_ratio``,
-    ``ppo_epochs``, ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``."""
+    ``ppo_epochs``, ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``,
+    ``gen_batch_size`` (prompts per ``generate`` call), ``prefix_cache_tokens`` (KV states kept between turns,
+    :mod:`~genenv.trainer.rollout.prefix_cache`; 0: none)."""
 
     model: str = "smollm2"
     lr: float = 1e-6
@@ -40,6 +43,7 @@ class RoleConfig:
     lora_r: int = 0
     lora_alpha: int = 32
     gen_batch_size: int = 16
+    prefix_cache_tokens: int = 131072
 
 
 class LocalBackend:
@@ -71,6 +75,7 @@ class LocalBackend:
         self.policies: dict[str, TransformersPolicy] = {}
         self.rollout_models: dict[str, Any] = {}
         self.memory_plan = None  # on a GPU: the roles' RolePlans, checked before anything loads
+        self.steps = {role: 0 for role in roles}  # updates applied per role (a checkpoint reuses unchanged roles)
         if str(device).startswith("cuda"):
             from genenv.trainer.engines.memory import check_fits
 
@@ -115,7 +120,8 @@ class LocalBackend:
             rollout, amp = copy.deepcopy(model).to(getattr(torch, self.autocast_dtype)).requires_grad_(False), None
         self.rollout_models[role] = rollout
         self.policies[role] = TransformersPolicy(rc.model, device=self.device, batch_size=rc.gen_batch_size,
-                                                 model=rollout, tokenizer=tok, autocast_dtype=amp)
+                                                 model=rollout, tokenizer=tok, autocast_dtype=amp,
+                                                 prefix_cache_tokens=rc.prefix_cache_tokens)
         self.policies[role].name = f"{rc.model}:{role}"
 
     def sync_rollout_weights(self, role: str) -> None:
@@ -149,23 +155,32 @@ class LocalBackend:
             autocast_dtype=getattr(torch, self.autocast_dtype) if self.autocast_dtype else None,
             ref_context=(model.disable_adapter if ref is None else None))
         if not metrics.get("skipped"):
+            self.steps[role] += 1
             self.sync_rollout_weights(role)
         return metrics
 
-    def save(self, path: Path) -> None:
-        """Write ``<path>/<role>/`` (weights or LoRA adapter, tokenizer, ``optimizer.pt``) and ``backend.json``."""
+    def save(self, path: Path, previous: Path | None = None) -> None:
+        """Write ``<path>/<role>/`` (weights or LoRA adapter as safetensors, tokenizer, ``optimizer.pt``: AdamW's
+        float32 moments, what exact resume needs) and ``backend.json`` (each role's settings and update ``step``).
+        A role not updated since ``previous`` (the last checkpoint) shares its files by hard link
+        (:func:`~genenv.trainer.engines.base.reuse_saved_role`)."""
         path.mkdir(parents=True, exist_ok=True)
         for role, model in self.models.items():
+            if reuse_saved_role(previous, path, role, self.steps[role]):
+                continue
             model.save_pretrained(path / role)
             self.tokenizers[role].save_pretrained(path / role)
             torch.save(self.optimizers[role].state_dict(), path / role / "optimizer.pt")
-        (path / "backend.json").write_text(json.dumps({r: vars(rc) for r, rc in self.roles.items()}, indent=1))
+        (path / "backend.json").write_text(json.dumps(
+            {r: {**vars(rc), "step": self.steps[r]} for r, rc in self.roles.items()}, indent=1))
 
     def load(self, path: Path) -> None:
         """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model)."""
+        saved = json.loads((path / "backend.json").read_text())
         for role, rc in self.roles.items():
             self._build(role, rc, weights=path / role)
             self.optimizers[role].load_state_dict(torch.load(path / role / "optimizer.pt", weights_only=True))
+            self.steps[role] = int(saved[role].get("step", 0))
 
     def fingerprint(self, role: str) -> float:
         """Sum of squares of the trainable weights (float64): changes whenever an update changed them."""

@@ -233,6 +233,9 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
                             stats, bar)
     finally:
         runner.shutdown()
+        release = getattr(policy, "clear_prefix_cache", None)
+        if release is not None:  # the KV states kept between turns are of no use after the rollout
+            release()
         if bar and isinstance(progress, str):
             bar.close()
     return [e.trajectory() for e in episodes]

@@ -249,12 +249,14 @@ class VerlRayBackend:
             stats["generate_seconds"] = stats.get("generate_seconds", 0.0) + time.perf_counter() - start
         return trajectories_from_output(tasks, n, output)
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path, previous: Path | None = None) -> None:
         """Each role's training state (weights, optimizer, scheduler, RNG: veRL's checkpoint contents) through
         the workers' ``save_checkpoint`` into ``path/<role>/`` (every node writes its shards: ``run_dir`` must
         be on a filesystem all nodes share), and ``path/backend.json`` (steps and the resolved veRL configs).
         The replicas sleep while the workers save (a generation since the last update, e.g. the held-out
-        evaluation, may have woken them) and wake at the next generation."""
+        evaluation, may have woken them) and wake at the next generation. ``previous`` is not used: veRL's
+        checkpoint holds each rank's RNG state, which moves with every generation, so an unchanged step is not an
+        unchanged checkpoint."""
         path = Path(path).resolve()
         path.mkdir(parents=True, exist_ok=True)
         state = {}
