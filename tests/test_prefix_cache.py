@@ -156,3 +156,24 @@ def test_decode_attention_is_sdpa_attention_on_grouped_heads_and_padding():
         got = model.generate(**kwargs)
         assert torch.equal(model(input_ids=ids, attention_mask=mask).logits, prefill)  # multi-token queries: SDPA
     assert torch.equal(got, want)
+
+
+def test_sliding_window_models_are_not_stored():
+    """A sliding-window layer keeps only its last window, so its positions cannot be matched to token ids: a
+    generate call on such a model leaves the store empty (every prompt is then prefilled in full)."""
+    from transformers import DynamicCache, MistralConfig, MistralForCausalLM
+
+    from genenv.trainer.rollout.prefix_cache import sliding
+
+    cfg = MistralConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, sliding_window=4)
+    model = MistralForCausalLM(cfg).eval()
+    store = PrefixCache()
+    cache, ids, mask, _ = store.batch([[1, 2, 3, 4, 5, 6, 7, 8]], cfg, 0, "cpu")
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, past_key_values=cache, max_new_tokens=3,
+                             do_sample=False, pad_token_id=0)
+    assert sliding(cache) and not sliding(DynamicCache())
+    store.keep_rows(cache, mask, [out[0].tolist()])
+    assert not store.entries and store.prefill_alone(model, [list(range(1, 20))], min_tokens=4) == 0
+    assert not store.entries

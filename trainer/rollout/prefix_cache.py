@@ -26,6 +26,8 @@ Invalidation: entries are valid for one set of weights; the store is emptied whe
 (any in-place update bumps a tensor's version counter: an optimiser step, the sampling copy's weight sync) and by
 :meth:`clear` (the episode loop calls it when a rollout ends, releasing the memory).
 
+Models with sliding-window attention layers are not stored (:func:`sliding`).
+
 Memory: ``2 x layers x kv_heads x head_dim`` values per token (SmolLM2-135M in bf16: 23 KiB per token, so the
 default ``max_tokens`` of 131072 holds up to 2.9 GiB); least recently used entries are dropped beyond it.
 """
@@ -46,6 +48,12 @@ class Entry:
     ids: np.ndarray
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
+
+
+def sliding(cache) -> bool:
+    """Whether ``cache`` has sliding-window layers (they keep only the last window, so positions cannot be matched
+    to token ids: such models are not stored, and every prompt is prefilled in full)."""
+    return any(getattr(layer, "is_sliding", False) for layer in cache.layers)
 
 
 def weights_version(model) -> tuple[int, int]:
@@ -134,6 +142,8 @@ class PrefixCache:
             rest = torch.tensor([list(ids[n:-1])], dtype=torch.long, device=device)
             model(input_ids=rest, position_ids=torch.arange(n, len(ids) - 1, device=device)[None],
                   past_key_values=cache, use_cache=True, logits_to_keep=1)
+            if sliding(cache):
+                return done
             self.store(list(ids[:-1]), [layer.keys[0] for layer in cache.layers],
                        [layer.values[0] for layer in cache.layers])
             self._prefilled_alone[key] = n
@@ -203,6 +213,8 @@ class PrefixCache:
             sequences: per row, the prompt's token ids followed by the response's kept tokens; only the first
                 ``prompt + T - W`` of them have KV states (the last sampled token is never fed), the rest is cut.
         """
+        if sliding(cache):
+            return
         width = attention.shape[1]
         total = cache.get_seq_length()
         real = attention.bool().cpu()
