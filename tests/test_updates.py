@@ -117,6 +117,13 @@ def test_a_role_not_updated_since_the_last_checkpoint_shares_its_files(backend, 
     fresh.update("agent", samples, "grpo")  # the next checkpoint writes the agent, links the env policy again
     fresh.save(tmp_path / "iter-3", previous=tmp_path / "iter-2")
     assert (tmp_path / "iter-3" / "env_policy" / "model.safetensors").stat().st_nlink == 2
+    with torch.no_grad():  # weights changed outside an update (same step): the fingerprint tells, it is written
+        next(p for p in fresh.models["env_policy"].parameters() if p.requires_grad).add_(0.1)
+    fresh.save(tmp_path / "iter-4", previous=tmp_path / "iter-3")
+    assert (tmp_path / "iter-4" / "env_policy" / "model.safetensors").stat().st_nlink == 1
+    changed = fresh.fingerprint("env_policy")
+    fresh.load(tmp_path / "iter-4")
+    assert fresh.fingerprint("env_policy") == changed
 
 def test_lora_backend_updates_only_the_adapter(tiny_model_dir, tmp_path):
     rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)

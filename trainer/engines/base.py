@@ -44,21 +44,22 @@ class Backend(Protocol):
         """Sum of squares of the role's trainable weights (float64): changes whenever an update changed them."""
 
 
-def reuse_saved_role(previous: Path | None, path: Path, role: str, step: int) -> bool:
-    """Hard-link ``previous/<role>/`` into ``path/<role>/`` when ``previous/backend.json`` records the role at the
-    same update ``step`` (its weights and optimiser state are then exactly the ones saved there); returns whether it
-    did. A role the difficulty filter or a frozen task source left alone costs no bytes and no write time. Files
-    are copied where the filesystem cannot link them.
+def reuse_saved_role(previous: Path | None, path: Path, role: str, mark: dict[str, Any]) -> bool:
+    """Hard-link ``previous/<role>/`` into ``path/<role>/`` when ``previous/backend.json`` records the role with the
+    same ``mark`` (the local engine's: its update ``step``, which moves the optimiser state, and its weights'
+    ``fingerprint``, which catches weights changed outside an update); returns whether it did. A role the
+    difficulty filter or a frozen task source left alone costs no bytes and no write time. Files are copied where
+    the filesystem cannot link them.
 
     Raises nothing for a missing or unreadable ``previous``: the role is then written anew (``False``).
     """
-    if previous is None or not (Path(previous) / role).is_dir():
+    if previous is None or not (Path(previous) / role).is_dir() or not mark:
         return False
     try:
-        saved = json.loads((Path(previous) / "backend.json").read_text())[role].get("step")
-    except (OSError, ValueError, KeyError, AttributeError):
+        saved = json.loads((Path(previous) / "backend.json").read_text())[role]
+    except (OSError, ValueError, KeyError):
         return False
-    if saved is None or int(saved) != int(step):
+    if not isinstance(saved, dict) or any(saved.get(k) != v for k, v in mark.items()):
         return False
 
     def link(src: str, dst: str) -> None:

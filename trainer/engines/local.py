@@ -161,18 +161,19 @@ class LocalBackend:
 
     def save(self, path: Path, previous: Path | None = None) -> None:
         """Write ``<path>/<role>/`` (weights or LoRA adapter as safetensors, tokenizer, ``optimizer.pt``: AdamW's
-        float32 moments, what exact resume needs) and ``backend.json`` (each role's settings and update ``step``).
-        A role not updated since ``previous`` (the last checkpoint) shares its files by hard link
-        (:func:`~genenv.trainer.engines.base.reuse_saved_role`)."""
+        float32 moments, what exact resume needs) and ``backend.json`` (each role's settings, update ``step`` and
+        weights' ``fingerprint``). A role whose step and fingerprint are those recorded in ``previous`` (the last
+        checkpoint) shares its files by hard link (:func:`~genenv.trainer.engines.base.reuse_saved_role`)."""
         path.mkdir(parents=True, exist_ok=True)
+        marks = {role: {"step": self.steps[role], "fingerprint": self.fingerprint(role)} for role in self.models}
         for role, model in self.models.items():
-            if reuse_saved_role(previous, path, role, self.steps[role]):
+            if reuse_saved_role(previous, path, role, marks[role]):
                 continue
             model.save_pretrained(path / role)
             self.tokenizers[role].save_pretrained(path / role)
             torch.save(self.optimizers[role].state_dict(), path / role / "optimizer.pt")
         (path / "backend.json").write_text(json.dumps(
-            {r: {**vars(rc), "step": self.steps[r]} for r, rc in self.roles.items()}, indent=1))
+            {r: {**vars(rc), **marks[r]} for r, rc in self.roles.items()}, indent=1))
 
     def load(self, path: Path) -> None:
         """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model)."""
