@@ -122,6 +122,17 @@ def write_jsonl(path: Path, records: Iterable[Any]) -> None:
     tmp.replace(path)
 
 
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` as indented JSON (``indent=1``; values JSON cannot hold written as ``str``),
+    creating its folder, through a temporary file like :func:`write_jsonl`: the summary file of every benchmark
+    script (``bench_rollout.json``, ``bench_endpoint.json``, ``parsing.json``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
 def read_json(path: Path) -> Any:
     """Read a whole JSON file; raises :class:`DataError` naming the file on a syntax error."""
     try:

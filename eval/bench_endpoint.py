@@ -15,13 +15,12 @@ transformers with their de-quantised float32 copy). ``--out DIR`` writes ``bench
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from genenv.envs.data import resolve_data_dir
+from genenv.envs.data import resolve_data_dir, write_json
 from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
 from genenv.trainer.rollout.evaluation import EvalResult, evaluate
 
@@ -104,8 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(table(entries[-1:]), flush=True)
     print("\n" + table(entries))
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "bench_endpoint.json").write_text(json.dumps(entries, indent=1))
+        write_json(Path(args.out) / "bench_endpoint.json", entries)
     return 0
 
 

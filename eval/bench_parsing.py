@@ -18,13 +18,12 @@ of ``genenv-eval``'s ``tasks.jsonl``). The rules of each reading:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from genenv.envs.data import resolve_data_dir, write_jsonl
+from genenv.envs.data import resolve_data_dir, write_json, write_jsonl
 from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
 from genenv.trainer.rollout.evaluation import EvalResult, evaluate
 from genenv.trainer.rollout.policies import Generation, Prompt
@@ -93,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, r in (("official", official), ("lenient", lenient)):
                 write_jsonl(Path(args.out) / f"{bench}-{name}.jsonl", r.rows)
     if args.out:
-        (Path(args.out) / "parsing.json").write_text(json.dumps(report, indent=1))
+        write_json(Path(args.out) / "parsing.json", report)
     return 0
 
 

@@ -17,19 +17,20 @@ new prefill. ``--before-reuse`` runs the engine as it was before that reuse and 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from genenv.benchmarks.registry import get_benchmark
+from genenv.envs.data import write_json
 
 
 def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """One default training rollout of ``bench`` (``genenv-train`` config with ``overrides``); returns
-    ``episodes``, ``turns``, ``tokens`` (generated), ``wall`` / ``engine`` / ``env`` / ``other`` seconds and the
-    tokens/s."""
+    """One default training rollout of ``bench`` (``genenv-train`` config with ``overrides``), after an untimed
+    oracle episode; returns ``episodes``, ``turns``, ``tokens`` (generated), ``prompt_tokens`` (the turns' prompts),
+    ``reused_prompt_share`` (0-1: prompt tokens whose KV states came from earlier calls; 0 without a prefix
+    cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds and the loop's and the engine's tokens/s."""
     from genenv.trainer.cli import compose_config
     from genenv.trainer.rollout.episodes import play_episodes
     from genenv.trainer.rollout.policies import OraclePolicy
@@ -101,8 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table(rows[-1:]), flush=True)
     print("\n" + table(rows))
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "bench_rollout.json").write_text(json.dumps(rows, indent=1))
+        write_json(Path(args.out) / "bench_rollout.json", rows)
     return 0
 
 

@@ -23,6 +23,7 @@ import torch
 from genenv.envs.task import Task
 from genenv.trainer.engines.base import reuse_saved_role
 from genenv.trainer.rollout.episodes import Trajectory, play_episodes
+from genenv.trainer.rollout.models import weights_version
 from genenv.trainer.rollout.policies import TransformersPolicy
 from genenv.trainer.updates import Sample, policy_update
 
@@ -76,6 +77,7 @@ class LocalBackend:
         self.rollout_models: dict[str, Any] = {}
         self.memory_plan = None  # on a GPU: the roles' RolePlans, checked before anything loads
         self.steps = {role: 0 for role in roles}  # updates applied per role (a checkpoint reuses unchanged roles)
+        self._fingerprints: dict[str, tuple[tuple[int, int], float]] = {}  # role -> (weights version, value)
         if str(device).startswith("cuda"):
             from genenv.trainer.engines.memory import check_fits
 
@@ -109,6 +111,7 @@ class LocalBackend:
                 model.generation_config.pad_token_id = tok.pad_token_id
         model.eval()
         self.models[role], self.tokenizers[role] = model, tok
+        self._fingerprints.pop(role, None)  # a new model object: its id may be a freed one's
         self.optimizers[role] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rc.lr,
                                                   weight_decay=0.0)
         if rc.lora_r > 0 or not self.autocast_dtype:
@@ -184,9 +187,17 @@ class LocalBackend:
             self.steps[role] = int(saved[role].get("step", 0))
 
     def fingerprint(self, role: str) -> float:
-        """Sum of squares of the trainable weights (float64): changes whenever an update changed them."""
-        with torch.no_grad():
-            return float(sum((p.double() ** 2).sum() for p in self.models[role].parameters() if p.requires_grad))
+        """Sum of squares of the trainable weights (float64): changes whenever an update changed them. Computed
+        once per weights version (:func:`~genenv.trainer.rollout.models.weights_version`; 0.45 s for SmolLM2-135M
+        here), so the loop's metrics and the checkpoint that follows share one pass."""
+        model = self.models[role]
+        version = weights_version(model)
+        cached = self._fingerprints.get(role)
+        if cached is None or cached[0] != version:
+            with torch.no_grad():
+                value = float(sum((p.double() ** 2).sum() for p in model.parameters() if p.requires_grad))
+            cached = self._fingerprints[role] = (version, value)
+        return cached[1]
 
 
 def build_local_backend(cfg) -> LocalBackend:

@@ -60,12 +60,14 @@ def use_decode_attention(model) -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+    from genenv.trainer.rollout.models import model_device
+
     if NAME not in AttentionInterface._global_mapping:
         AttentionInterface.register(NAME, decode_attention)
         ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)
     config = getattr(model, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) not in ("sdpa", NAME):
         return
-    if next(model.parameters()).device.type != "cpu":
+    if model_device(model).type != "cpu":
         return
     model.set_attn_implementation(NAME)

@@ -168,6 +168,18 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
     return model, tok
 
 
+def model_device(model):
+    """The ``torch.device`` of ``model``'s parameters (where its inputs and cached states must be)."""
+    return next(model.parameters()).device
+
+
+def weights_version(model) -> tuple[int, int]:
+    """A signature that changes whenever ``model``'s parameters are modified in place or replaced: the model's
+    ``id`` and the sum of its parameters' version counters (``torch.Tensor._version``; an optimiser step, a weight
+    sync or ``load_state_dict`` bumps them). Cheap (no tensor is read); valid within one process only."""
+    return id(model), sum(p._version for p in model.parameters())
+
+
 def prepare_tokenizer(tok) -> None:
     """Set a pad token (``<|im_end|>`` for ChatML models, else eos), left padding, and ``tok.stop_token_ids``."""
     stops = []

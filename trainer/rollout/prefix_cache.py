@@ -40,6 +40,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from genenv.trainer.rollout.models import model_device, weights_version
+
 
 @dataclass
 class Entry:
@@ -54,12 +56,6 @@ def sliding(cache) -> bool:
     """Whether ``cache`` has sliding-window layers (they keep only the last window, so positions cannot be matched
     to token ids: such models are not stored, and every prompt is prefilled in full)."""
     return any(getattr(layer, "is_sliding", False) for layer in cache.layers)
-
-
-def weights_version(model) -> tuple[int, int]:
-    """A signature that changes whenever ``model``'s parameters are modified in place or replaced: the model's
-    ``id`` and the sum of its parameters' version counters (``torch.Tensor._version``)."""
-    return id(model), sum(p._version for p in model.parameters())
 
 
 class PrefixCache:
@@ -127,7 +123,7 @@ class PrefixCache:
         whose mask marks one row's 37 padding tokens. Returns the tokens prefilled."""
         from transformers import DynamicCache
 
-        done, seen = 0, set()
+        done, seen, device = 0, set(), model_device(model)
         for ids in prompts:
             key = tuple(ids)
             if key in seen:
@@ -136,7 +132,6 @@ class PrefixCache:
             entry, n = self.lookup(ids, count=False)
             if len(ids) - 1 - n <= min_tokens:
                 continue
-            device = next(model.parameters()).device
             cache = DynamicCache([(k[None, :, :n].to(device), v[None, :, :n].to(device))
                                   for k, v in zip(entry.keys, entry.values)] if n else None, config=model.config)
             rest = torch.tensor([list(ids[n:-1])], dtype=torch.long, device=device)

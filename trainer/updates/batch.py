@@ -13,6 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from genenv.trainer.rollout.models import model_device
+
 
 def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
                 tensors: dict[str, torch.Tensor] | None = None, non_tensors: dict[str, Sequence[Any]] | None = None,
@@ -54,11 +56,6 @@ def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequ
     for key, values in (non_tensors or {}).items():
         data[key] = np.array(list(values), dtype=object)
     return DataProto.from_single_dict(data)
-
-
-def model_device(model) -> torch.device:
-    """The device of ``model``'s parameters (where its inputs must be)."""
-    return next(model.parameters()).device
 
 
 def place_batch(batch, model):
