@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from genenv.trainer.cli import compose_config
 from genenv.trainer.experiment import ARMS, arm_config
-from genenv.trainer.experiment_report import area_under, reach_static, seed_curve
+from genenv.trainer.experiment_report import area_under, reach_static, seed_curve, write_report
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.trainer.rollout.policies import Generation
 from genenv.trainer.task_pool import TaskPool
@@ -184,3 +186,22 @@ def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, s
     assert summary["arms"]["genenv"]["generated"] == 8 and summary["arms"]["static"]["generated"] == 0
     md = (exp / "summary.md").read_text()
     assert "| genenv | 1 |" in md and "| static | 1 |" in md and (exp / "curves.png").stat().st_size > 10_000
+
+
+def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
+    """``docs/curriculum/bfcl`` (seed 0 of the README's BFCL experiment): its report is rebuilt from its metrics,
+    and genenv equals random_env because the environment policy's only update came at the last iteration."""
+    shipped = Path(__file__).resolve().parents[1] / "docs" / "curriculum" / "bfcl"
+    exp = tmp_path / "bfcl"
+    shutil.copytree(shipped, exp)
+    write_report(exp)
+    ours, theirs = (json.loads((d / "summary.json").read_text()) for d in (exp, shipped))
+    assert ours == theirs
+    arms = ours["arms"]
+    assert round(100 * arms["static_aug"]["final"]["mean"], 1) == 25.0
+    assert round(100 * arms["static"]["final"]["mean"], 1) == 13.8
+    assert (exp / "genenv/seed0/generations.jsonl").read_bytes() == \
+        (exp / "random_env/seed0/generations.jsonl").read_bytes()
+    updated = [r["iteration"] for r in map(json.loads, (exp / "genenv/seed0/metrics.jsonl").read_text().splitlines())
+               if not r["env_policy_update/skipped"]]
+    assert updated == [11]
