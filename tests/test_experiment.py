@@ -14,7 +14,7 @@ import pytest
 
 from genenv.trainer.cli import compose_config
 from genenv.trainer.experiment import ARMS, arm_config
-from genenv.trainer.experiment_report import area_under, reach_static, seed_curve, write_report
+from genenv.trainer.experiment_report import area_under, read_rows, reach_static, seed_curve, write_report
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.trainer.rollout.policies import Generation
 from genenv.trainer.task_pool import TaskPool
@@ -202,6 +202,5 @@ def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
     assert round(100 * arms["static"]["final"]["mean"], 1) == 13.8
     assert (exp / "genenv/seed0/generations.jsonl").read_bytes() == \
         (exp / "random_env/seed0/generations.jsonl").read_bytes()
-    updated = [r["iteration"] for r in map(json.loads, (exp / "genenv/seed0/metrics.jsonl").read_text().splitlines())
-               if not r["env_policy_update/skipped"]]
+    updated = [r["iteration"] for r in read_rows(exp / "genenv/seed0/metrics.jsonl") if not r["env_policy_update/skipped"]]
     assert updated == [11]
