@@ -140,3 +140,57 @@ def test_lora_backend_updates_only_the_adapter(tiny_model_dir, tmp_path):
     fp = be.fingerprint("agent")
     be.load(tmp_path / "c")
     assert be.fingerprint("agent") == pytest.approx(fp)
+
+
+def test_an_update_on_length_sorted_unpadded_micro_batches_equals_the_full_width_gradient(tiny_model_dir):
+    """Samples of very different lengths: the update (sorted micro-batches on their own width, one PPO epoch with
+    the policy's own log-probs as old ones) moves the weights by exactly -lr x the gradient of the token-mean
+    policy-gradient loss computed on the whole batch at full width, the textbook form of veRL's vanilla loss at
+    ratio 1."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from genenv.trainer.updates import policy_update, prepare_update
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    ref = copy.deepcopy(model)
+    samples = [Sample([1] + [17 + i] * (3 + 9 * i), [70 + i] * (2 + 7 * (i % 3)) + [2], float(i % 2), "g")
+               for i in range(6)]
+    batch, _ = prepare_update(samples, pad_id=0, mode="grpo")
+    expected = copy.deepcopy(model)
+    logits = expected(input_ids=batch.batch["input_ids"], attention_mask=batch.batch["attention_mask"],
+                      position_ids=batch.batch["position_ids"]).logits
+    R = batch.batch["responses"].shape[1]
+    logp = torch.log_softmax(logits[:, -R - 1:-1].float(), -1).gather(-1, batch.batch["responses"][..., None])[..., 0]
+    mask = batch.batch["response_mask"].float()
+    (-(batch.batch["advantages"] * logp * mask).sum() / mask.sum()).backward()
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    calls = []
+    model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    m = policy_update(model, ref, optimizer, samples, 0, kl_coef=0.0, micro_batch_size=4, max_grad_norm=1e9,
+                      autocast_dtype=None)
+    assert not m["skipped"] and m["samples"] == 6
+    assert len(calls) == 2  # two micro-batches with gradients, no separate pass for the old log-probs
+    for (name, before), after, p in zip(ref.named_parameters(), model.parameters(), expected.parameters()):
+        torch.testing.assert_close(after - before, -p.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_response_logprobs_of_a_micro_batch_equal_its_full_width_forward(tiny_model_dir):
+    """Per micro-batch the columns every sample pads are dropped; the log-probs (``[B, R]``) match the full-width
+    forward on every response token and are 0 on the dropped padding."""
+    from transformers import AutoModelForCausalLM
+
+    from genenv.trainer.updates.batch import unpadded_span
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    batch = build_batch([[1, 5, 6], [1] + [9] * 20, [1, 7]], [[40, 2], [41, 42, 43, 2], [44] * 12 + [2]], 0)
+    full = response_logprobs(model, batch, micro_batch_size=3, autocast_dtype=None)
+    alone = response_logprobs(model, batch, micro_batch_size=1, autocast_dtype=None)
+    mask = batch.batch["response_mask"].bool()
+    torch.testing.assert_close(alone[mask], full[mask], rtol=1e-4, atol=1e-5)
+    assert torch.all(alone[0, 2:] == 0) and alone.shape == full.shape == (3, 13)
+    cols, r = unpadded_span(batch.slice(0, 1))
+    assert (cols.start, cols.stop, r) == (21 - 3, 21 + 2, 2)

@@ -71,8 +71,12 @@ def place_batch(batch, model):
 def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = False,
                       autocast_dtype: torch.dtype | None = torch.bfloat16) -> torch.Tensor:
     """Log-probability of every response token under ``model`` (``[B, R]``, on the model's device; padding
-    positions are garbage, mask them with ``response_mask``). Uses veRL's ``logprobs_from_logits``; ``grad=False``
+    positions are 0, mask them with ``response_mask``). Uses veRL's ``logprobs_from_logits``; ``grad=False``
     runs under no_grad. The batch is placed on the model's device first (:func:`place_batch`).
+
+    Each micro-batch runs on :func:`unpadded_span` of its columns only (the columns every one of its samples
+    pads are dropped), so a micro-batch of short samples costs what its own tokens cost, not the batch's
+    longest sample; the result is the same as on the full width (padding is masked out of attention).
 
     For a gradient step call it per micro-batch yourself (pass a sliced batch) so activations stay bounded.
     """
@@ -83,13 +87,29 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
     device = place_batch(batch, model).batch.device
     for start in range(0, len(batch), micro_batch_size):
         mb = batch.slice(start, start + micro_batch_size)
+        cols, r = unpadded_span(mb)
         ctx = torch.enable_grad() if grad else torch.no_grad()
         amp = (torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype is not None
                else nullcontext())
         with ctx, amp:
-            logits = model(input_ids=mb.batch["input_ids"], attention_mask=mb.batch["attention_mask"],
-                           position_ids=mb.batch["position_ids"], use_cache=False,
-                           logits_to_keep=R + 1).logits  # only the positions that predict response tokens
+            logits = model(input_ids=mb.batch["input_ids"][:, cols],
+                           attention_mask=mb.batch["attention_mask"][:, cols],
+                           position_ids=mb.batch["position_ids"][:, cols], use_cache=False,
+                           logits_to_keep=r + 1).logits  # only the positions that predict response tokens
             logits = logits[:, :-1, :].float()
-            outs.append(logprobs_from_logits(logits, mb.batch["responses"]))
+            lp = logprobs_from_logits(logits, mb.batch["responses"][:, :r])
+        outs.append(torch.nn.functional.pad(lp, (0, R - r)))
     return torch.cat(outs, dim=0)
+
+
+def unpadded_span(batch) -> tuple[slice, int]:
+    """The columns of ``input_ids`` (``[B, P+R]``) that hold a token of at least one sample of ``batch``, and
+    ``r``, its longest response (tokens): ``(slice(first, P + r), r)``. Prompts are left-padded and responses
+    right-padded (:func:`build_batch`), so the dropped columns are padding in every row; ``position_ids`` keep
+    their values on the kept columns."""
+    prompt_mask = batch.batch["attention_mask"][:, :batch.batch["prompts"].shape[1]]
+    P = prompt_mask.shape[1]
+    used = prompt_mask.any(dim=0).nonzero()
+    first = int(used[0]) if len(used) else P
+    r = int(batch.batch["attention_mask"][:, P:].sum(dim=1).max())
+    return slice(first, P + r), r

@@ -7,10 +7,14 @@ Per batch of scored samples (:class:`Sample`):
    ``rwr`` keeps every sample with its normalised weight);
 2. the veRL batch (:func:`~genenv.trainer.updates.batch.build_batch`) with ``advantages`` = the sample's scalar on
    every response token of its own (``response_mask``);
-3. ``old_log_prob`` under the policy before the update, ``ref_log_prob`` under the frozen reference;
+3. ``ref_log_prob`` under the frozen reference and ``old_log_prob`` under the policy before the update (with one
+   PPO epoch the policy of the only step is that policy, so its own log-probs, detached, serve: the ratio is 1 and
+   one forward pass of the batch is saved);
 4. loss = ``core_algos.get_policy_loss_fn("vanilla")`` (PPO-clip) + ``kl_coef`` ×
    ``agg_loss(kl_penalty(log_prob, ref_log_prob, "low_var_kl"))``, aggregated ``token-mean`` over the batch;
-5. one AdamW step per PPO epoch, gradient accumulation over micro-batches, gradient clipping.
+5. one AdamW step per PPO epoch, gradient accumulation over micro-batches (samples sorted by length, so each
+   micro-batch pads little: :func:`~genenv.trainer.updates.batch.response_logprobs` runs on its own width; the
+   token-mean over the whole batch makes the gradient independent of the order), gradient clipping.
 
 The same function serves the environment policy (RWR, or GRPO on R_env with groups = prompts). Steps 1-2
 (:func:`prepare_update`) are shared with the distributed ``verl_ray`` engine
@@ -100,9 +104,13 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     if batch is None:
         return metrics
     place_batch(batch, model)  # advantages, masks and log-probs on the model's device
+    batch.reorder(torch.argsort(batch.batch["attention_mask"].sum(dim=1), descending=True, stable=True))
     mask = batch.batch["response_mask"].float()
     model.eval()
-    batch.batch["old_log_probs"] = response_logprobs(model, batch, micro_batch_size, autocast_dtype=autocast_dtype)
+    on_policy = ppo_epochs == 1  # the only step's policy is the old policy: old log-probs = its own, detached
+    if not on_policy:
+        batch.batch["old_log_probs"] = response_logprobs(model, batch, micro_batch_size,
+                                                         autocast_dtype=autocast_dtype)
     if ref_model is not None:
         batch.batch["ref_log_prob"] = response_logprobs(ref_model, batch, micro_batch_size,
                                                         autocast_dtype=autocast_dtype)
@@ -123,7 +131,8 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
             mb = batch.slice(start, start + micro_batch_size)
             log_prob = response_logprobs(model, mb, micro_batch_size, grad=True, autocast_dtype=autocast_dtype)
             rmask = mb.batch["response_mask"].float()
-            pg_loss, _ = policy_loss_fn(old_log_prob=mb.batch["old_log_probs"], log_prob=log_prob,
+            old_log_prob = log_prob.detach() if on_policy else mb.batch["old_log_probs"]
+            pg_loss, _ = policy_loss_fn(old_log_prob=old_log_prob, log_prob=log_prob,
                                         advantages=mb.batch["advantages"], response_mask=rmask,
                                         loss_agg_mode="token-mean", config=cfg)
             kl_mat = core_algos.kl_penalty(log_prob, mb.batch["ref_log_prob"], "low_var_kl")
