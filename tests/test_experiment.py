@@ -189,8 +189,9 @@ def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, s
 
 
 def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
-    """``docs/curriculum/bfcl`` (seed 0 of the README's BFCL experiment): its report is rebuilt from its metrics,
-    and genenv equals random_env because the environment policy's only update came at the last iteration."""
+    """``docs/curriculum/bfcl`` (the README's BFCL experiment, 2 seeds): its report is rebuilt from its metrics;
+    genenv equals random_env in seed 0 (the environment policy's only update came at the last iteration) and
+    their generations part after seed 1's only update (iteration 8)."""
     shipped = Path(__file__).resolve().parents[1] / "docs" / "curriculum" / "bfcl"
     exp = tmp_path / "bfcl"
     shutil.copytree(shipped, exp)
@@ -198,9 +199,14 @@ def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
     ours, theirs = (json.loads((d / "summary.json").read_text()) for d in (exp, shipped))
     assert ours == theirs
     arms = ours["arms"]
-    assert round(100 * arms["static_aug"]["final"]["mean"], 1) == 25.0
+    assert round(100 * arms["static_aug"]["final"]["mean"], 1) == 15.6
     assert round(100 * arms["static"]["final"]["mean"], 1) == 13.8
     assert (exp / "genenv/seed0/generations.jsonl").read_bytes() == \
         (exp / "random_env/seed0/generations.jsonl").read_bytes()
-    updated = [r["iteration"] for r in read_rows(exp / "genenv/seed0/metrics.jsonl") if not r["env_policy_update/skipped"]]
-    assert updated == [11]
+    updated = {seed: [r["iteration"] for r in read_rows(exp / f"genenv/seed{seed}/metrics.jsonl")
+                      if not r["env_policy_update/skipped"]] for seed in (0, 1)}
+    assert updated == {0: [11], 1: [8]}
+    gen = {arm: (exp / f"{arm}/seed1/generations.jsonl").read_text().splitlines() for arm in ("genenv", "random_env")}
+    per_iteration = 8  # 2 prompts x 4 generations
+    assert gen["genenv"][:9 * per_iteration] == gen["random_env"][:9 * per_iteration]
+    assert gen["genenv"][9 * per_iteration:] != gen["random_env"][9 * per_iteration:]
