@@ -188,25 +188,62 @@ def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, s
     assert "| genenv | 1 |" in md and "| static | 1 |" in md and (exp / "curves.png").stat().st_size > 10_000
 
 
-def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
-    """``docs/curriculum/bfcl`` (the README's BFCL experiment, 2 seeds): its report is rebuilt from its metrics;
-    genenv equals random_env in seed 0 (the environment policy's only update came at the last iteration) and
-    their generations part after seed 1's only update (iteration 8)."""
-    shipped = Path(__file__).resolve().parents[1] / "docs" / "curriculum" / "bfcl"
-    exp = tmp_path / "bfcl"
+def _rebuilt_shipped_run(name, tmp_path):
+    """Copy ``docs/curriculum/<name>`` to ``tmp_path``, rewrite its report from its metrics, check the rewritten
+    ``summary.json`` equals the shipped one; returns ``(copy's folder, summary dict)``."""
+    shipped = Path(__file__).resolve().parents[1] / "docs" / "curriculum" / name
+    exp = tmp_path / name
     shutil.copytree(shipped, exp)
     write_report(exp)
     ours, theirs = (json.loads((d / "summary.json").read_text()) for d in (exp, shipped))
     assert ours == theirs
+    return exp, ours
+
+
+def _env_updates(exp, seeds):
+    """Iterations at which the genenv arm's environment policy was updated, per seed."""
+    return {seed: [r["iteration"] for r in read_rows(exp / f"genenv/seed{seed}/metrics.jsonl")
+                   if not r["env_policy_update/skipped"]] for seed in seeds}
+
+
+def _generations_part_after(exp, seed, iteration, per_iteration=8):
+    """True when genenv and random_env of ``seed`` wrote the same generations up to and including ``iteration``
+    and different ones after it (``per_iteration`` = prompts x generations per prompt)."""
+    gen = {arm: (exp / f"{arm}/seed{seed}/generations.jsonl").read_text().splitlines()
+           for arm in ("genenv", "random_env")}
+    cut = (iteration + 1) * per_iteration
+    return gen["genenv"][:cut] == gen["random_env"][:cut] and gen["genenv"][cut:] != gen["random_env"][cut:]
+
+
+def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
+    """``docs/curriculum/bfcl`` (the README's BFCL experiment, 2 seeds): its report is rebuilt from its metrics;
+    genenv equals random_env in seed 0 (the environment policy's only update came at the last iteration) and
+    their generations part after seed 1's only update (iteration 8)."""
+    exp, ours = _rebuilt_shipped_run("bfcl", tmp_path)
     arms = ours["arms"]
     assert round(100 * arms["static_aug"]["final"]["mean"], 1) == 15.6
     assert round(100 * arms["static"]["final"]["mean"], 1) == 13.8
     assert (exp / "genenv/seed0/generations.jsonl").read_bytes() == \
         (exp / "random_env/seed0/generations.jsonl").read_bytes()
-    updated = {seed: [r["iteration"] for r in read_rows(exp / f"genenv/seed{seed}/metrics.jsonl")
-                      if not r["env_policy_update/skipped"]] for seed in (0, 1)}
-    assert updated == {0: [11], 1: [8]}
-    gen = {arm: (exp / f"{arm}/seed1/generations.jsonl").read_text().splitlines() for arm in ("genenv", "random_env")}
-    per_iteration = 8  # 2 prompts x 4 generations
-    assert gen["genenv"][:9 * per_iteration] == gen["random_env"][:9 * per_iteration]
-    assert gen["genenv"][9 * per_iteration:] != gen["random_env"][9 * per_iteration:]
+    assert _env_updates(exp, (0, 1)) == {0: [11], 1: [8]}
+    assert _generations_part_after(exp, seed=1, iteration=8)
+
+
+def test_the_shipped_twx_run_reports_what_the_readme_says(tmp_path):
+    """``docs/curriculum/twx`` (the README's TextWorldExpress experiment, 2 seeds): its report is rebuilt from its
+    metrics; every arm reaches 100 % held-out, and only the genenv/random_env trajectory of seed 0 (identical until
+    the environment policy's only update at iteration 10) falls back to the untrained 50 % from iteration 8; in
+    seed 1 the environment policy was updated from iteration 0, so the two arms part at iteration 1."""
+    exp, ours = _rebuilt_shipped_run("twx", tmp_path)
+    arms = ours["arms"]
+    assert ours["baseline"] == 0.5 and ours["eval"]["n"] == 40
+    for arm, final in {"genenv": 75.0, "random_env": 75.0, "envgen": 100.0, "static": 100.0,
+                       "static_aug": 100.0}.items():
+        assert round(100 * arms[arm]["final"]["mean"], 1) == final and arms[arm]["best"]["mean"] == 1.0
+    heldout = {arm: [r["heldout/score"] for r in read_rows(exp / f"{arm}/seed0/metrics.jsonl")]
+               for arm in ("genenv", "random_env")}
+    assert heldout["genenv"] == heldout["random_env"]
+    assert max(heldout["genenv"][:8]) == 1.0 and heldout["genenv"][8:] == [0.5] * 4
+    assert _env_updates(exp, (0, 1)) == {0: [10], 1: [0, 2, 3, 9, 10]}
+    assert _generations_part_after(exp, seed=0, iteration=10)
+    assert _generations_part_after(exp, seed=1, iteration=0)
