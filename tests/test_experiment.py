@@ -206,13 +206,13 @@ def _env_updates(exp, seeds):
                    if not r["env_policy_update/skipped"]] for seed in seeds}
 
 
-def _generations_part_after(exp, seed, iteration, per_iteration=8):
+def _generations_part_after(exp, seed, iteration):
     """True when genenv and random_env of ``seed`` wrote the same generations up to and including ``iteration``
-    and different ones after it (``per_iteration`` = prompts x generations per prompt)."""
-    gen = {arm: (exp / f"{arm}/seed{seed}/generations.jsonl").read_text().splitlines()
-           for arm in ("genenv", "random_env")}
-    cut = (iteration + 1) * per_iteration
-    return gen["genenv"][:cut] == gen["random_env"][:cut] and gen["genenv"][cut:] != gen["random_env"][cut:]
+    and different ones after it (rows split by their own ``iteration`` field)."""
+    rows = {arm: read_rows(exp / f"{arm}/seed{seed}/generations.jsonl") for arm in ("genenv", "random_env")}
+    upto = {arm: [r for r in rs if r["iteration"] <= iteration] for arm, rs in rows.items()}
+    after = {arm: [r for r in rs if r["iteration"] > iteration] for arm, rs in rows.items()}
+    return upto["genenv"] == upto["random_env"] and after["genenv"] != after["random_env"]
 
 
 def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
