@@ -208,11 +208,11 @@ def _env_updates(exp, seeds):
 
 def _generations_part_after(exp, seed, iteration):
     """True when genenv and random_env of ``seed`` wrote the same generations up to and including ``iteration``
-    and different ones after it (rows split by their own ``iteration`` field)."""
+    and different ones in the next iteration (rows split by their own ``iteration`` field)."""
     rows = {arm: read_rows(exp / f"{arm}/seed{seed}/generations.jsonl") for arm in ("genenv", "random_env")}
     upto = {arm: [r for r in rs if r["iteration"] <= iteration] for arm, rs in rows.items()}
-    after = {arm: [r for r in rs if r["iteration"] > iteration] for arm, rs in rows.items()}
-    return upto["genenv"] == upto["random_env"] and after["genenv"] != after["random_env"]
+    nxt = {arm: [r for r in rs if r["iteration"] == iteration + 1] for arm, rs in rows.items()}
+    return bool(upto["genenv"]) and upto["genenv"] == upto["random_env"] and nxt["genenv"] != nxt["random_env"]
 
 
 def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
