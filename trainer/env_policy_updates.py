@@ -3,8 +3,10 @@ with what reward and which advantage estimator. Registered with :func:`register_
 
 - ``rwr`` (the paper, §3): the admitted generations whose task's p̂ passed the difficulty filter
   ``|p̂ - α| ≤ k_min``, weighted ``exp(λ · R_env)`` (reward-weighted regression under the KL leash);
-- ``grpo``: GRPO on R_env over the generations of each prompt: rejected ones (R_env 0) and in-band admitted ones;
-  out-of-band admitted ones sit out;
+- ``grpo``: GRPO on R_env over *every* generation of each prompt (one group per generation prompt): rejected ones
+  at R_env 0, admitted ones at R_env(p̂) whether inside the α band or not. The group mean is the baseline, so
+  tasks that are too easy, too hard or invalid are pushed down and those nearer α pushed up (contrast the
+  paper's RWR lacks: inside the band its weights differ by a few per cent, and it sees nothing outside it);
 - ``none``: the environment policy stays frozen (the paper's RandomEnv ablation).
 """
 from __future__ import annotations
@@ -76,9 +78,8 @@ def rwr(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], s
 
 @register_env_policy_update("grpo")
 def grpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
-    """Rejected generations (R_env 0) and in-band admitted ones, grouped by prompt."""
-    return [_sample(s) for s in scored if (s.in_band or not s.record.admitted)
-            and s.record.generation.response_ids], "grpo"
+    """Every generation with tokens, grouped by prompt: rejected ones at R_env 0, admitted ones at R_env(p̂)."""
+    return [_sample(s) for s in scored if s.record.generation.response_ids], "grpo"
 
 
 @register_env_policy_update("none")

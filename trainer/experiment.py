@@ -14,6 +14,10 @@ Arms (:data:`ARMS`; GenEnv, arXiv 2512.19682, §5 and its BFCL comparison):
   its run, written once up front by the frozen environment policy (``generation.upfront_tasks``; the paper's
   static augmentation). It runs after that ``genenv`` arm.
 
+With ``agent.frozen=true`` (and ``eval.every=0``: a frozen agent's held-out score cannot change) the experiment
+measures the environment policy alone: ``genenv`` against ``random_env`` on a stationary agent, compared by the
+report's difficulty-alignment statistic (:mod:`genenv.trainer.alignment`).
+
 Every arm has the same iterations, agent batch (``agent.batch_tasks`` tasks x ``agent.n`` rollouts; a GenEnv
 iteration that admits more tasks than the batch rolls all of them out, so the report's x-axis is the agent tasks
 actually consumed), seeds and held-out tasks; the held-out split is evaluated greedily every ``eval.every``
@@ -26,6 +30,8 @@ Examples::
 
     genenv-experiment benchmark=bfcl iterations=12 seeds=[0,1] experiment_dir=experiments/bfcl
     genenv-experiment benchmark=bamboogle iterations=1 seeds=[0] arms=[genenv,static]
+    genenv-experiment benchmark=twx arms=[genenv,random_env] agent.frozen=true eval.every=0 \
+        env_policy.update_mode=grpo seeds=[0,1,2,3] iterations=10       # does the environment policy learn?
     genenv-experiment report experiments/bfcl          # rewrite summary.md / summary.json / curves.png
 """
 from __future__ import annotations
@@ -134,14 +140,18 @@ def run_experiment(cfg, backend_factory=None) -> Path:
     Args:
         backend_factory: ``cfg -> Backend`` (tests); ``None`` builds the configured engine.
     Raises:
-        ValueError: see :func:`arm_config` and :func:`finished`; no held-out evaluation (``eval.every`` < 1).
+        ValueError: see :func:`arm_config` and :func:`finished`; no held-out evaluation (``eval.every`` < 1)
+            while the agent trains (with ``agent.frozen`` the experiment measures the environment policy alone
+            and needs none).
     """
     from omegaconf import OmegaConf
 
     from genenv.trainer.loop import CoEvolutionTrainer
 
-    if int(cfg.eval.every) < 1:
-        raise ValueError("an experiment compares held-out scores: set eval.every >= 1")
+    frozen = bool(cfg.agent.get("frozen", False))
+    if int(cfg.eval.every) < 1 and not frozen:
+        raise ValueError("an experiment compares held-out scores: set eval.every >= 1 (or agent.frozen=true to "
+                         "measure the environment policy alone)")
     for arm in cfg.arms:
         check_arm(arm)
     exp = Path(cfg.experiment_dir)
@@ -157,7 +167,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
             arm_cfg = arm_config(cfg, arm, seed)
             start = time.perf_counter()
             trainer = CoEvolutionTrainer(arm_cfg, backend_factory(arm_cfg) if backend_factory else None)
-            if not (exp / "baseline.json").is_file():
+            if not (exp / "baseline.json").is_file() and int(cfg.eval.every) >= 1:
                 (exp / "baseline.json").write_text(json.dumps(trainer.evaluate_heldout()))
             log.info("%s seed %s: running in %s", arm, seed, run_dir)
             trainer.run()

@@ -17,6 +17,10 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
   the first and the second half of the iterations;
 - **seconds per phase** of one iteration (mean) and the wall time of the runs.
 
+When both ``genenv`` and ``random_env`` ran, the report adds the difficulty-alignment statistic of
+:mod:`genenv.trainer.alignment` (paired by seed: the in-band share of all generations, a sign-flip permutation
+test, the mean difference with its 95 % interval) and ``alignment.png``.
+
 Agent tasks consumed after iteration i = the sum of ``agent/tasks`` over iterations 0..i (each task rolled out
 ``agent.n`` times).
 """
@@ -28,6 +32,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from genenv.trainer import alignment
 
 
 def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
@@ -152,6 +158,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     baseline = float(base_row.get(key, float("nan")))
     alpha = float(cfg.curriculum.alpha)
     arms: dict[str, dict[str, Any]] = {}
+    rows_by_arm: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for arm in cfg.arms:
         runs = {}
         for seed in cfg.seeds:
@@ -162,13 +169,17 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
                                    "sittings": read_rows(d / "sittings.jsonl")}
         if runs:
             arms[arm] = arm_summary(runs, baseline, alpha, key)
+            rows_by_arm[arm] = {s: r["rows"] for s, r in runs.items()}
     reach_static(arms, baseline)
+    pair = [rows_by_arm.get(a) for a in alignment.ARMS]
+    stat = alignment.compare(*pair) if all(pair) else None
     return {"benchmark": cfg.benchmark.name, "iterations": int(cfg.iterations), "seeds": list(cfg.seeds),
             "arms_planned": list(cfg.arms), "score": cfg.get("score_metric") or "headline", "alpha": alpha,
             "k_min": float(cfg.curriculum.k_min),
             "agent": {"batch_tasks": int(cfg.agent.batch_tasks), "n": int(cfg.agent.n)},
             "eval": {"every": int(cfg.eval.every), "limit": cfg.eval.limit,
-                     "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms}
+                     "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms,
+            "agent_frozen": bool(cfg.agent.get("frozen", False)), "alignment": stat}
 
 
 def _fmt(s: dict[str, Any], pct: bool = True) -> str:
@@ -191,8 +202,10 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [f"# Curriculum experiment: {data['benchmark']}", "",
              f"{data['iterations']} iterations, seeds {data['seeds']}, {data['agent']['batch_tasks']} tasks x "
              f"{data['agent']['n']} rollouts per iteration, α = {data['alpha']:g} (band ± {data['k_min']:g}); "
-             f"held-out score = {score} on {data['eval']['n']} held-out tasks, greedy, "
-             f"every {data['eval']['every']} iterations. Untrained agent: {100 * data['baseline']:.1f}.", "",
+             + (f"held-out score = {score} on {data['eval']['n']} held-out tasks, greedy, "
+              f"every {data['eval']['every']} iterations. Untrained agent: {100 * data['baseline']:.1f}."
+              if data["eval"]["every"] else "no held-out evaluation.")
+             + (" Agent frozen (no agent update): a stationary target." if data.get("agent_frozen") else ""), "",
              "Scores in %, mean ± sample sd over seeds. AUC: mean held-out score over the tasks consumed. Tasks to "
              "static: agent tasks consumed when the arm's mean held-out score first reaches static's final mean "
              "(efficiency = static's tasks / these).", "",
@@ -223,6 +236,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(_opt(sec.get(p), ".1f") for p in PHASES)
                      + f" | {_fmt(a['loop_seconds'], pct=False)} | {a['wall_seconds']:.0f} |")
     lines += ["", "## What the numbers allow", ""] + verdicts(arms)
+    if data.get("alignment"):
+        lines += [""] + alignment.markdown(data["alignment"], data["alpha"], data["k_min"])
     return "\n".join(lines) + "\n"
 
 
@@ -241,6 +256,8 @@ def verdicts(arms: dict[str, dict[str, Any]]) -> list[str]:
             if name == ref or (ref == "static" and name == "genenv" and "genenv" in arms):
                 continue
             f = a["final"]
+            if f["mean"] is None or r["mean"] is None:
+                continue
             diff = 100 * (f["mean"] - r["mean"])
             if f["n"] < 2 or r["n"] < 2:
                 out.append(f"- {name} vs {ref}: {diff:+.1f} points, one seed: no spread measured, no conclusion.")
@@ -289,7 +306,8 @@ def plot_curves(data: dict[str, Any], out: Path) -> Path:
 
 
 def write_report(experiment_dir: Path) -> Path:
-    """Write ``summary.json``, ``summary.md`` and ``curves.png`` into ``experiment_dir``; returns it.
+    """Write ``summary.json``, ``summary.md``, ``curves.png`` (and ``alignment.png`` when genenv and random_env
+    ran) into ``experiment_dir``; returns it.
 
     Raises:
         FileNotFoundError: no ``experiment.yaml`` (not an experiment directory).
@@ -301,4 +319,6 @@ def write_report(experiment_dir: Path) -> Path:
     (exp / "summary.json").write_text(json.dumps(data, indent=1))
     (exp / "summary.md").write_text(markdown(data))
     plot_curves(data, exp / "curves.png")
+    if data["alignment"]:
+        alignment.plot(data["alignment"], data["alpha"], data["k_min"], exp / "alignment.png")
     return exp

@@ -8,15 +8,19 @@ One iteration t:
    (:mod:`genenv.trainer.generation`; skipped with ``generation.enabled: false``; in EnvGen mode only every
    ``generation.every`` iterations, prompted with per-skill success rates); rejections are counted by reason and
    get R_env = 0.
-3. **Agent rollouts** — the admitted tasks plus tasks sampled from the pool (up to ``agent.batch_tasks``; EnvGen:
-   generated tasks mixed with at least half a batch of original ones, :meth:`CoEvolutionTrainer.agent_batch`),
-   ``agent.n`` episodes each, through the one episode loop; agent reward per paper Eq. 1.
+3. **Agent rollouts** — every admitted task, ``generation.rollouts_per_task`` episodes each (``agent.n`` when
+   null), whatever the agent's batch size; plus tasks sampled from the pool up to ``agent.batch_tasks``,
+   ``agent.n`` episodes each (EnvGen: generated tasks mixed with at least half a batch of original ones,
+   :meth:`CoEvolutionTrainer.agent_batch`), through the one episode loop; agent reward per paper Eq. 1. With
+   ``agent.frozen`` only the admitted tasks are rolled out (their p̂ is all the environment policy needs).
 4. **p̂ per task** = mean agent reward over its n episodes (= the success rate for binary rewards).
 5. **Environment reward** R_env(p̂) (``curriculum.env_reward``: Eq. 3 by default,
    :mod:`genenv.rewards.env_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
 6. **Environment-policy update** — ``env_policy.update_mode`` (:mod:`genenv.trainer.env_policy_updates`): RWR on
    the in-band admitted generations (the paper), GRPO on R_env, or none; never in EnvGen mode (a frozen LLM).
 7. **Agent update** — GRPO with veRL's functions; groups whose rewards are all equal are dropped and counted.
+   Skipped with ``agent.frozen: true`` (a stationary agent, so the environment policy's learning is measured
+   alone).
 8. Admitted tasks join the pool; metrics are written; a checkpoint is saved (:mod:`genenv.trainer.checkpoint`).
    A killed run resumes from the last checkpoint.
 """
@@ -48,6 +52,7 @@ from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates import Sample
 
 log = logging.getLogger(__name__)
+RUN_LOGS = ("metrics.jsonl", "generations.jsonl", "heldout.jsonl")  # per-iteration rows, cut back on resume
 
 
 class CoEvolutionTrainer:
@@ -132,7 +137,7 @@ class CoEvolutionTrainer:
         self.iteration = state["iteration"]
         self.counters = Counter(state["counters"])
         self.initial_fingerprint = state["initial_fingerprint"]
-        for name in ("metrics.jsonl", "generations.jsonl"):
+        for name in RUN_LOGS:
             drop_rows_from(self.run_dir / name, self.iteration)
         log.info("resumed from %s at iteration %d with %d pool tasks", path, self.iteration, len(self.pool))
 
@@ -146,7 +151,7 @@ class CoEvolutionTrainer:
         if ckpt is not None:
             self.resume(ckpt)
         else:  # a fresh start: rows of a run killed before its first checkpoint are not kept
-            for name in ("metrics.jsonl", "generations.jsonl"):
+            for name in RUN_LOGS:
                 (self.run_dir / name).unlink(missing_ok=True)
             self.seed_pool()
         from omegaconf import OmegaConf
@@ -173,14 +178,31 @@ class CoEvolutionTrainer:
         return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng, self.cfg.generation,
                            self.cfg.curriculum.alpha, it)
 
-    def rollout(self, tasks) -> tuple[list[Trajectory], dict[str, float]]:
-        """Step 3: the agent's episodes on ``tasks`` through the engine; returns them and the phase seconds."""
+    def rollout(self, tasks, n: int | None = None) -> tuple[list[Trajectory], dict[str, float]]:
+        """Step 3: ``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine; returns
+        them and the phase seconds (``generate_seconds``, ``env_seconds``)."""
         a = self.cfg.agent
         stats: dict[str, float] = {}
-        trajs = self.backend.rollout(tasks, n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
-                                     env_kwargs=self.env_kwargs, max_response_tokens=response_budget(self.cfg),
-                                     stats=stats)
+        if not tasks:
+            return [], stats
+        trajs = self.backend.rollout(tasks, n=int(n or a.n), temperature=a.temperature,
+                                     max_new_tokens=a.max_new_tokens, env_kwargs=self.env_kwargs,
+                                     max_response_tokens=response_budget(self.cfg), stats=stats)
         return trajs, stats
+
+    def rollout_batch(self, new_tasks: list[Task], batch: list[Task]) -> tuple[list[Trajectory], dict[str, float]]:
+        """Step 3 for one iteration's ``batch`` (:meth:`agent_batch`): the newly admitted tasks with
+        ``generation.rollouts_per_task`` episodes each when it is set and differs from ``agent.n``, the rest with
+        ``agent.n``; seconds of both calls added up."""
+        n_gen = int(self.cfg.generation.get("rollouts_per_task") or self.cfg.agent.n)
+        if n_gen == int(self.cfg.agent.n):
+            return self.rollout(batch)
+        new_ids = {t.id for t in new_tasks}
+        trajs, stats = self.rollout([t for t in batch if t.id in new_ids], n_gen)
+        more, more_stats = self.rollout([t for t in batch if t.id not in new_ids])
+        for k, v in more_stats.items():
+            stats[k] = stats.get(k, 0.0) + v
+        return trajs + more, stats
 
     def score_generations(self, records: list[GenerationRecord], p_hat: dict[str, float]) -> list[ScoredGeneration]:
         """Steps 4-5: R_env of every generation (0 when rejected) and whether its task is in the α band."""
@@ -197,10 +219,13 @@ class CoEvolutionTrainer:
 
     def agent_batch(self, new_tasks: list[Task]) -> list[Task]:
         """The tasks rolled out this iteration. GenEnv: every newly admitted task (its p̂ is its R_env), then pool
-        samples up to ``agent.batch_tasks``. EnvGen: generated tasks (the new ones, or, between LLM calls, half the
+        samples up to ``agent.batch_tasks``; with ``agent.frozen`` the new tasks only. EnvGen: generated tasks (the
+        new ones, or, between LLM calls, half the
         batch sampled from the pool's generated tasks) mixed with at least half a batch of original (seed) tasks,
         whose p̂ are the per-skill success rates the next EnvGen prompt reports."""
         k = int(self.cfg.agent.batch_tasks)
+        if self.cfg.agent.get("frozen", False):
+            return list(new_tasks)
         if self.cfg.generation.get("mode", "genenv") != "envgen":
             return new_tasks + self.pool.sample(max(0, k - len(new_tasks)), self.rng)
         generated = new_tasks or self.pool.sample(k // 2, self.rng, origin="generated")
@@ -217,7 +242,7 @@ class CoEvolutionTrainer:
 
         new_tasks = [r.task for r in records if r.task is not None]
         batch = self.agent_batch(new_tasks)
-        trajs, stats = self.rollout(batch)
+        trajs, stats = self.rollout_batch(new_tasks, batch)
         timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
         timing["env_steps"] = stats.get("env_seconds", 0.0)
 
@@ -236,7 +261,10 @@ class CoEvolutionTrainer:
         timing["env_policy_update"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()
-        agent_update = self.backend.update("agent", agent_samples(trajs), "grpo")
+        if cfg.agent.get("frozen", False):  # a stationary agent: the environment policy is measured alone
+            agent_update = {"skipped": True, "frozen": True, "groups_dropped": 0}
+        else:
+            agent_update = self.backend.update("agent", agent_samples(trajs), "grpo")
         timing["agent_update"] = time.perf_counter() - t3
 
         for task in new_tasks:
@@ -257,16 +285,18 @@ class CoEvolutionTrainer:
         row = metrics_row(outcome, cfg.curriculum, self.pool.counts(), len(self.pool), deltas)
         self.iteration += 1
         if cfg.eval.every and (self.iteration % cfg.eval.every == 0 or self.iteration == cfg.iterations):
-            row.update(self.evaluate_heldout())
+            row.update(self.evaluate_heldout(log_iteration=it))
         self.metrics.write(row)
         if self.iteration % cfg.save_every == 0 or self.iteration == cfg.iterations:
             self.save_checkpoint()
         return row
 
-    def evaluate_heldout(self) -> dict[str, float]:
+    def evaluate_heldout(self, log_iteration: int | None = None) -> dict[str, float]:
         """Greedy evaluation of the agent on the held-out split (``eval.limit`` tasks per unit) with the
         leaderboard's :func:`~genenv.trainer.rollout.evaluation.evaluate`: ``heldout/<metric key>`` for every
-        metric, ``heldout/score`` and ``heldout/n`` for the benchmark's headline metric, ``time/heldout_eval``."""
+        metric, ``heldout/score`` and ``heldout/n`` for the benchmark's headline metric, ``time/heldout_eval``.
+        With ``log_iteration``, each task's outcome is appended to ``heldout.jsonl`` as ``{"iteration", "unit",
+        "task_id", "reward", "success"}`` (one row per held-out task)."""
         from genenv.trainer.rollout.evaluation import evaluate
 
         t = time.perf_counter()
@@ -279,6 +309,11 @@ class CoEvolutionTrainer:
             out["heldout/score"] = head.value
             out["heldout/n"] = head.n
         out["time/heldout_eval"] = time.perf_counter() - t
+        if log_iteration is not None:
+            with open(self.run_dir / "heldout.jsonl", "a", encoding="utf-8") as fh:
+                for r in res.rows:
+                    fh.write(json.dumps({"iteration": log_iteration, "unit": r.get("unit"), "task_id": r["task_id"],
+                                         "reward": float(r["reward"]), "success": bool(r["success"])}) + "\n")
         return out
 
 

@@ -2,7 +2,9 @@
 
 Keys: ``gen/*`` (generations, admissions, rejections by reason), ``agent/*`` (rollout reward and success),
 ``p_hat/*`` (the success rates of the rolled-out tasks: mean, 10-bin histogram, those of the newly generated
-tasks, the share inside the α band), ``r_env/*`` (environment rewards), ``pool/*``, ``time/*`` (seconds per
+tasks and their 10-bin histogram, the share of rolled-out tasks inside the α band), ``gen/in_band_share`` (the
+alignment metric: generations whose task's p̂ lies in the α band, over *all* generations, so rejected and copied
+tasks count as misses; ``None`` when nothing was generated), ``r_env/*`` (environment rewards), ``pool/*``, ``time/*`` (seconds per
 phase), ``tokens_per_second/*``, ``agent_update/*`` and ``env_policy_update/*`` (the updates' metrics; ``skipped``
 when nothing carried signal), ``weights/*_delta`` (how far each policy moved from its initial weights).
 """
@@ -52,6 +54,8 @@ def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], po
     return {
         "iteration": o.iteration,
         "gen/generated": len(o.scored), "gen/admitted": len(o.new_tasks), "gen/rejected": sum(o.rejected.values()),
+        "gen/in_band": int(sum(s.in_band for s in o.scored)),
+        "gen/in_band_share": float(np.mean([s.in_band for s in o.scored])) if o.scored else None,
         **{f"gen/rejected/{k}": v for k, v in sorted(o.rejected.items())},
         "agent/reward_mean": float(np.mean([t.reward for t in trajs])) if trajs else 0.0,
         "agent/success_rate": float(np.mean([t.success for t in trajs])) if trajs else 0.0,
@@ -59,6 +63,7 @@ def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], po
         "p_hat/mean": float(np.mean(p_all)) if p_all else 0.0,
         "p_hat/histogram": hist.tolist(),
         "p_hat/generated": [o.p_hat[t.id] for t in o.new_tasks],
+        "p_hat/generated_histogram": np.histogram([o.p_hat[t.id] for t in o.new_tasks], bins=P_HAT_BINS)[0].tolist(),
         "p_hat/in_band_share": float(np.mean(difficulty_filter(np.array(p_all), curriculum.alpha, curriculum.k_min)))
         if p_all else 0.0,
         "r_env/mean": float(np.mean(r_env)) if r_env else 0.0,

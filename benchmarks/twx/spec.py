@@ -1,10 +1,17 @@
 """TextWorldExpress spec: success rate per game, and environment-generated games validated by the engine.
 
-The environment policy proposes a game as ``{"game", "params", "seed"}``; the engine itself validates the
-proposal by generating the game (it rejects unknown games, unknown parameters and out-of-range values with its
+The environment policy proposes a game as ``{"game", "params", "steps", "seed"}``; the engine itself validates
+the proposal by generating the game (it rejects unknown games, unknown parameters and out-of-range values with its
 own message), and the proposal is admitted only if TWX's gold action sequence fits in the env's step limit and
 replays to a win. Seeds must come from TWX's train fold (0-999), so a generated game never coincides with a
 test or dev game. The worked example of ``docs/adding-an-env.md``.
+
+``steps`` is the difficulty the policy controls. In TWX the engine's seed, not the written parameters, places the
+goal (Coin Collector's coin) and so decides how many actions a game takes, which is what decides the agent's
+success rate (measured in ``docs/task-generation.md``, "TextWorldExpress difficulty"). A written ``steps`` pins
+it: the game is the first one, from the written seed upward through the train fold (at most
+:data:`STEPS_SEARCH` seeds), whose gold sequence has exactly ``steps`` actions; none found is a rejection
+(``steps_unreachable``). Without ``steps`` the written seed is used as it is.
 """
 from __future__ import annotations
 
@@ -30,6 +37,10 @@ PARAM_RANGES = {  # the sizes the environment policy may set, per game (inclusiv
 }
 
 
+STEPS_SEARCH = 64  # seeds tried for a written `steps`. Coin Collector without doors, 60 train seeds: 2 locations give
+                   # gold lengths 2-3, 4 locations 2-4, 6 locations 2-6 (2 = the coin in the first room)
+
+
 class TWXSpec(BenchmarkSpec):
     """TextWorldExpress (Jansen & Côté 2022): CookingWorld, TextWorld Commonsense, Coin Collector, ..."""
 
@@ -37,8 +48,8 @@ class TWXSpec(BenchmarkSpec):
     baseline_column = ""  # not in the GenEnv paper's Table 1
     paper_protocol = "not in the GenEnv paper"
     seed_options: dict[str, Any] = {"games": "coin", "episodes": 40}
-    rejection_reasons = ("missing_fields", "unknown_game", "bad_params", "seed_outside_train_fold",
-                         "engine_rejected", "exceeds_step_limit", "gold_fails")
+    rejection_reasons = ("missing_fields", "unknown_game", "bad_params", "seed_outside_train_fold", "bad_steps",
+                         "engine_rejected", "steps_unreachable", "exceeds_step_limit", "gold_fails")
     max_steps = TextWorldExpressEnv.default_max_steps
 
     def eval_units(self, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -76,17 +87,19 @@ class TWXSpec(BenchmarkSpec):
         f"{', '.join(PARAM_RANGES)}; 'params' sets its size ("
         + "; ".join(f"{game}: " + ", ".join(f"{k} {lo}-{hi}" for k, (lo, hi) in ranges.items())
                     for game, ranges in PARAM_RANGES.items())
-        + "); 'seed' is an integer from 0 to 999. More locations, items and doors make "
-        'a level harder. Reply with exactly one JSON object {"game": ..., "params": {...}, "seed": ...}.')
+        + f"); 'steps' is the number of actions the shortest solution takes (1-{TextWorldExpressEnv.default_max_steps}"
+        "); 'seed' is an integer from 0 to 999. More steps make a level harder; more locations, items and doors "
+        'too. Reply with exactly one JSON object {"game": ..., "params": {...}, "steps": ..., "seed": ...}.')
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
         """One branch per game of :data:`PARAM_RANGES`: ``{"game", "params": {name: integer in range, ...},
-        "seed": train-fold integer}`` (params optional, in the table's order)."""
+        "steps": 1..max_steps, "seed": train-fold integer}`` (params optional, in the table's order)."""
         train = FOLD_SEEDS["train"]
         return {"anyOf": [json_object({
             "game": {"const": game},
             "params": json_object({k: {"type": "integer", "minimum": lo, "maximum": hi}
                                    for k, (lo, hi) in ranges.items()}, optional=tuple(ranges)),
+            "steps": {"type": "integer", "minimum": 1, "maximum": self.max_steps},
             "seed": {"type": "integer", "minimum": train.start, "maximum": train.stop - 1}})
             for game, ranges in PARAM_RANGES.items()]}
 
@@ -95,16 +108,19 @@ class TWXSpec(BenchmarkSpec):
         return task.metadata.get("game", "")
 
     def as_generation(self, task: Task) -> dict[str, Any]:
-        """``{"game", "params", "seed"}`` (params in :data:`PARAM_RANGES` order)."""
+        """``{"game", "params", "steps", "seed"}`` (params in :data:`PARAM_RANGES` order; steps = the gold
+        sequence's length)."""
         meta = task.metadata
         order = list(PARAM_RANGES.get(meta["game"], {}))
         params = dict(sorted(meta["params"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order
                              else len(order)))
-        return {"game": meta["game"], "params": params, "seed": meta["seed"]}
+        return {"game": meta["game"], "params": params, "steps": len(task.gold), "seed": meta["seed"]}
 
     def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
-        """Strict JSON; a known game, integer params, a train-fold seed; the engine generates the game; its gold
-        sequence fits in :attr:`max_steps` and replays to a win."""
+        """Strict JSON; a known game, integer params, optional ``steps`` (an integer in 1..:attr:`max_steps`), a
+        train-fold seed; the engine generates the game (with ``steps``: the first game from the seed upward whose
+        gold sequence has that many actions, :func:`pin_steps`); its gold sequence fits in :attr:`max_steps` and
+        replays to a win."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj
@@ -119,11 +135,20 @@ class TWXSpec(BenchmarkSpec):
             return Rejection("bad_params", str(exc))
         if isinstance(seed, bool) or not isinstance(seed, int) or seed not in FOLD_SEEDS["train"]:
             return Rejection("seed_outside_train_fold", f"seed {seed!r} is not in 0..999")
+        steps = obj.get("steps")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                                  or not 1 <= steps <= self.max_steps):
+            return Rejection("bad_steps", f"steps {steps!r} is not an integer in 1..{self.max_steps}")
+        fields = {"task_id": task_id, "split": "generated", "origin": "generated",
+                  "parent_id": parent.id if parent else None, "generation_step": step}
         try:
-            task = make_task(game, params, "train", seed, task_id=task_id, split="generated", origin="generated",
-                             parent_id=parent.id if parent else None, generation_step=step)
+            task = (make_task(game, params, "train", seed, **fields) if steps is None
+                    else pin_steps(game, params, seed, steps, **fields))
         except ValueError as exc:  # the engine's own validation message
             return Rejection("engine_rejected", str(exc).strip()[:200])
+        if task is None:
+            return Rejection("steps_unreachable", f"no {game} game with a {steps}-action gold sequence among the "
+                                                  f"{STEPS_SEARCH} train seeds from {seed}")
         if len(task.gold) > self.max_steps:
             return Rejection("exceeds_step_limit", f"gold sequence has {len(task.gold)} steps > {self.max_steps}")
         if not gold_wins(task):
@@ -134,6 +159,23 @@ class TWXSpec(BenchmarkSpec):
         """The same game, parameters, fold and seed (different seeds are different games)."""
         meta = task.metadata
         return meta["game"], tuple(sorted(meta["params"].items())), meta["fold"], meta["seed"]
+
+
+def pin_steps(game: str, params: dict[str, int], seed: int, steps: int, **fields: Any) -> Task | None:
+    """The first train-fold game of ``game`` with ``params`` from ``seed`` upward (wrapping at the fold's end, at
+    most :data:`STEPS_SEARCH` seeds) whose gold sequence has exactly ``steps`` actions, as a :class:`Task`
+    (``fields`` go to :func:`~genenv.benchmarks.twx.env.make_task`); ``None`` when none has.
+
+    Raises:
+        ValueError: the engine rejects the game or its parameters.
+    """
+    train = FOLD_SEEDS["train"]
+    for k in range(STEPS_SEARCH):
+        s = train.start + (seed - train.start + k) % len(train)
+        task = make_task(game, params, "train", s, **fields)
+        if len(task.gold) == steps:
+            return task
+    return None
 
 
 def gold_wins(task: Task, max_steps: int | None = None) -> bool:

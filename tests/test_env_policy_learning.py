@@ -1,0 +1,140 @@
+"""What measuring the environment policy's learning needs: the contrastive ``grpo`` update mode, the frozen-agent
+setting, rollouts per generated task decoupled from the agent's batch, the in-band share of all generations, per-task
+held-out outcomes, the TextWorldExpress ``steps`` field the policy controls, and the paired statistic of the report
+(a permutation test that finds a planted effect and no effect where there is none)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from genenv.benchmarks.registry import get_benchmark
+from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.twx.spec import pin_steps
+from genenv.envs.task import Task
+from genenv.trainer import alignment
+from genenv.trainer.cli import compose_config
+from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
+from genenv.trainer.experiment import run_experiment
+from genenv.trainer.experiment_report import read_rows
+from genenv.trainer.generation import GenerationRecord
+from genenv.trainer.loop import CoEvolutionTrainer
+from genenv.trainer.rollout.policies import Generation
+
+
+def _record(k: int, admitted: bool) -> GenerationRecord:
+    gen = Generation(f"text {k}", prompt_ids=[1, 2, 3], response_ids=[4, 5 + k])
+    if admitted:
+        return GenerationRecord(0, gen, task=Task(id=f"t{k}", benchmark="bamboogle", split="generated", prompt="q", gold="a",
+                                                   action_kind="free_text"))
+    return GenerationRecord(0, gen, rejection=Rejection("bad_json"))
+
+
+def test_grpo_mode_learns_from_every_generation_and_rwr_from_the_band_only():
+    scored = [ScoredGeneration(_record(0, False), 0.0, False),   # rejected
+              ScoredGeneration(_record(1, True), 1.0, True),     # in band
+              ScoredGeneration(_record(2, True), 0.29, False),   # too hard (p̂ 0 at α 0.25, β 20)
+              ScoredGeneration(_record(3, True), 0.007, False)]  # too easy
+    samples, mode = env_policy_samples("grpo", scored, 1.0)
+    assert mode == "grpo" and [s.reward for s in samples] == [0.0, 1.0, 0.29, 0.007]
+    assert {s.uid for s in samples} == {"prompt-0"}  # one GRPO group per generation prompt
+    samples, mode = env_policy_samples("rwr", scored, 1.0)
+    assert mode == "rwr" and [s.reward for s in samples] == [1.0]
+
+
+def _tiny_twx(tmp_path, tiny_model_dir, *extra):
+    return compose_config([f"run_dir={tmp_path}/run", "benchmark=twx", "tensorboard=false", "threads=1",
+                           f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
+                           "generation.prompts_per_iteration=1", "generation.generations_per_prompt=4",
+                           "generation.temperature=1.0", "agent.batch_tasks=3", "agent.n=2",
+                           "agent.max_new_tokens=4", "benchmark.env_kwargs.max_steps=2",
+                           "benchmark.seed_options.episodes=4", *extra])
+
+
+def test_frozen_agent_rolls_out_only_new_tasks_and_never_updates(tmp_path, tiny_model_dir):
+    """agent.frozen: the agent's weights stay, only the admitted generated tasks are rolled out
+    (generation.rollouts_per_task each), the environment policy is updated; held-out outcomes per task."""
+    cfg = _tiny_twx(tmp_path, tiny_model_dir, "iterations=2", "agent.frozen=true", "env_policy.update_mode=grpo",
+                    "generation.rollouts_per_task=3", "eval.every=1", "eval.limit=2")
+    rows = CoEvolutionTrainer(cfg).run()
+    for row in rows:
+        assert row["weights/agent_delta"] == 0.0 and row["agent_update/frozen"] is True
+        assert row["agent/tasks"] == row["gen/admitted"] and row["agent/rollouts"] == 3 * row["gen/admitted"]
+        assert row["gen/in_band_share"] == row["gen/in_band"] / row["gen/generated"]
+        assert sum(row["p_hat/generated_histogram"]) == row["gen/admitted"]
+    assert sum(r["gen/admitted"] for r in rows) > 0, "the schema-constrained tiny model should write valid games"
+    heldout = read_rows(tmp_path / "run" / "heldout.jsonl")
+    assert [r["iteration"] for r in heldout] == [0, 0, 1, 1]
+    assert all(r["task_id"].startswith("twx_coin_dev_") and r["success"] in (True, False) for r in heldout)
+
+
+def test_rollouts_per_generated_task_are_decoupled_from_the_agents_batch(tmp_path, tiny_model_dir):
+    cfg = _tiny_twx(tmp_path, tiny_model_dir, "iterations=1", "generation.rollouts_per_task=3")
+    row = CoEvolutionTrainer(cfg).run()[0]
+    new = row["gen/admitted"]
+    pool = max(0, 3 - new)
+    assert row["agent/tasks"] == new + pool and row["agent/rollouts"] == 3 * new + 2 * pool
+
+
+def test_twx_steps_field_pins_the_gold_length_the_policy_writes():
+    spec = get_benchmark("twx")
+    for steps in (2, 3, 4):
+        task = spec.parse_generated(json.dumps({"game": "coin", "params": {"numLocations": 4, "includeDoors": 0},
+                                                "steps": steps, "seed": 100}), f"g{steps}", 0, None)
+        assert isinstance(task, Task) and len(task.gold) == steps and task.gold[-1] == "take coin"
+        again = spec.parse_generated(json.dumps(spec.as_generation(task)), "again", 0, None)
+        assert again.metadata["seed"] == task.metadata["seed"] and len(again.gold) == steps
+    far = spec.parse_generated('{"game": "coin", "params": {"numLocations": 2, "includeDoors": 0}, "steps": 6, "seed": 5}', "x", 0, None)
+    assert isinstance(far, Rejection) and far.reason == "steps_unreachable"
+    bad = spec.parse_generated('{"game": "coin", "params": {}, "steps": 0, "seed": 5}', "y", 0, None)
+    assert isinstance(bad, Rejection) and bad.reason == "bad_steps"
+    assert pin_steps("coin", {"numLocations": 2, "includeDoors": 0}, 999, 3).metadata["seed"] in range(0, 1000)  # wraps in the fold
+    schema = spec.generation_schema([])
+    assert all("steps" in branch["required"] for branch in schema["anyOf"])
+
+
+def _rows(shares, generated=10):
+    return [{"iteration": i, "gen/generated": generated, "gen/in_band": round(s * generated),
+             "p_hat/generated": [0.25]} for i, s in enumerate(shares)]
+
+
+def test_sign_flip_test_finds_a_planted_effect_and_not_a_null_one():
+    rng = np.random.default_rng(0)
+    control = {s: _rows(rng.uniform(0.1, 0.4, 10)) for s in range(4)}
+    planted = {s: _rows([min(1.0, alignment.in_band_shares(control[s])[i] + 0.2 + rng.normal(0, 0.1))
+                         for i in range(10)]) for s in range(4)}
+    stat = alignment.compare(planted, control)
+    assert stat["n_cells"] == 36  # iterations 1-9 of 4 paired seeds
+    assert stat["p_value"] < 0.001 and stat["difference"]["low"] > 0.1
+    null = {s: _rows([min(1.0, max(0.0, alignment.in_band_shares(control[s])[i] + rng.normal(0, 0.1)))
+                      for i in range(10)]) for s in range(4)}
+    stat = alignment.compare(null, control)
+    assert stat["p_value"] > 0.05 and stat["difference"]["low"] < 0 < stat["difference"]["high"]
+    assert alignment.sign_flip_p([0.0, 0.0, 0.0]) == 1.0 and alignment.sign_flip_p([0.3]) is None
+    # exact over 2^4 sign patterns: four positive cells of one size give p = 2/16
+    assert alignment.sign_flip_p([0.1, 0.1, 0.1, 0.1]) == pytest.approx(0.125)
+
+
+def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path, tiny_model_dir):
+    """genenv-experiment with agent.frozen and no held-out evaluation: the report pairs genenv with random_env by
+    seed (iteration 0 is left out: both arms generate it from the same weights) and draws alignment.png."""
+    exp = tmp_path / "exp"
+    cfg = compose_config([f"experiment_dir={exp}", "arms=[genenv,random_env]", "seeds=[0,1]", "iterations=2",
+                          "eval.every=0", "agent.frozen=true", "env_policy.update_mode=grpo",
+                          "benchmark=twx", "tensorboard=false", "threads=1",
+                          f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
+                          "generation.prompts_per_iteration=1", "generation.generations_per_prompt=4",
+                          "generation.temperature=1.0", "agent.n=2", "agent.max_new_tokens=4",
+                          "benchmark.env_kwargs.max_steps=2", "benchmark.seed_options.episodes=4"],
+                         config_name="experiment")
+    run_experiment(cfg)
+    summary = json.loads((exp / "summary.json").read_text())
+    stat = summary["alignment"]
+    assert summary["agent_frozen"] is True and stat["n_cells"] == 2
+    assert [c[:2] for c in stat["cells"]] == [[0, 1], [1, 1]]
+    g0 = read_rows(exp / "genenv/seed0/generations.jsonl")
+    r0 = read_rows(exp / "random_env/seed0/generations.jsonl")
+    assert [r for r in g0 if r["iteration"] == 0] == [r for r in r0 if r["iteration"] == 0]
+    assert "Does the environment policy learn?" in (exp / "summary.md").read_text()
+    assert (exp / "alignment.png").stat().st_size > 10_000 and not (exp / "baseline.json").exists()

@@ -1,0 +1,185 @@
+"""Does the environment policy learn? The difficulty-alignment statistic of a curriculum experiment, fixed before
+any run and computed from the arms' ``metrics.jsonl`` alone.
+
+The metric, per run and iteration: the **in-band share** = generations whose task's p̂ lies in the α band
+``|p̂ - α| ≤ k_min``, divided by *all* generations of that iteration (a rejected, copied or invalid generation counts
+as a miss, so a writer of only impossible or only broken tasks scores 0; ``gen/in_band_share`` in the metric row).
+
+The comparison: ``genenv`` (environment policy trained on R_env) against ``random_env`` (the same policy frozen),
+paired by seed. A cell is one (seed, iteration) with iteration ≥ 1 that both arms finished; its value is
+genenv's in-band share minus random_env's. Iteration 0 is left out: both arms generate it from the same initial
+weights and RNG state, so its difference is 0 by construction. On the cells:
+
+- the mean difference with a 95 % t interval (``scipy.stats.ttest_1samp``);
+- a two-sided sign-flip permutation test of mean difference = 0 (``scipy.stats.permutation_test`` with one
+  sample and ``permutation_type="samples"``, which flips each cell's sign; exact when the cells allow at most
+  :data:`RESAMPLES` sign patterns, else that many random ones);
+- the same test on the per-seed mean differences (one value per seed: conservative, since the cells of one seed
+  share a policy trajectory and are not independent).
+
+With the agent frozen (``agent.frozen=true``) the agent is a stationary target, so a difference is the
+environment policy's learning alone.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+RESAMPLES = 100_000
+ARMS = ("genenv", "random_env")  # treatment, control
+
+
+def in_band_shares(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
+    """``{iteration: in-band share of all generations}`` of one run's metric rows; iterations that generated
+    nothing are left out."""
+    out = {}
+    for r in rows:
+        n = r.get("gen/generated", 0)
+        if n:
+            out[int(r["iteration"])] = float(r.get("gen/in_band", r.get("r_env/in_band", 0))) / n
+    return out
+
+
+def generated_p_hat(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
+    """``{iteration: mean p̂ of the admitted generated tasks}`` (iterations that admitted none left out)."""
+    return {int(r["iteration"]): float(np.mean(r["p_hat/generated"])) for r in rows if r.get("p_hat/generated")}
+
+
+def paired_cells(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
+                 first_iteration: int = 1) -> list[tuple[int, int, float]]:
+    """``(seed, iteration, treatment share - control share)`` for every seed both arms ran and every iteration
+    ≥ ``first_iteration`` both generated in; ``treatment``/``control``: ``{seed: metric rows}``."""
+    cells = []
+    for seed in sorted(set(treatment) & set(control)):
+        a, b = in_band_shares(treatment[seed]), in_band_shares(control[seed])
+        for it in sorted(set(a) & set(b)):
+            if it >= first_iteration:
+                cells.append((seed, it, a[it] - b[it]))
+    return cells
+
+
+def sign_flip_p(diffs: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> float | None:
+    """Two-sided p-value of the sign-flip permutation test of mean(``diffs``) = 0 (``scipy.stats.permutation_test``,
+    one sample, ``permutation_type="samples"``); ``None`` for fewer than two values; 1.0 when every value is 0."""
+    d = np.asarray(diffs, dtype=float)
+    if len(d) < 2:
+        return None
+    if not np.any(d):
+        return 1.0
+    from scipy.stats import permutation_test
+
+    res = permutation_test((d,), np.mean, permutation_type="samples", n_resamples=resamples,
+                           alternative="two-sided", rng=np.random.default_rng(seed))
+    return float(res.pvalue)
+
+
+def mean_interval(diffs: Sequence[float], level: float = 0.95) -> dict[str, float | None]:
+    """``{"mean", "low", "high"}``: the mean of ``diffs`` and its ``level`` t interval (``None`` bounds for fewer
+    than two values; both bounds the mean when every value is equal)."""
+    d = np.asarray(diffs, dtype=float)
+    if len(d) == 0:
+        return {"mean": None, "low": None, "high": None}
+    if len(d) < 2:
+        return {"mean": float(d.mean()), "low": None, "high": None}
+    if np.all(d == d[0]):
+        return {"mean": float(d[0]), "low": float(d[0]), "high": float(d[0])}
+    from scipy.stats import ttest_1samp
+
+    ci = ttest_1samp(d, 0.0).confidence_interval(level)
+    return {"mean": float(d.mean()), "low": float(ci.low), "high": float(ci.high)}
+
+
+def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]]
+            ) -> dict[str, Any]:
+    """The whole statistic (see the module docstring): ``cells`` (seed, iteration, difference), ``n_cells``,
+    ``difference`` (mean, 95 % interval), ``p_value`` (cells), ``per_seed`` (seed → mean difference),
+    ``p_value_seeds`` (per-seed means), and per arm ``by_iteration``: mean over seeds of the in-band share and
+    of the generated tasks' mean p̂, and ``share`` (in-band generations / all generations over the run)."""
+    cells = paired_cells(treatment, control)
+    diffs = [c[2] for c in cells]
+    seeds = sorted({c[0] for c in cells})
+    per_seed = {s: float(np.mean([c[2] for c in cells if c[0] == s])) for s in seeds}
+    arms = {}
+    for name, runs in zip(ARMS, (treatment, control)):
+        shares = [in_band_shares(rows) for rows in runs.values()]
+        p_hats = [generated_p_hat(rows) for rows in runs.values()]
+        its = sorted({i for s in shares for i in s})
+        in_band = sum(r.get("gen/in_band", r.get("r_env/in_band", 0)) for rows in runs.values() for r in rows)
+        generated = sum(r.get("gen/generated", 0) for rows in runs.values() for r in rows)
+        arms[name] = {
+            "seeds": sorted(runs),
+            "by_iteration": {i: {"in_band_share": float(np.mean([s[i] for s in shares if i in s])),
+                                 "p_hat_generated": (float(np.mean([p[i] for p in p_hats if i in p]))
+                                                     if any(i in p for p in p_hats) else None)} for i in its},
+            "in_band": int(in_band), "generated": int(generated),
+            "share": in_band / generated if generated else None}
+    return {"cells": cells, "n_cells": len(cells), "difference": mean_interval(diffs), "p_value": sign_flip_p(diffs),
+            "per_seed": per_seed, "p_value_seeds": sign_flip_p(list(per_seed.values())), "arms": arms}
+
+
+def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:
+    """The report's section on the statistic: per-arm totals, the test, and the per-iteration table."""
+    d = stat["difference"]
+
+    def pts(x):
+        return "—" if x is None else f"{100 * x:+.1f}"
+
+    def pv(x):
+        return "—" if x is None else f"{x:.4f}"
+
+    lines = ["## Does the environment policy learn? (difficulty alignment, genenv vs random_env)", "",
+             f"In-band share = generations whose task's p̂ lies in [{alpha - k_min:g}, {alpha + k_min:g}] over all "
+             "generations (rejections count as misses). Cells: (seed, iteration ≥ 1) both arms finished; value = "
+             "genenv's share − random_env's, in points.", "",
+             "| arm | seeds | in band / generated |", "|---|---|---|"]
+    for name, a in stat["arms"].items():
+        share = "—" if a["share"] is None else f"{a['in_band']}/{a['generated']} ({100 * a['share']:.1f} %)"
+        lines.append(f"| {name} | {len(a['seeds'])} | {share} |")
+    interval = ("—" if d["low"] is None else f"[{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]")
+    lines += ["", f"- cells: {stat['n_cells']}; mean difference {pts(d['mean'])} points, 95 % t interval {interval}; "
+              f"sign-flip permutation test p = {pv(stat['p_value'])}",
+              "- per seed (mean over its iterations): " + (", ".join(f"seed {s} {pts(v)}" for s, v in
+                                                                   stat["per_seed"].items()) or "—")
+              + f"; sign-flip test over seeds p = {pv(stat['p_value_seeds'])}", "",
+              "| iteration | " + " | ".join(f"{a} in band | {a} mean p̂ gen." for a in stat["arms"]) + " |",
+              "|---|" + "---|---|" * len(stat["arms"])]
+    its = sorted({i for a in stat["arms"].values() for i in a["by_iteration"]})
+    for i in its:
+        cells = []
+        for a in stat["arms"].values():
+            b = a["by_iteration"].get(i)
+            cells += (["—", "—"] if b is None else
+                      [f"{100 * b['in_band_share']:.1f} %",
+                       "—" if b["p_hat_generated"] is None else f"{b['p_hat_generated']:.2f}"])
+        lines.append(f"| {i} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot(stat: dict[str, Any], alpha: float, k_min: float, out) -> None:
+    """``alignment.png``: per iteration, each arm's in-band share (mean over seeds) and the mean p̂ of its
+    generated tasks with the α band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for (name, a), (color, marker) in zip(stat["arms"].items(), (("C0", "o"), ("C1", "s"))):
+        its = sorted(a["by_iteration"])
+        ax.plot(its, [100 * a["by_iteration"][i]["in_band_share"] for i in its], marker=marker, color=color,
+                label=f"{name} ({len(a['seeds'])} seeds)")
+        pts = [(i, a["by_iteration"][i]["p_hat_generated"]) for i in its
+               if a["by_iteration"][i]["p_hat_generated"] is not None]
+        bx.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=name)
+    ax.set(xlabel="iteration", ylabel="in-band share of all generations (%)",
+           title="generations whose p̂ lies in the α band")
+    ax.legend()
+    bx.axhspan(max(0.0, alpha - k_min), min(1.0, alpha + k_min), color="grey", alpha=0.15,
+               label=f"α band {alpha:g} ± {k_min:g}")
+    bx.axhline(alpha, color="grey", lw=1)
+    bx.set(xlabel="iteration", ylabel="mean p̂ of generated tasks", ylim=(-0.02, 1.02), title="p̂ of generated tasks")
+    bx.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
