@@ -12,6 +12,7 @@ from genenv.benchmarks.bfcl.env import SINGLE_TURN_CATEGORIES, BFCLEnv, gold_cal
 from genenv.envs.parsing import ToolCall
 from genenv.envs.wrappers import TextActionWrapper
 from genenv.benchmarks.bfcl.checker import (CHECKER_MODEL_NAME, IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES, UNSATISFIABLE_IDS,
+                                 bfcl_check,
                                  language_of)
 
 AST_CATEGORIES = [c for c in SINGLE_TURN_CATEGORIES if c not in IRRELEVANCE_CATEGORIES + RELEVANCE_CATEGORIES]
@@ -153,3 +154,17 @@ def test_irrelevance_scores_refusals_and_penalises_calls():
     fn = env.unwrapped.task.tools[0]["name"]
     _, reward, _, _, info = env.step(f'<tool_call>\n{{"name": "{fn}", "arguments": {{}}}}\n</tool_call>')
     assert reward == 0.0 and info["error_type"] == "irrelevance_error:decoder_success"
+
+
+def test_no_call_and_malformed_calls_get_the_official_runners_error_types():
+    """bfcl-eval's runner passes an empty call list to the AST checker (``wrong_count``) and flags only lists of
+    non-``{name: {args}}`` items as ``decoder_wrong_output_format``; ours reports the same labels."""
+    fn = [{"name": "f", "description": "d",
+           "parameters": {"type": "dict", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}]
+    gold = [{"f": {"x": [1]}}]
+    assert bfcl_check([], fn, gold, "simple_python").error_type == "simple_function_checker:wrong_count"
+    assert bfcl_check([], fn, gold * 2, "parallel").error_type == "parallel_function_checker_no_order:wrong_count"
+    for calls in ([{"f": 1}], ["f(x=1)"], [{"f": {"x": 1}, "g": {}}]):
+        result = bfcl_check(calls, fn, gold, "simple_python")
+        assert not result.valid and result.error_type == "ast_decoder:decoder_wrong_output_format"
+    assert bfcl_check([{"f": {"x": 1}}], fn, gold, "simple_python").valid

@@ -83,3 +83,14 @@ def test_grpo_counts_an_episode_once_and_masks_environment_tokens():
     assert adv[1, :2].tolist() == pytest.approx([expected] * 2, rel=1e-4) and adv[1, 2].item() == 0.0  # padding
     assert adv[2, 0].item() == pytest.approx(-expected, rel=1e-4) and adv[2, 1].item() == 0.0  # env token
     assert metrics["groups_kept"] == 1 and metrics["groups_dropped"] == 0
+
+
+def test_a_short_hedge_beside_a_long_gold_keeps_most_but_not_all_credit():
+    """Extra words cost credit under every lexical metric, by the lengths: token F1 of a g-token gold plus k extra
+    tokens is 2g / (2g + k) (here g = 8 after SQuAD normalisation drops the articles, k = 1)."""
+    gold = "The Formation of Vegetable Mould Through the Action of Worms"
+    hedged = "1823, The Formation of Vegetable Mould Through the Action of Worms"
+    assert similarity(hedged, gold, "f1") == pytest.approx(16 / 17)
+    for metric in ("f1", "fuzz", "rouge_l"):
+        assert 0.9 < similarity(hedged, gold, metric) < 1.0
+    assert similarity(hedged, gold, "exact_match") == 0.0

@@ -95,7 +95,9 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
     """The whole statistic (see the module docstring): ``cells`` (seed, iteration, difference), ``n_cells``,
     ``difference`` (mean, 95 % interval), ``p_value`` (cells), ``per_seed`` (seed → mean difference),
     ``p_value_seeds`` (per-seed means), and per arm ``by_iteration``: mean over seeds of the in-band share and
-    of the generated tasks' mean p̂, and ``share`` (in-band generations / all generations over the run)."""
+    of the generated tasks' mean p̂, ``share`` (in-band generations / all generations over the run),
+    ``share_of_admitted`` (in-band / admitted: difficulty alone, without validity) and ``p_hat_histogram`` (10 bins
+    of 0.1 over the admitted generated tasks of every seed)."""
     cells = paired_cells(treatment, control)
     diffs = [c[2] for c in cells]
     seeds = sorted({c[0] for c in cells})
@@ -107,13 +109,17 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
         its = sorted({i for s in shares for i in s})
         in_band = sum(r.get("gen/in_band", r.get("r_env/in_band", 0)) for rows in runs.values() for r in rows)
         generated = sum(r.get("gen/generated", 0) for rows in runs.values() for r in rows)
+        admitted = sum(r.get("gen/admitted", 0) for rows in runs.values() for r in rows)
+        p_admitted = [p for rows in runs.values() for r in rows for p in r.get("p_hat/generated", [])]
         arms[name] = {
             "seeds": sorted(runs),
             "by_iteration": {i: {"in_band_share": float(np.mean([s[i] for s in shares if i in s])),
                                  "p_hat_generated": (float(np.mean([p[i] for p in p_hats if i in p]))
                                                      if any(i in p for p in p_hats) else None)} for i in its},
-            "in_band": int(in_band), "generated": int(generated),
-            "share": in_band / generated if generated else None}
+            "in_band": int(in_band), "generated": int(generated), "admitted": int(admitted),
+            "share": in_band / generated if generated else None,
+            "share_of_admitted": in_band / admitted if admitted else None,
+            "p_hat_histogram": np.histogram(p_admitted, bins=np.linspace(0.0, 1.0, 11))[0].tolist()}
     return {"cells": cells, "n_cells": len(cells), "difference": mean_interval(diffs), "p_value": sign_flip_p(diffs),
             "per_seed": per_seed, "p_value_seeds": sign_flip_p(list(per_seed.values())), "arms": arms}
 
@@ -132,10 +138,12 @@ def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:
              f"In-band share = generations whose task's p̂ lies in [{alpha - k_min:g}, {alpha + k_min:g}] over all "
              "generations (rejections count as misses). Cells: (seed, iteration ≥ 1) both arms finished; value = "
              "genenv's share − random_env's, in points.", "",
-             "| arm | seeds | in band / generated |", "|---|---|---|"]
+             "| arm | seeds | in band / generated | admitted | in band / admitted | p̂ histogram of admitted tasks "
+             "(10 bins of 0.1) |", "|---|---|---|---|---|---|"]
     for name, a in stat["arms"].items():
         share = "—" if a["share"] is None else f"{a['in_band']}/{a['generated']} ({100 * a['share']:.1f} %)"
-        lines.append(f"| {name} | {len(a['seeds'])} | {share} |")
+        of_adm = "—" if a["share_of_admitted"] is None else f"{100 * a['share_of_admitted']:.1f} %"
+        lines.append(f"| {name} | {len(a['seeds'])} | {share} | {a['admitted']} | {of_adm} | {a['p_hat_histogram']} |")
     interval = ("—" if d["low"] is None else f"[{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]")
     lines += ["", f"- cells: {stat['n_cells']}; mean difference {pts(d['mean'])} points, 95 % t interval {interval}; "
               f"sign-flip permutation test p = {pv(stat['p_value'])}",

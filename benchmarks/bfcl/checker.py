@@ -132,9 +132,12 @@ def bfcl_check(
     if calls is None:
         return CheckResult(False, f"Invalid syntax. Failed to decode AST. {parse_error}".strip(),
                            "ast_decoder:decoder_failed")
-    if not calls or not all(isinstance(c, dict) and len(c) == 1 for c in calls):
-        return CheckResult(False, "Did not output in the specified format.", "ast_decoder:decoder_wrong_output_format")
+    from bfcl_eval.utils import is_function_calling_format_output
+
     ast_checker, Language = _checker()
+    if not is_function_calling_format_output(calls):  # the official eval_runner's format check; [] passes it, and
+        # the AST checker then reports wrong_count, as the official runner does
+        return CheckResult(False, "Did not output in the specified format.", "ast_decoder:decoder_wrong_output_format")
     language = {"python": Language.PYTHON, "java": Language.JAVA, "javascript": Language.JAVASCRIPT}[
         language_of(category)
     ]
