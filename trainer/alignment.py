@@ -92,12 +92,15 @@ def mean_interval(diffs: Sequence[float], level: float = 0.95) -> dict[str, floa
 
 def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]]
             ) -> dict[str, Any]:
-    """The whole statistic (see the module docstring): ``cells`` (seed, iteration, difference), ``n_cells``,
+    """The whole statistic (see the module docstring) over the seeds both arms finished (an unpaired seed is left
+    out everywhere, so the arms' figures cover the same seeds): ``cells`` (seed, iteration, difference), ``n_cells``,
     ``difference`` (mean, 95 % interval), ``p_value`` (cells), ``per_seed`` (seed → mean difference),
     ``p_value_seeds`` (per-seed means), and per arm ``by_iteration``: mean over seeds of the in-band share and
     of the generated tasks' mean p̂, ``share`` (in-band generations / all generations over the run),
     ``share_of_admitted`` (in-band / admitted: difficulty alone, without validity) and ``p_hat_histogram`` (10 bins
     of 0.1 over the admitted generated tasks of every seed)."""
+    paired = sorted(set(treatment) & set(control))
+    treatment, control = {k: treatment[k] for k in paired}, {k: control[k] for k in paired}
     cells = paired_cells(treatment, control)
     diffs = [c[2] for c in cells]
     seeds = sorted({c[0] for c in cells})

@@ -265,6 +265,9 @@ def verdicts(arms: dict[str, dict[str, Any]]) -> list[str]:
             width = 100 * max(f["max"] - f["min"], r["max"] - r["min"])
             word = "within" if abs(diff) <= width else "outside"
             out.append(f"- {name} vs {ref}: {diff:+.1f} points, {word} the seeds' spread ({width:.1f} points).")
+    if not out and arms and all(a["final"]["mean"] is None for a in arms.values()):
+        return ["- no held-out evaluation (eval.every=0): the arms are compared by the difficulty-alignment "
+                "statistic below, if both genenv and random_env ran."]
     return out or ["- fewer than two arms finished: nothing to compare."]
 
 
