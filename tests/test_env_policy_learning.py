@@ -43,13 +43,16 @@ def test_grpo_mode_learns_from_every_generation_and_rwr_from_the_band_only():
     assert mode == "rwr" and [s.reward for s in samples] == [1.0]
 
 
+def _tiny_twx_overrides(tiny_model_dir) -> list[str]:
+    return ["benchmark=twx", "tensorboard=false", "threads=1", f"agent.policy.model={tiny_model_dir}",
+            f"env_policy.policy.model={tiny_model_dir}", "generation.prompts_per_iteration=1",
+            "generation.generations_per_prompt=4", "generation.temperature=1.0", "agent.n=2",
+            "agent.max_new_tokens=4", "benchmark.env_kwargs.max_steps=2", "benchmark.seed_options.episodes=4"]
+
+
 def _tiny_twx(tmp_path, tiny_model_dir, *extra):
-    return compose_config([f"run_dir={tmp_path}/run", "benchmark=twx", "tensorboard=false", "threads=1",
-                           f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
-                           "generation.prompts_per_iteration=1", "generation.generations_per_prompt=4",
-                           "generation.temperature=1.0", "agent.batch_tasks=3", "agent.n=2",
-                           "agent.max_new_tokens=4", "benchmark.env_kwargs.max_steps=2",
-                           "benchmark.seed_options.episodes=4", *extra])
+    return compose_config([f"run_dir={tmp_path}/run", *_tiny_twx_overrides(tiny_model_dir), "agent.batch_tasks=3",
+                           *extra])
 
 
 def test_frozen_agent_rolls_out_only_new_tasks_and_never_updates(tmp_path, tiny_model_dir):
@@ -122,11 +125,7 @@ def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path
     exp = tmp_path / "exp"
     cfg = compose_config([f"experiment_dir={exp}", "arms=[genenv,random_env]", "seeds=[0,1]", "iterations=2",
                           "eval.every=0", "agent.frozen=true", "env_policy.update_mode=grpo",
-                          "benchmark=twx", "tensorboard=false", "threads=1",
-                          f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
-                          "generation.prompts_per_iteration=1", "generation.generations_per_prompt=4",
-                          "generation.temperature=1.0", "agent.n=2", "agent.max_new_tokens=4",
-                          "benchmark.env_kwargs.max_steps=2", "benchmark.seed_options.episodes=4"],
+                          *_tiny_twx_overrides(tiny_model_dir)],
                          config_name="experiment")
     run_experiment(cfg)
     summary = json.loads((exp / "summary.json").read_text())

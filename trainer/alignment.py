@@ -26,8 +26,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
+P_HAT_BINS = np.linspace(0.0, 1.0, 11)  # 10 bins of 0.1, as the metric row's p̂ histograms
+
 RESAMPLES = 100_000
-ARMS = ("genenv", "random_env")  # treatment, control
+PAIR = ("genenv", "random_env")  # the compared arms: treatment, control
+
+
+def in_band_count(row: dict[str, Any]) -> int:
+    """Generations of one metric row whose task's p̂ lies in the α band (``gen/in_band``; rows written before that
+    key existed hold the same count as ``r_env/in_band``)."""
+    return int(row.get("gen/in_band", row.get("r_env/in_band", 0)))
 
 
 def in_band_shares(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
@@ -37,7 +45,7 @@ def in_band_shares(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
     for r in rows:
         n = r.get("gen/generated", 0)
         if n:
-            out[int(r["iteration"])] = float(r.get("gen/in_band", r.get("r_env/in_band", 0))) / n
+            out[int(r["iteration"])] = in_band_count(r) / n
     return out
 
 
@@ -106,11 +114,11 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
     seeds = sorted({c[0] for c in cells})
     per_seed = {s: float(np.mean([c[2] for c in cells if c[0] == s])) for s in seeds}
     arms = {}
-    for name, runs in zip(ARMS, (treatment, control)):
+    for name, runs in zip(PAIR, (treatment, control)):
         shares = [in_band_shares(rows) for rows in runs.values()]
         p_hats = [generated_p_hat(rows) for rows in runs.values()]
         its = sorted({i for s in shares for i in s})
-        in_band = sum(r.get("gen/in_band", r.get("r_env/in_band", 0)) for rows in runs.values() for r in rows)
+        in_band = sum(in_band_count(r) for rows in runs.values() for r in rows)
         generated = sum(r.get("gen/generated", 0) for rows in runs.values() for r in rows)
         admitted = sum(r.get("gen/admitted", 0) for rows in runs.values() for r in rows)
         p_admitted = [p for rows in runs.values() for r in rows for p in r.get("p_hat/generated", [])]
@@ -122,7 +130,7 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
             "in_band": int(in_band), "generated": int(generated), "admitted": int(admitted),
             "share": in_band / generated if generated else None,
             "share_of_admitted": in_band / admitted if admitted else None,
-            "p_hat_histogram": np.histogram(p_admitted, bins=np.linspace(0.0, 1.0, 11))[0].tolist()}
+            "p_hat_histogram": np.histogram(p_admitted, bins=P_HAT_BINS)[0].tolist()}
     return {"cells": cells, "n_cells": len(cells), "difference": mean_interval(diffs), "p_value": sign_flip_p(diffs),
             "per_seed": per_seed, "p_value_seeds": sign_flip_p(list(per_seed.values())), "arms": arms}
 
@@ -167,6 +175,13 @@ def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:
     return lines
 
 
+def draw_band(ax, alpha: float, k_min: float) -> None:
+    """Shade the α band ``[α - k_min, α + k_min]`` (clipped to [0, 1]) on a p̂ axis and draw α."""
+    ax.axhspan(max(0.0, alpha - k_min), min(1.0, alpha + k_min), color="grey", alpha=0.15,
+               label=f"α band {alpha:g} ± {k_min:g}")
+    ax.axhline(alpha, color="grey", lw=1)
+
+
 def plot(stat: dict[str, Any], alpha: float, k_min: float, out) -> None:
     """``alignment.png``: per iteration, each arm's in-band share (mean over seeds) and the mean p̂ of its
     generated tasks with the α band."""
@@ -186,9 +201,7 @@ def plot(stat: dict[str, Any], alpha: float, k_min: float, out) -> None:
     ax.set(xlabel="iteration", ylabel="in-band share of all generations (%)",
            title="generations whose p̂ lies in the α band")
     ax.legend()
-    bx.axhspan(max(0.0, alpha - k_min), min(1.0, alpha + k_min), color="grey", alpha=0.15,
-               label=f"α band {alpha:g} ± {k_min:g}")
-    bx.axhline(alpha, color="grey", lw=1)
+    draw_band(bx, alpha, k_min)
     bx.set(xlabel="iteration", ylabel="mean p̂ of generated tasks", ylim=(-0.02, 1.02), title="p̂ of generated tasks")
     bx.legend()
     fig.tight_layout()

@@ -171,7 +171,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
             arms[arm] = arm_summary(runs, baseline, alpha, key)
             rows_by_arm[arm] = {s: r["rows"] for s, r in runs.items()}
     reach_static(arms, baseline)
-    pair = [rows_by_arm.get(a) for a in alignment.ARMS]
+    pair = [rows_by_arm.get(a) for a in alignment.PAIR]
     stat = alignment.compare(*pair) if all(pair) else None
     return {"benchmark": cfg.benchmark.name, "iterations": int(cfg.iterations), "seeds": list(cfg.seeds),
             "arms_planned": list(cfg.arms), "score": cfg.get("score_metric") or "headline", "alpha": alpha,
@@ -297,8 +297,7 @@ def plot_curves(data: dict[str, Any], out: Path) -> Path:
            title=f"{data['benchmark']}: held-out score (mean, min-max over seeds)")
     ax.legend()
     alpha, k = data["alpha"], data["k_min"]
-    bx.axhspan(max(0, alpha - k), min(1, alpha + k), color="grey", alpha=0.15, label=f"α band {alpha:g} ± {k:g}")
-    bx.axhline(alpha, color="grey", lw=1)
+    alignment.draw_band(bx, alpha, k)
     bx.set(xlabel="iteration", ylabel="mean p̂ of generated tasks", ylim=(-0.02, 1.02),
            title="does p̂ of generated tasks move toward α?")
     bx.legend()

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
+from genenv.envs.data import jsonl_line
 from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter, env_reward
 from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -312,8 +313,8 @@ class CoEvolutionTrainer:
         if log_iteration is not None:
             with open(self.run_dir / "heldout.jsonl", "a", encoding="utf-8") as fh:
                 for r in res.rows:
-                    fh.write(json.dumps({"iteration": log_iteration, "unit": r.get("unit"), "task_id": r["task_id"],
-                                         "reward": float(r["reward"]), "success": bool(r["success"])}) + "\n")
+                    fh.write(jsonl_line({"iteration": log_iteration, "unit": r.get("unit"), "task_id": r["task_id"],
+                                         "reward": float(r["reward"]), "success": bool(r["success"])}))
         return out
 
 

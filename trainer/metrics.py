@@ -20,10 +20,10 @@ import numpy as np
 
 from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter
+from genenv.trainer.alignment import P_HAT_BINS
 from genenv.trainer.env_policy_updates import ScoredGeneration
 from genenv.trainer.rollout.episodes import Trajectory
 
-P_HAT_BINS = np.linspace(0.0, 1.0, 11)
 
 
 @dataclass
