@@ -9,8 +9,8 @@ Data (``<data_dir>/api_bank/``, see ``shared/data/SOURCES.md``), by ``protocol``
   its dialogue come from the recorded dialogue (``lv1-lv2-samples/``, matched by the number of earlier
   ``API-Request:`` lines) or from ``level-3.json``. A call is correct when its **execution result equals the gold
   call's**: both run on a fresh :class:`~genenv.benchmarks.api_bank.apis.ApiRuntime` after the dialogue's earlier gold
-  calls are replayed, and the gold API's comparison rule decides (``api-bank/evaluator.py``'s
-  ``check_api_call_correctness``; see the README for where we differ from the released evaluator).
+  calls are replayed, and the gold API's released checker decides (``check_api_call_correctness``, transcribed
+  in :mod:`genenv.benchmarks.api_bank.apis.checks`; ``docs/official-differences.md`` lists where we differ).
 - ``"toolrl"`` (the protocol of ToolRL and the GenEnv paper): ``toolrl/level-{1,2,3}-api_processed.json``
   (399 / 67 / 131); correct when any predicted call has exactly the gold name and parameters (no execution),
   ToolRL's ``benchmarks/API-Bank/evaluate.py`` rule.
@@ -18,9 +18,12 @@ Data (``<data_dir>/api_bank/``, see ``shared/data/SOURCES.md``), by ``protocol``
 Reading model text (the env's ``parsing`` option): both settings read ``API-Request: [...]`` lines, ``<tool_call>``
 blocks and JSON (:func:`genenv.envs.parsing.parse_tool_calls`; the released evaluator's own request regex
 truncates values with apostrophes or unquoted floats, a bug we do not copy). ``official`` (default): of several
-``<tool_call>`` blocks only the last is read (ToolRL's reading), and string arguments are compared with their
-surrounding white space (the released evaluator compares raw values). ``lenient``: every ``<tool_call>`` block is
-read and surrounding white space is ignored. ``docs/official-differences.md`` lists every other difference.
+``<tool_call>`` blocks only the last is read (ToolRL's reading), each argument is compared as the gold API's
+released checker compares it (raw, stripped, lower-cased, without spaces, date-normalised, word overlap, or not at
+all: :data:`~genenv.benchmarks.api_bank.apis.checks.CHECKS`), and numbers written as strings are type-checked as
+the released ToolManager does. ``lenient``: every ``<tool_call>`` block is read, surrounding white space of every
+string argument is ignored and Python's number reading applies. ``docs/official-differences.md`` lists every
+other difference.
 
 Gold calls that contradict the API description shown in their prompt are excluded from the official sets and
 counted (:func:`load_api_bank_tasks` ``report``): TimedSwitch / CancelTimedSwitch calls that pass ``device_id``
@@ -154,10 +157,12 @@ def gold_call(task: Task) -> ToolCall:
     return ToolCall(task.gold["name"], dict(task.gold.get("arguments") or {}))
 
 
-def execute_in_context(task: Task, call: ToolCall, root: Path) -> tuple[dict[str, Any], dict[str, Any], ApiRuntime]:
-    """Run ``call`` and the gold call from the same state: a fresh runtime of the task's level with the
-    dialogue's earlier gold calls replayed. Returns ``(predicted result, gold result, runtime)``."""
-    runtime = make_runtime(root, suite_of(task.metadata.get("level", 1)))
+def execute_in_context(task: Task, call: ToolCall, root: Path,
+                       reading: str = "official") -> tuple[dict[str, Any], dict[str, Any], ApiRuntime]:
+    """Run ``call`` and the gold call from the same state: a fresh runtime of the task's level (``reading``: see
+    :class:`~genenv.benchmarks.api_bank.apis.ApiRuntime`) with the dialogue's earlier gold calls replayed.
+    Returns ``(predicted result, gold result, runtime)``."""
+    runtime = make_runtime(root, suite_of(task.metadata.get("level", 1)), reading=reading)
     for name, arguments in task.metadata.get("replay", []):
         runtime.execute(name, arguments)
     gold_runtime = runtime.fork()
@@ -227,9 +232,9 @@ class APIBankEnv(TaskEnv):
             return float(ok), {**base, "success": ok, "api_match": ok, "exec_match": None,
                                "error": "" if ok else f"no call equals the gold {gold.to_python()[:200]}"}
         call = calls[0]
-        predicted, expected, runtime = execute_in_context(task, call, self.root)
+        predicted, expected, runtime = execute_in_context(task, call, self.root, reading=self.parsing)
         api_match = call.name == gold.name and _converted(runtime, call) == _converted(runtime, gold)
-        ok, why = runtime.check(predicted, expected, strip=self.parsing == "lenient")
+        ok, why = runtime.check(predicted, expected)
         return float(ok), {**base, "success": ok, "api_match": api_match, "exec_match": ok, "error": why,
                            "result": predicted}
 

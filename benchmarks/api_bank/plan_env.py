@@ -11,7 +11,7 @@ Data: ``<data_dir>/api_bank/test-data/level-3.json`` (50 tasks: a user ``require
 - a reply without a call is the final answer and ends the episode; ``max_steps`` (default 10) truncates it.
 
 Reward at the end: 1 iff every gold call other than ToolSearcher was made with a matching result (the gold
-API's comparison rule, :meth:`~genenv.benchmarks.api_bank.apis.Api.matches`, against the gold results replayed on a
+API's released checker, :mod:`~genenv.benchmarks.api_bank.apis.checks`, against the gold results replayed on a
 fresh backend), the per-task "sample accuracy" of ``api-bank/lv3_evaluator.py``. ``info`` at the end:
 ``matched`` / ``gold_calls`` (progress), and ``rouge_l``, the ROUGE-L F1 (``rouge-score``) of the final answer
 against the reference response.
@@ -139,8 +139,8 @@ class APIBankPlanEnv(MultiStepTaskEnv):
 
     def start(self, task: Task) -> None:
         """A fresh level-3 backend; the gold results come from replaying the gold calls on another one."""
-        self.runtime = make_runtime(self.root, "lv3")
-        gold_runtime = make_runtime(self.root, "lv3")
+        self.runtime = make_runtime(self.root, "lv3", reading=self.parsing)
+        gold_runtime = make_runtime(self.root, "lv3", reading=self.parsing)
         self.gold_results = [gold_runtime.execute(c["name"], c["arguments"]) for c in task.gold]
         self.pending = [r for r in self.gold_results if r["api_name"] != "ToolSearcher"]
         self.known = {"ToolSearcher"}
@@ -173,7 +173,7 @@ class APIBankPlanEnv(MultiStepTaskEnv):
 
     def _match(self, result: dict[str, Any]) -> None:
         for gold in self.pending:
-            ok, _ = self.runtime.check(result, gold, strip=self.parsing == "lenient")
+            ok, _ = self.runtime.check(result, gold)
             if ok:
                 self.pending.remove(gold)
                 self.matched += 1

@@ -15,11 +15,12 @@ from genenv.benchmarks.api_bank.apis.searcher import ToolRetriever
 _RETRIEVERS: dict[tuple[str, str], ToolRetriever] = {}
 
 
-def make_runtime(root: Path, suite: str = "lv12") -> ApiRuntime:
-    """A fresh runtime over the data under ``root`` (catalogue, tables and retriever are cached and shared).
+def make_runtime(root: Path, suite: str = "lv12", reading: str = "lenient") -> ApiRuntime:
+    """A fresh runtime over the data under ``root`` (catalogue, tables and retriever are cached and shared);
+    ``reading`` (``"official"`` / ``"lenient"``): see :class:`ApiRuntime`.
 
     Raises:
-        ValueError: unknown suite. DataError: the API-Bank data is missing.
+        ValueError: unknown suite or reading. DataError: the API-Bank data is missing.
     """
     if suite not in SUITES:
         raise ValueError(f"unknown API suite {suite!r}; choose one of {SUITES}")
@@ -27,7 +28,7 @@ def make_runtime(root: Path, suite: str = "lv12") -> ApiRuntime:
     key = (str(root), suite)
     if key not in _RETRIEVERS:
         _RETRIEVERS[key] = ToolRetriever(catalogue)
-    return ApiRuntime(load_tables(Path(root)), catalogue, suite=suite, searcher=_RETRIEVERS[key])
+    return ApiRuntime(load_tables(Path(root)), catalogue, suite=suite, searcher=_RETRIEVERS[key], reading=reading)
 
 
 __all__ = ["API_CLASSES", "SUITES", "Api", "ApiError", "ApiRuntime", "ToolRetriever", "load_catalogue",

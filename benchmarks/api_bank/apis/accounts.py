@@ -35,7 +35,6 @@ class RegisterUser(Api):
     username (deterministic, unlike the original's random one); results are compared without it."""
 
     name, database = "RegisterUser", "Account"
-    compare = {"output": "present"}
 
     def run(self, rt, username: str, password: str, email: str) -> Any:
         accounts = rt.table("Account")
@@ -113,8 +112,8 @@ class QueryBalance(Api):
     name, database = "QueryBalance", "Bank"
 
     def run(self, rt, token: str) -> Any:
-        try:
-            user = rt.user_of(token.strip())
+        try:  # the released backend calls token.strip() and discards the result: a padded token is refused
+            user = rt.user_of(token)
         except ApiError:
             raise ApiError("The token is incorrect.") from None
         bank = rt.table("Bank")

@@ -7,17 +7,17 @@ written from the benchmark's documentation and verified against the results reco
 
 A call's *result record* has the official layout ``{"api_name", "input", "output", "exception"}``: ``input`` the
 converted arguments, ``output`` the API's return value (``None`` on failure) and ``exception`` the error text
-(``None`` on success). :meth:`Api.matches` decides whether a predicted call's result equals the gold result, the
-official metric's notion of a correct call (``check_api_call_correctness``), with the differences listed in the
-README (list arguments are parsed, the dialogue's earlier calls are replayed, no checker mutates its input).
+(``None`` on success). :meth:`ApiRuntime.check` decides whether a predicted call's result counts as the gold
+result, by the released per-API checker's rule (:mod:`genenv.benchmarks.api_bank.apis.checks`).
 """
 from __future__ import annotations
 
 import ast
 import copy
 import datetime as dt
-import json
 from typing import Any, ClassVar
+
+from genenv.benchmarks.api_bank.apis.checks import READINGS, check_result
 
 SUITES = ("lv12", "lv3")  # the level-1/2 APIs and the level-3 APIs (two API sets; some names occur in both)
 API_CLASSES: dict[str, dict[str, type["Api"]]] = {suite: {} for suite in SUITES}
@@ -69,33 +69,37 @@ def month_day(value: Any) -> str:
         raise ApiError(f"invalid date {text!r}: {exc}") from None
 
 
-def word_jaccard(a: Any, b: Any) -> float:
-    """Jaccard similarity of the sets of space-separated words of ``a`` and ``b`` (0 when both are empty)."""
-    sa, sb = set(str(a).split(" ")), set(str(b).split(" "))
-    union = sa | sb
-    return len(sa & sb) / len(union) if union else 0.0
-
-
 def _is_blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
 # ---------- argument conversion ----------
-def convert_argument(value: Any, type_name: str, param: str) -> Any:
+def convert_argument(value: Any, type_name: str, param: str, reading: str = "lenient") -> Any:
     """Convert one argument to the type the API description declares (``str``, ``int``, ``float``, ``bool``,
     ``list``, ``list(str)``, ``dict``).
 
     Model text and the recorded ``param_dict`` give strings; strings of lists are read with
-    :func:`ast.literal_eval` (never ``eval``).
+    :func:`ast.literal_eval` (never ``eval``). Under the ``"official"`` reading numbers and booleans written as
+    strings are read as the released ``ToolManager.api_call`` reads them (``api-bank/tool_manager.py``): an
+    ``int`` string must satisfy ``str.isdigit()`` and a ``float`` string must after removing one ``.`` (so
+    ``' 40.7128 '`` and ``'-3'`` are refused), and a ``bool`` string is true only when it is ``'True'``. The
+    ``"lenient"`` reading accepts what Python's ``int`` / ``float`` accept and ``true`` / ``false`` in any case,
+    and strips surrounding white space from strings.
 
     Raises:
         ApiError: the value cannot be converted; the message names the parameter.
     """
     try:
+        if reading == "official" and isinstance(value, str) and type_name in ("int", "float", "bool"):
+            if type_name == "bool":
+                return value == "True"
+            digits = value if type_name == "int" else value.replace(".", "", 1)
+            if not digits.isdigit():
+                raise ValueError(f"not a {type_name} as the released ToolManager reads it")
         if type_name == "str":
             if isinstance(value, (dict, list)):
                 raise ValueError("expected a string")
-            return str(value)
+            return str(value) if reading == "official" else str(value).strip()
         if type_name == "int":
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError("expected an integer")
@@ -127,7 +131,8 @@ class Api:
 
     Class attributes: ``name`` (the API name), ``suite`` (``"lv12"`` or ``"lv3"``), ``database`` (stem of its
     ``init_database/*.json`` table, or empty), ``optional`` (parameters that may be omitted; the others are
-    required), ``compare`` (how :meth:`matches` compares a result with the gold result, see there).
+    required). How a result is compared with the gold result is the API's entry in
+    :data:`genenv.benchmarks.api_bank.apis.checks.CHECKS`.
 
     Subclasses implement :meth:`run`, which receives the converted arguments, reads and mutates the runtime's
     tables, and returns the output or raises :class:`ApiError`.
@@ -137,83 +142,10 @@ class Api:
     suite: ClassVar[str] = "lv12"
     database: ClassVar[str] = ""
     optional: ClassVar[tuple[str, ...]] = ()
-    # per input parameter: "exact" (default: equal after stripping strings), "fold" (case-insensitive), "words"
-    # (word-set Jaccard > 0.5, the official rule for free-text contents), "words_fold" (the same, lower-cased),
-    # "date" / "datetime" / "month_day" (equal after date normalisation), "ignore"; under the key "output":
-    # "exact" (default), "ignore", "present" (any output), "unordered" (lists), "values" (dict values without
-    # keys) or "fold" (case-insensitive)
-    compare: ClassVar[dict[str, str]] = {}
 
     def run(self, rt: "ApiRuntime", **kwargs: Any) -> Any:
         """Execute the call on ``rt``'s state; returns the output."""
         raise NotImplementedError
-
-    @classmethod
-    def matches(cls, predicted: dict[str, Any], gold: dict[str, Any], strip: bool = True) -> tuple[bool, str]:
-        """Whether a predicted call's result record equals the gold result record.
-
-        Rule (the official per-API ``check_api_call_correctness``, made uniform): same ``api_name``; same
-        ``exception``; the outputs equal unless ``compare["output"]`` says ``ignore`` (random ids) or ``present``
-        (any non-empty output); every input parameter of the gold record equal under its ``compare`` mode. With
-        ``strip`` (the lenient reading) string arguments are compared without surrounding white space; the
-        official evaluator compares them raw (``strip=False``).
-
-        Returns:
-            ``(ok, reason)``; ``reason`` names the first difference (empty when ``ok``).
-        """
-        if predicted.get("api_name") != gold.get("api_name"):
-            return False, f"called {predicted.get('api_name')!r}, expected {gold.get('api_name')!r}"
-        if predicted.get("exception") != gold.get("exception"):
-            return False, f"exception {predicted.get('exception')!r} != {gold.get('exception')!r}"
-        mode = cls.compare.get("output", "exact")
-        if mode == "exact" and predicted.get("output") != gold.get("output"):
-            return False, f"output {str(predicted.get('output'))[:120]!r} != {str(gold.get('output'))[:120]!r}"
-        if mode == "present" and predicted.get("output") is None:
-            return False, "no output"
-        if mode in ("unordered", "values", "fold") and _canonical(predicted.get("output"), mode) != \
-                _canonical(gold.get("output"), mode):
-            return False, f"outputs differ (compared {mode})"
-        p_in, g_in = predicted.get("input") or {}, gold.get("input") or {}
-        for param in g_in:
-            how = cls.compare.get(param, "exact")
-            if how != "ignore" and not _same(p_in.get(param), g_in[param], how, strip):
-                return False, f"argument {param}={str(p_in.get(param))[:80]!r} does not match {str(g_in[param])[:80]!r}"
-        return True, ""
-
-
-def _canonical(value: Any, mode: str) -> Any:
-    """``unordered``: a list as a sorted list of JSON texts; ``values``: a dict's values so (keys dropped);
-    ``fold``: the JSON text lower-cased."""
-    if mode == "fold":
-        return json.dumps(value, sort_keys=True, ensure_ascii=False).lower()
-    if mode == "values" and isinstance(value, dict):
-        value = list(value.values())
-    if not isinstance(value, list):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return sorted(json.dumps(v, sort_keys=True, ensure_ascii=False) for v in value)
-
-
-def _same(a: Any, b: Any, how: str, strip: bool = True) -> bool:
-    if how == "words":
-        return word_jaccard(a, b) > 0.5
-    if how == "words_fold":
-        return word_jaccard(str(a).lower(), str(b).lower()) > 0.5
-    if isinstance(a, str) and isinstance(b, str):
-        a, b = (a.strip(), b.strip()) if strip else (a, b)
-        if how == "fold":
-            return a.lower() == b.lower()
-        if how == "month_day":
-            try:
-                return month_day(a) == month_day(b)
-            except ApiError:
-                return False
-        if how in ("date", "datetime"):
-            fmt = "%Y-%m-%d" if how == "date" else "%Y-%m-%d %H:%M:%S"
-            try:
-                return norm_date(a, fmt) == norm_date(b, fmt)
-            except ApiError:
-                return False
-    return a == b
 
 
 class ApiRuntime:
@@ -226,15 +158,22 @@ class ApiRuntime:
             :func:`genenv.benchmarks.api_bank.apis.catalogue.load_catalogue`.
         suite: ``"lv12"`` (levels 1 and 2) or ``"lv3"`` (level 3): which API set serves the calls.
         searcher: the ToolSearcher retriever (``None``: ToolSearcher calls fail with a clear exception).
+        reading: ``"official"`` or ``"lenient"``: how arguments are converted (:func:`convert_argument`) and
+            results compared (:func:`genenv.benchmarks.api_bank.apis.checks.check_result`).
 
     :meth:`execute` never raises: every failure becomes the result's ``exception``.
+
+    Raises:
+        ValueError: unknown ``suite`` or ``reading``.
     """
 
     def __init__(self, tables: dict[str, Any], catalogue: dict[str, dict[str, Any]], suite: str = "lv12",
-                 searcher: Any = None):
+                 searcher: Any = None, reading: str = "lenient"):
         if suite not in SUITES:
             raise ValueError(f"unknown API suite {suite!r}; choose one of {SUITES}")
-        self.apis, self.suite = API_CLASSES[suite], suite
+        if reading not in READINGS:
+            raise ValueError(f"unknown reading {reading!r}; choose one of {READINGS}")
+        self.apis, self.suite, self.reading = API_CLASSES[suite], suite, reading
         self._shared = tables
         self.tables: dict[str, Any] = {}
         self.catalogue = catalogue
@@ -251,7 +190,8 @@ class ApiRuntime:
 
     def fork(self) -> "ApiRuntime":
         """An independent copy of this runtime's current state (to run two calls from the same state)."""
-        other = ApiRuntime(self._shared, self.catalogue, suite=self.suite, searcher=self.searcher)
+        other = ApiRuntime(self._shared, self.catalogue, suite=self.suite, searcher=self.searcher,
+                           reading=self.reading)
         other.tables, other.memory = copy.deepcopy(self.tables), copy.deepcopy(
             {k: v for k, v in self.memory.items() if k != "bm25"})
         return other
@@ -278,7 +218,7 @@ class ApiRuntime:
         missing = [k for k in declared if k not in arguments and k not in self.apis[name].optional]
         if missing:
             raise ApiError(f"{name} is missing required parameter(s) {missing}")
-        return {k: convert_argument(arguments[k], str(declared[k].get("type", "str")), k)
+        return {k: convert_argument(arguments[k], str(declared[k].get("type", "str")), k, self.reading)
                 for k in declared if k in arguments}
 
     def execute(self, name: Any, arguments: Any) -> dict[str, Any]:
@@ -296,12 +236,10 @@ class ApiRuntime:
             record["exception"] = f"{type(exc).__name__}: {exc}"  # a backend bug must not crash a run
         return record
 
-    def check(self, predicted: dict[str, Any], gold: dict[str, Any], strip: bool = True) -> tuple[bool, str]:
-        """:meth:`Api.matches` of the gold record's API (``strip``: see there)."""
-        cls = self.apis.get(gold.get("api_name"))
-        if cls is None:
-            return False, f"unknown gold API {gold.get('api_name')!r}"
-        return cls.matches(predicted, gold, strip)
+    def check(self, predicted: dict[str, Any], gold: dict[str, Any]) -> tuple[bool, str]:
+        """Whether ``predicted`` counts as ``gold`` under this runtime's reading: ``(ok, reason)``
+        (:func:`genenv.benchmarks.api_bank.apis.checks.check_result`)."""
+        return check_result(self.suite, predicted, gold, self.reading)
 
 
 def require_text(value: Any, message: str) -> str:

@@ -3,16 +3,13 @@
 Tables: ``Agenda.json`` (id -> {content, time, location, username}), ``Alarm.json`` (id -> {time, username}),
 ``Reminder.json`` (id -> {content, time, username}), ``Meeting.json`` (id -> {meeting_topic, start_time,
 end_time, location, attendees, username}). A record is found by its user and content (or topic) or time, the
-benchmark's rule. Free-text contents are compared with a word-set Jaccard > 0.5 (the official checkers' rule).
+benchmark's rule.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from genenv.benchmarks.api_bank.apis.base import Api, ApiError, register_api, require_text, strict_datetime
-
-_TEXT_CMP = {"token": "ignore", "content": "words"}
-_MEETING_CMP = {"meeting_topic": "words"}
 
 
 def _next_id(table: dict[str, Any]) -> str:
@@ -27,7 +24,6 @@ def _find(table: dict[str, Any], user: str, matches) -> str | None:
 class _Agenda(Api):
     database = "Agenda"
     optional = ("location",)
-    compare = _TEXT_CMP
 
     def locate(self, rt, token: str, content: str, time: str) -> tuple[dict, str | None]:
         if time:
@@ -174,7 +170,6 @@ class QueryAlarm(_Alarm):
 # ---------- reminder ----------
 class _Reminder(Api):
     database = "Reminder"
-    compare = {"token": "ignore", "content": "words_fold"}
 
     @staticmethod
     def find(rt, token: str, content: str, time: str) -> tuple[dict, str]:
@@ -242,7 +237,6 @@ class QueryReminder(_Reminder):
 class _Meeting(Api):
     database = "Meeting"
     optional = ("meeting_topic", "start_time", "end_time", "location", "attendees")
-    compare = _MEETING_CMP
 
     @staticmethod
     def find(rt, token: str, meeting_topic: str, start_time: str, end_time: str) -> tuple[dict, str]:

@@ -14,7 +14,6 @@ class TimedSwitch(Api):
     """``TimedSwitch(name, time, on)`` -> ``"success"``: schedules switching device ``name`` on/off at ``time``."""
 
     name, database = "TimedSwitch", "TimeSwitch"
-    compare = {"name": "fold", "time": "datetime"}
 
     def run(self, rt, name: str, time: str, on: bool) -> Any:
         device = require_text(name, "Name cannot be empty.").lower()
@@ -33,7 +32,6 @@ class CancelTimedSwitch(Api):
     """``CancelTimedSwitch(name, time)`` -> ``"success"``: removes the device's switch scheduled at ``time``."""
 
     name, database = "CancelTimedSwitch", "TimeSwitch"
-    compare = {"name": "fold", "time": "datetime"}
 
     def run(self, rt, name: str, time: str) -> Any:
         device = require_text(name, "name cannot be empty.").lower()
@@ -51,7 +49,6 @@ class CancelTimedSwitch(Api):
 
 class _Scene(Api):
     database = "Scenes"
-    compare = {"name": "fold"}
 
     @staticmethod
     def key(rt, name: str) -> tuple[dict, str]:
@@ -65,7 +62,6 @@ class QueryScene(_Scene):
     the recorded results capitalise device names that the database stores in lower case)."""
 
     name = "QueryScene"
-    compare = {"name": "fold", "output": "fold"}
 
     def run(self, rt, name: str) -> Any:
         table, scene = self.key(rt, name)
@@ -93,7 +89,6 @@ class PlayMusic(Api):
     """``PlayMusic(music_name)`` -> ``"music://<name, lower-cased>"``."""
 
     name = "PlayMusic"
-    compare = {"music_name": "fold"}
 
     def run(self, rt, music_name: str) -> Any:
         return f"music://{require_text(music_name, 'The music name cannot be empty.').lower()}"

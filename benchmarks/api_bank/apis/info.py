@@ -83,7 +83,6 @@ class QueryHistoryToday(Api):
     of the events on that day (``History.json``)."""
 
     name, database = "QueryHistoryToday", "History"
-    compare = {"date": "month_day"}
 
     def run(self, rt, date: str) -> Any:
         key = month_day(date)
@@ -99,7 +98,6 @@ class QueryStock(Api):
     """``QueryStock(stock_code, date)`` -> the closing price on that date (``Stock.json``)."""
 
     name, database = "QueryStock", "Stock"
-    compare = {"stock_code": "fold", "date": "date"}
 
     def run(self, rt, stock_code: str, date: str) -> Any:
         code = require_text(stock_code, "The stock code cannot be empty.").upper()
@@ -165,7 +163,6 @@ class Wiki(Api):
     """``Wiki(keyword)`` -> ``{url, summary}`` of the article (``Wiki.json``, 8 articles)."""
 
     name, database = "Wiki", "Wiki"
-    compare = {"keyword": "ignore"}
 
     def run(self, rt, keyword: str) -> Any:
         key = keyword.replace("_", " ").strip().lower()
@@ -184,7 +181,6 @@ class SearchEngine(Api):
     Okapi BM25 over the stored lower-cased tokens; results compared without order)."""
 
     name, database = "SearchEngine", "SearchEngine"
-    compare = {"output": "unordered"}
 
     def run(self, rt, keyword: str) -> Any:
         from rank_bm25 import BM25Okapi
@@ -206,7 +202,6 @@ class SendEmail(Api):
     """``SendEmail(receiver, subject, content)`` -> ``"success"`` (nothing is sent)."""
 
     name = "SendEmail"
-    compare = {"receiver": "fold"}
 
     def run(self, rt, receiver: str, subject: str, content: str) -> Any:
         if not _EMAIL_RE.match(receiver.strip()):
@@ -257,7 +252,6 @@ class Dictionary(_Recorded):
     """``Dictionary(keyword)`` -> the word's meanings (recorded dictionaryapi.dev answers)."""
 
     name = "Dictionary"
-    compare = {"keyword": "ignore"}
 
     def run(self, rt, keyword: str) -> Any:
         return self.lookup(rt, recorded_key(self.name, {"keyword": keyword}))
@@ -269,7 +263,6 @@ class Translate(_Recorded):
 
     name = "Translate"
     optional = ("src_lang", "tgt_lang")
-    compare = {"src_lang": "ignore", "tgt_lang": "ignore"}
 
     def run(self, rt, src: str, src_lang: str | None = None, tgt_lang: str | None = None) -> Any:
         return self.lookup(rt, recorded_key(self.name, {"src": src, "tgt_lang": tgt_lang}))

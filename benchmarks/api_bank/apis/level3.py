@@ -104,7 +104,6 @@ class Lv3AddMeeting(_Lv3):
     """``AddMeeting(meeting_topic, start_time, end_time, location, attendees)`` -> ``"success"``."""
 
     name = "AddMeeting"
-    compare = {"meeting_topic": "words"}
 
     def run(self, rt, meeting_topic: str, start_time: str, end_time: str, location: str, attendees: list) -> Any:
         strict_datetime(start_time)
@@ -131,7 +130,6 @@ class EmailReminder(_Lv3):
     """``EmailReminder(content, time, location, recipient)`` -> ``"success"`` (nothing is sent)."""
 
     name = "EmailReminder"
-    compare = {"content": "ignore"}
 
     def run(self, rt, content: str, time: str, location: str, recipient: str) -> Any:
         strict_datetime(time)
@@ -264,7 +262,6 @@ class NearbyRestaurants(_Lv3):
     """``NearbyRestaurants(latitude, longitude, distance)`` -> ``{"restaurants": [...]}`` (a fixed list)."""
 
     name = "NearbyRestaurants"
-    compare = {"output": "ignore"}
 
     def run(self, rt, latitude: float, longitude: float, distance: int) -> Any:
         return {"restaurants": [dict(r) for r in _RESTAURANTS]}

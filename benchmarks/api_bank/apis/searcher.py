@@ -5,8 +5,8 @@ keywords and "<API name split into words> <description>", and returns the best o
 the keywords (``"QueryMeeting"``, ``"query meeting"``) wins outright; otherwise the packaged all-MiniLM-L6-v2 model
 (:func:`genenv.rewards.text.embedding_model`, offline) ranks the same texts. Level-1/2 (suite ``lv12``): when the
 best API takes a ``token``, the result is ``[GetUserToken's description, best]``, as recorded in the data.
-A search counts as correct when it finds the same API(s) as the gold search (recorded descriptions are of an
-older catalogue version, so descriptions are not compared).
+A search counts as correct when its output equals the gold search's on the same catalogue (the released
+checker's rule); the recorded outputs of the data describe an older catalogue version.
 """
 from __future__ import annotations
 
@@ -84,17 +84,6 @@ class _ToolSearcher(Api):
         if self.suite == "lv12" and "token" in found["input_parameters"] and "GetUserToken" in rt.catalogue:
             return [describe(rt.catalogue, "GetUserToken"), found]
         return found
-
-    @classmethod
-    def matches(cls, predicted: dict[str, Any], gold: dict[str, Any], strip: bool = True) -> tuple[bool, str]:
-        """Same API name, same exception, and the same API(s) found (descriptions not compared; ``strip`` is
-        unused: the query is not compared)."""
-        if predicted.get("api_name") != gold.get("api_name"):
-            return False, f"called {predicted.get('api_name')!r}, expected ToolSearcher"
-        if predicted.get("exception") != gold.get("exception"):
-            return False, f"exception {predicted.get('exception')!r} != {gold.get('exception')!r}"
-        got, want = found_names(predicted.get("output")), found_names(gold.get("output"))
-        return (got == want), ("" if got == want else f"found {got}, expected {want}")
 
 
 @register_api
