@@ -194,3 +194,46 @@ def test_response_logprobs_of_a_micro_batch_equal_its_full_width_forward(tiny_mo
     assert torch.all(alone[0, 2:] == 0) and alone.shape == full.shape == (3, 13)
     cols, r = unpadded_span(batch.slice(0, 1))
     assert (cols.start, cols.stop, r) == (21 - 3, 21 + 2, 2)
+
+
+def test_samples_sharing_a_prompt_run_it_once_with_the_same_log_probs_and_gradient(tiny_model_dir):
+    """A GRPO group (one prompt, responses of different lengths) beside a sample with its own prompt: in one
+    micro-batch the shared prompt runs once (two forward calls for the group, one for the other sample) and the
+    log-probs and the gradient of their sum equal those of one sample per micro-batch (no sharing)."""
+    from transformers import AutoModelForCausalLM
+
+    from genenv.trainer.updates.batch import prompt_groups
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    prompt, other = [1] + [17, 18, 19] * 4, [1, 5, 6]
+    responses = [[40, 2], [41, 42, 43, 44, 45, 2], [46] * 9 + [2], [47, 2]]
+    batch = build_batch([prompt, prompt, other, prompt], responses, 0)
+    groups = prompt_groups(batch.batch["prompts"], batch.batch["attention_mask"][:, :batch.batch["prompts"].shape[1]])
+    assert [g.tolist() for g in groups] == [[0, 1, 3], [2]]
+    mask = batch.batch["response_mask"].float()
+    results = []
+    for micro in (4, 1):
+        model.zero_grad(set_to_none=True)
+        calls = []
+        hook = model.register_forward_pre_hook(lambda module, args: calls.append(1))
+        lp = response_logprobs(model, batch, micro_batch_size=micro, grad=True, autocast_dtype=None)
+        hook.remove()
+        (lp * mask).sum().backward()
+        results.append((lp.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}, len(calls)))
+    (shared, shared_grad, shared_calls), (alone, alone_grad, alone_calls) = results
+    assert (shared_calls, alone_calls) == (3, 4)
+    torch.testing.assert_close(shared * mask, alone * mask, rtol=1e-4, atol=1e-5)
+    for name, grad in alone_grad.items():
+        torch.testing.assert_close(shared_grad[name], grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_update_order_keeps_a_prompts_samples_together_longest_first():
+    """Two groups whose samples interleave by length: the update order keeps each group in one run (the group
+    with the longest sample first), each run longest first."""
+    from genenv.trainer.updates.update import group_length_order
+
+    short, long_ = [1, 5, 6], [1, 5, 6, 7]
+    responses = [[40, 2], [41] * 6 + [2], [42] * 3 + [2], [43] * 5 + [2], [44, 2]]
+    batch = build_batch([short, long_, short, long_, short], responses, 0)
+    assert group_length_order(batch).tolist() == [1, 3, 2, 0, 4]

@@ -76,7 +76,10 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
 
     Each micro-batch runs on :func:`unpadded_span` of its columns only (the columns every one of its samples
     pads are dropped), so a micro-batch of short samples costs what its own tokens cost, not the batch's
-    longest sample; the result is the same as on the full width (padding is masked out of attention).
+    longest sample. Samples of a micro-batch that share their prompt (a GRPO group: one prompt, several
+    responses) run the prompt once (:func:`shared_prompt_logits`: its key/value cache is repeated for each
+    response), so a group costs one prompt plus its responses. Both give the full-width result (padding is
+    masked out of attention) up to floating-point rounding; gradients flow through the shared prompt once.
 
     For a gradient step call it per micro-batch yourself (pass a sliced batch) so activations stay bounded.
     """
@@ -91,15 +94,60 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
         ctx = torch.enable_grad() if grad else torch.no_grad()
         amp = (torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype is not None
                else nullcontext())
+        t = {k: mb.batch[k] for k in ("input_ids", "attention_mask", "position_ids", "prompts")}
         with ctx, amp:
-            logits = model(input_ids=mb.batch["input_ids"][:, cols],
-                           attention_mask=mb.batch["attention_mask"][:, cols],
-                           position_ids=mb.batch["position_ids"][:, cols], use_cache=False,
-                           logits_to_keep=r + 1).logits  # only the positions that predict response tokens
-            logits = logits[:, :-1, :].float()
-            lp = logprobs_from_logits(logits, mb.batch["responses"][:, :r])
+            groups = prompt_groups(t["prompts"], t["attention_mask"][:, :t["prompts"].shape[1]])
+            alone = [g for g in groups if len(g) == 1]  # samples with a prompt of their own run together
+            parts = []
+            for rows in [g for g in groups if len(g) > 1] + ([torch.cat(alone)] if alone else []):
+                sub = {k: v[rows] for k, v in t.items()}
+                if len(rows) > 1 and bool((sub["prompts"] == sub["prompts"][:1]).all()):
+                    logits = shared_prompt_logits(model, sub, r)
+                else:
+                    logits = model(input_ids=sub["input_ids"][:, cols], attention_mask=sub["attention_mask"][:, cols],
+                                   position_ids=sub["position_ids"][:, cols], use_cache=False,
+                                   logits_to_keep=r + 1).logits[:, :-1, :]  # the positions that predict responses
+                parts.append((rows, logprobs_from_logits(logits.float(), mb.batch["responses"][rows, :r])))
+            if len(parts) == 1:
+                lp = parts[0][1]
+            else:
+                order = torch.cat([rows for rows, _ in parts])
+                lp = torch.cat([x for _, x in parts]).index_select(0, torch.argsort(order))
         outs.append(torch.nn.functional.pad(lp, (0, R - r)))
     return torch.cat(outs, dim=0)
+
+
+def prompt_groups(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> list[torch.Tensor]:
+    """Row indices (``LongTensor``s, in first-appearance order) of the samples with identical prompts: equal
+    tokens where ``prompt_mask`` (``[B, P]``) is 1 and equal masks. ``prompts``: ``[B, P]`` token ids."""
+    keys: dict[tuple[int, ...], list[int]] = {}
+    for i, (row, mask) in enumerate(zip(prompts.tolist(), prompt_mask.tolist())):
+        keys.setdefault(tuple(tok if m else -1 for tok, m in zip(row, mask)), []).append(i)
+    return [torch.tensor(rows, dtype=torch.long, device=prompts.device) for rows in keys.values()]
+
+
+def shared_prompt_logits(model, rows: dict[str, torch.Tensor], r: int) -> torch.Tensor:
+    """Logits that predict the first ``r`` response tokens of samples sharing one prompt (``[n, r, V]``).
+
+    ``rows``: ``input_ids``, ``attention_mask``, ``position_ids`` (``[n, P+R]``) and ``prompts`` (``[n, P]``)
+    of ``n`` samples whose prompts are identical (:func:`prompt_groups`). The prompt runs once with
+    ``use_cache=True``; its cache is repeated ``n`` times (``DynamicCache.batch_repeat_interleave``) and the
+    responses run on it. Position ``P-1`` of the prompt predicts response token 0; response positions ``0..r-2``
+    predict tokens ``1..r-1``: the same logits as a full forward over ``prompt ⧺ response``.
+    """
+    n, P = rows["prompts"].shape
+    used = rows["attention_mask"][0, :P].nonzero()
+    first = int(used[0]) if len(used) else P - 1
+    head = model(input_ids=rows["input_ids"][:1, first:P], attention_mask=rows["attention_mask"][:1, first:P],
+                 position_ids=rows["position_ids"][:1, first:P], use_cache=True, logits_to_keep=1)
+    cache = head.past_key_values
+    cache.batch_repeat_interleave(n)
+    last = head.logits[:, -1:, :].expand(n, -1, -1)
+    if r == 1:
+        return last
+    tail = model(input_ids=rows["input_ids"][:, P:P + r - 1], attention_mask=rows["attention_mask"][:, first:P + r - 1],
+                 position_ids=rows["position_ids"][:, P:P + r - 1], past_key_values=cache, use_cache=True).logits
+    return torch.cat([last, tail], dim=1)
 
 
 def unpadded_span(batch) -> tuple[slice, int]:

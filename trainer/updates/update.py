@@ -30,7 +30,7 @@ import torch
 from omegaconf import OmegaConf
 
 from genenv.trainer.updates.advantages import get_advantage
-from genenv.trainer.updates.batch import build_batch, place_batch, response_logprobs
+from genenv.trainer.updates.batch import build_batch, place_batch, prompt_groups, response_logprobs
 
 
 @dataclass
@@ -104,7 +104,7 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     if batch is None:
         return metrics
     place_batch(batch, model)  # advantages, masks and log-probs on the model's device
-    batch.reorder(torch.argsort(batch.batch["attention_mask"].sum(dim=1), descending=True, stable=True))
+    batch.reorder(group_length_order(batch))
     mask = batch.batch["response_mask"].float()
     model.eval()
     on_policy = ppo_epochs == 1  # the only step's policy is the old policy: old log-probs = its own, detached
@@ -149,3 +149,19 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     metrics.update({k: v / ppo_epochs for k, v in sums.items()}, grad_norm=float(grad_norm), skipped=False,
                    tokens=total_tokens, samples=len(batch))
     return metrics
+
+
+def group_length_order(batch) -> torch.Tensor:
+    """The order in which :func:`policy_update` cuts micro-batches (``LongTensor [B]``): samples that share a
+    prompt stay together (so :func:`~genenv.trainer.updates.batch.response_logprobs` runs their prompt once),
+    groups by their longest sample and samples within a group by length, longest first (similar lengths share
+    a micro-batch, so little padding is computed); ties keep the batch order."""
+    P = batch.batch["prompts"].shape[1]
+    lengths = batch.batch["attention_mask"].sum(dim=1).tolist()
+    group_of = [0] * len(lengths)
+    for g, rows in enumerate(prompt_groups(batch.batch["prompts"], batch.batch["attention_mask"][:, :P])):
+        for i in rows.tolist():
+            group_of[i] = g
+    longest = {g: max(n for n, h in zip(lengths, group_of) if h == g) for g in set(group_of)}
+    order = sorted(range(len(lengths)), key=lambda i: (-longest[group_of[i]], group_of[i], -lengths[i], i))
+    return torch.tensor(order, dtype=torch.long, device=batch.batch["prompts"].device)
