@@ -47,3 +47,21 @@ def test_benchmark_settings_win_over_the_profile_and_budgets_come_last():
 def test_paper_profile_reaches_benchmarks_that_do_not_override_it(name):
     cfg = compose_config(["profile=paper", f"benchmark={name}"])
     assert cfg.agent.batch_tasks == 64 and cfg.agent.max_new_tokens == 2048 and cfg.device == "cuda"
+
+
+def test_relative_links_of_the_readme_and_docs_resolve():
+    """Every relative link ``[text](path)`` of README.md and docs/**/*.md names a file or folder of the repository
+    (anchors aside); a renamed or moved page fails here."""
+    import re
+
+    root = ROOT
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    links, broken = 0, []
+    for page in pages:
+        for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue
+            links += 1
+            if not (page.parent / target.split("#")[0]).exists():
+                broken.append(f"{page.relative_to(root)}: {target}")
+    assert links > 10 and not broken, broken
