@@ -74,7 +74,8 @@ def replayed() -> dict[tuple[str, str], list[tuple[bool, str]]]:
         result = runtime.execute(name, arguments)
         if name in RECORDED_OUTPUT_READINGS:
             read = RECORDED_OUTPUT_READINGS[name]
-            result, recorded = {**result, "output": read(result["output"])}, {**recorded, "output": read(recorded["output"])}
+            result = {**result, "output": read(result["output"])}
+            recorded = {**recorded, "output": read(recorded["output"])}
         ok, why = runtime.check(result, recorded)
         out[(suite, name)].append((ok, f"{source}: {why}"))
     return out

@@ -243,6 +243,8 @@ DEPARTURES: Mapping[str, str] = MappingProxyType({
     "non-text argument": "a number or list where a checker calls .strip() / .split() crashes the released code; "
                          "here it is compared as it is",
     "empty word sets": "two empty free texts divide by zero in the released Jaccard; here they do not match",
+    "output without the key": "HotelAvailability and TaxCalculator read a key of the output, which crashes the "
+                              "released code when the call failed (output None); here it is not a match",
 })
 
 
