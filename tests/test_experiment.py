@@ -255,23 +255,23 @@ def test_the_shipped_twx_env_policy_run_reports_what_the_readme_says(tmp_path):
     the same in both arms; the README's alignment figures; genenv learned to write two-step games."""
     exp, ours = _rebuilt_shipped_run("twx_env_policy", tmp_path)
     stat = ours["alignment"]
-    seeds = [0, 1, 2]
-    assert ours["agent_frozen"] is True and stat["arms"]["genenv"]["seeds"] == seeds and stat["n_cells"] == 27
+    seeds = [0, 1, 2, 3]
+    assert ours["agent_frozen"] is True and stat["arms"]["genenv"]["seeds"] == seeds and stat["n_cells"] == 36
     for arm in ("genenv", "random_env"):
         for seed in seeds:
             assert all(r["weights/agent_delta"] == 0.0 for r in read_rows(exp / f"{arm}/seed{seed}/metrics.jsonl"))
     assert all(_generations_part_after(exp, seed=s, iteration=0) for s in seeds)
     g, r = stat["arms"]["genenv"], stat["arms"]["random_env"]
-    assert (g["in_band"], g["generated"], g["admitted"]) == (61, 480, 196)
-    assert (r["in_band"], r["generated"], r["admitted"]) == (34, 480, 120)
+    assert (g["in_band"], g["generated"], g["admitted"]) == (70, 640, 276)
+    assert (r["in_band"], r["generated"], r["admitted"]) == (37, 640, 155)
     d = stat["difference"]
-    assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [6.2, 1.7, 10.8]
-    assert round(stat["p_value"], 3) == 0.013 and stat["p_value_seeds"] == 0.5
+    assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [5.7, 2.2, 9.3]
+    assert round(stat["p_value"], 4) == 0.0034 and stat["p_value_seeds"] == 0.25
 
     def two_step_share(arm, first, last):
         texts = [row["text"] for s in seeds for row in read_rows(exp / f"{arm}/seed{s}/generations.jsonl")
                  if first <= row["iteration"] <= last]
         return sum('"steps": 2,' in t for t in texts), len(texts)
 
-    assert two_step_share("genenv", 0, 4) == (106, 240) and two_step_share("genenv", 5, 9) == (133, 240)
-    assert two_step_share("random_env", 0, 4) == (62, 240) and two_step_share("random_env", 5, 9) == (70, 240)
+    assert two_step_share("genenv", 0, 4) == (128, 320) and two_step_share("genenv", 5, 9) == (155, 320)
+    assert two_step_share("random_env", 0, 4) == (89, 320) and two_step_share("random_env", 5, 9) == (86, 320)
