@@ -16,8 +16,8 @@ fresh backend), the per-task "sample accuracy" of ``api-bank/lv3_evaluator.py``.
 ``matched`` / ``gold_calls`` (progress), and ``rouge_l``, the ROUGE-L F1 (``rouge-score``) of the final answer
 against the reference response.
 
-Where our verdict can differ from the official level-3 evaluation (``api-bank/lv3_evaluator.py``; issue 20
-review). The official protocol is step-wise: for each gold step the model gets the gold history and makes one
+Where our verdict can differ from the official level-3 evaluation (``api-bank/lv3_evaluator.py``). The official
+protocol is step-wise: for each gold step the model gets the gold history and makes one
 call, which must reproduce that step's gold result (ToolSearcher steps included); a sample counts when no step
 errs. Ours is an episode on the agent's own history, so on plausible model output:
 

@@ -7,7 +7,7 @@ against the reference (``rouge-score``'s ``rougeL``; API-Bank's evaluators use t
 ROUGE-L F, whose tokenisation differs, so values are close but not identical). ``info["success"]`` is
 ROUGE-L >= :data:`SUCCESS_ROUGE_L`.
 
-Where the verdict can differ from the official evaluator on a plausible reply (issue 20 review): the ROUGE
+Where the verdict can differ from the official evaluator on a plausible reply: the ROUGE
 implementation (above; the official ``rouge`` package also raises on a hypothesis of only punctuation, which
 we score 0 as an unparseable reply); ``User:`` / ``AI:`` markers are removed as the official code removes them.
 """
@@ -31,8 +31,8 @@ SPLIT_OPTIONS = tuple({"level": lv, "split": s} for lv in (1, 2, 3) for s in SPL
 def parse_response(text: str) -> str:
     """The reply in model text: ``<think>`` blocks removed, every ``User:`` and ``AI:`` marker removed (as
     ``api-bank/lv3_evaluator.py`` and ``evaluator.py`` do before ROUGE-L: ``pred.replace('User:', '')
-    .replace('AI:', '')``), stripped. Until issue 20 only a leading ``AI:`` was dropped, so a reply that went on
-    with ``User: ...`` scored against the markers' words too.
+    .replace('AI:', '')``), stripped (dropping only a leading ``AI:`` would score a reply that goes on with
+    ``User: ...`` against the markers' words too).
 
     Raises:
         ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no letter or digit.
