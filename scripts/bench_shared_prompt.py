@@ -1,6 +1,6 @@
 """Seconds of one environment-policy GRPO update with and without running each group's prompt once.
 
-The update of the TextWorldExpress experiment in the README: ``--groups`` prompts of ``--prompt-tokens`` tokens,
+The update of the TextWorldExpress environment-policy experiment (docs/results.md): ``--groups`` prompts of ``--prompt-tokens`` tokens,
 each with ``--group-size`` responses of ``--response-tokens`` tokens (random tokens: only the cost matters), on
 the embedded SmolLM2-135M-Instruct (``genenv.trainer.updates.policy_update``, micro-batches of 4, with the
 reference pass). "separate" runs every sample's prompt itself (the behaviour before

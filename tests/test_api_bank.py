@@ -23,7 +23,7 @@ from conftest import DATA_DIR, FULL_DATA
 
 ROOT = api_bank_dir(DATA_DIR)  # the API-Bank folder the tests read
 
-# Recorded results our backends do not reproduce, and why (README, "API-Bank"):
+# Recorded results our backends do not reproduce, and why (docs/departures.md, "Limitations"):
 # - ToolSearcher: the recorded searches came from the original embedding model over an older catalogue; ours
 #   finds a different API for a few keyword phrasings ("add schedule" -> ModifyAgenda, recorded AddAgenda).
 # - TimedSwitch / CancelTimedSwitch: the recorded calls pass `device_id`, which the API description in the prompt

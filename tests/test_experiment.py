@@ -215,8 +215,8 @@ def _generations_part_after(exp, seed, iteration):
     return bool(upto["genenv"]) and upto["genenv"] == upto["random_env"] and nxt["genenv"] != nxt["random_env"]
 
 
-def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
-    """``docs/curriculum/bfcl`` (the README's BFCL experiment, 2 seeds): its report is rebuilt from its metrics;
+def test_the_shipped_bfcl_run_reports_what_the_results_page_says(tmp_path):
+    """``docs/curriculum/bfcl`` (docs/results.md, BFCL, 2 seeds): its report is rebuilt from its metrics;
     genenv equals random_env in seed 0 (the environment policy's only update came at the last iteration) and
     their generations part after seed 1's only update (iteration 8)."""
     exp, ours = _rebuilt_shipped_run("bfcl", tmp_path)
@@ -229,8 +229,8 @@ def test_the_shipped_bfcl_run_reports_what_the_readme_says(tmp_path):
     assert _generations_part_after(exp, seed=1, iteration=8)
 
 
-def test_the_shipped_twx_run_reports_what_the_readme_says(tmp_path):
-    """``docs/curriculum/twx`` (the README's TextWorldExpress experiment, 2 seeds): its report is rebuilt from its
+def test_the_shipped_twx_run_reports_what_the_results_page_says(tmp_path):
+    """``docs/curriculum/twx`` (docs/results.md, TextWorldExpress, 2 seeds): its report is rebuilt from its
     metrics; every arm reaches 100 % held-out, and only the genenv/random_env trajectory of seed 0 (identical until
     the environment policy's only update at iteration 10) falls back to the untrained 50 % from iteration 8; in
     seed 1 the environment policy was updated from iteration 0, so the two arms part at iteration 1."""
@@ -249,10 +249,10 @@ def test_the_shipped_twx_run_reports_what_the_readme_says(tmp_path):
     assert _generations_part_after(exp, seed=1, iteration=0)
 
 
-def test_the_shipped_twx_env_policy_run_reports_what_the_readme_says(tmp_path):
-    """``docs/curriculum/twx_env_policy`` (README "Does the environment policy learn?"): agent frozen, genenv
+def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(tmp_path):
+    """``docs/curriculum/twx_env_policy`` (docs/results.md, "Does the environment policy learn?"): agent frozen, genenv
     against random_env paired by seed; its report is rebuilt from its metrics; the agent never moved; iteration 0 is
-    the same in both arms; the README's alignment figures; genenv learned to write two-step games."""
+    the same in both arms; the results page's alignment figures; genenv learned to write two-step games."""
     exp, ours = _rebuilt_shipped_run("twx_env_policy", tmp_path)
     stat = ours["alignment"]
     seeds = [0, 1, 2, 3]

@@ -18,7 +18,7 @@ How the grammar is applied (xgrammar 0.2.8):
 
 What the update sees: the tokens actually sampled. Their log-probabilities in the update are the *unmasked*
 policy's (the model's own forward pass), so RWR maximises the reward-weighted likelihood of admitted samples
-under the policy itself; the grammar only changes which samples are proposed. README, "Structured decoding".
+under the policy itself; the grammar only changes which samples are proposed. docs/task-generation.md, "Structured decoding".
 """
 from __future__ import annotations
 
