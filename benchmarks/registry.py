@@ -35,9 +35,10 @@ def register_benchmark(name: str, entry_point: str) -> None:
     BENCHMARKS[name] = entry_point
 
 
-def get_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> "BenchmarkSpec":
+def get_benchmark(name: str, data_dir: str | os.PathLike | None = None, grounded: bool = True) -> "BenchmarkSpec":
     """The spec of ``name`` bound to ``data_dir`` (its loaders, backends and validators read that data; ``None``:
-    ``$GENENV_DATA_DIR``, else the packaged samples). One instance per (name, data dir).
+    ``$GENENV_DATA_DIR``, else the packaged samples) and to ``grounded`` (grounded validation of generated tasks).
+    One shared instance per (name, data dir, grounded); nothing changes it after it is made.
 
     Raises:
         KeyError: no such benchmark (the message lists the registered names and plugin failures).
@@ -49,12 +50,12 @@ def get_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> "Benc
     if name not in BENCHMARKS:
         failed = f"; plugins that failed to load: {PLUGIN_ERRORS}" if PLUGIN_ERRORS else ""
         raise KeyError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}{failed}")
-    key = (name, str(Path(data_dir).expanduser().resolve()) if data_dir else None)
+    key = (name, str(Path(data_dir).expanduser().resolve()) if data_dir else None, bool(grounded))
     if key not in _INSTANCES:
         cls = load_object(BENCHMARKS[name])
         if getattr(cls, "name", None) != name:
             raise TypeError(f"{BENCHMARKS[name]} has name {getattr(cls, 'name', None)!r}, registered as {name!r}")
-        _INSTANCES[key] = cls(data_dir=data_dir)
+        _INSTANCES[key] = cls(data_dir=data_dir, grounded=grounded)
     return _INSTANCES[key]
 
 

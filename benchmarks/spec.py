@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from genenv.envs.parsing import raw_decode_json
 from genenv.envs.registry import env_entry
@@ -108,8 +108,15 @@ class BenchmarkSpec(abc.ABC):
     rejection_reasons: tuple[str, ...] = ()
     COMMON_REJECTION_REASONS = ("no_json", "invalid_json", "not_object", "near_duplicate")
 
-    def __init__(self, data_dir: str | None = None):
+    def __init__(self, data_dir: str | None = None, grounded: bool = True):
         self.data_dir = None if data_dir is None else str(data_dir)
+        self._grounded = bool(grounded)
+
+    @property
+    def grounded(self) -> bool:
+        """Grounded validation of generated tasks (``generation.grounded``; fixed when the spec is made, so a
+        shared instance never changes): ``False`` checks format, types and execution only."""
+        return self._grounded
 
     @property
     def all_rejection_reasons(self) -> tuple[str, ...]:
@@ -120,6 +127,12 @@ class BenchmarkSpec(abc.ABC):
     def env_class(self) -> type:
         """The benchmark's :class:`~genenv.envs.base.TaskEnv` subclass."""
         return env_entry(self.name).env_class
+
+    def pool_options(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Loader options of the training pool: this benchmark's :attr:`seed_options` updated key by key with
+        ``overrides`` (a run's ``benchmark.seed_options``, which holds only what the run changes). The one place a
+        run's seed pool options are resolved (the loop's seed pool, its held-out evaluation, the benchmark scripts)."""
+        return {**self.seed_options, **dict(overrides or {})}
 
     def load(self, split: str = "test", **options: Any) -> list[Task]:
         """Tasks of ``split`` from this spec's data directory (loader options as for the env constructor)."""
@@ -176,7 +189,6 @@ class BenchmarkSpec(abc.ABC):
         return self.name
 
     generation_system_prompt: str = ""
-    grounded: bool = True  # grounded validation (``generation.grounded``); false: format, type and execution only
     grounding_reasons: tuple[str, ...] = ()  # the reasons only grounded validation gives (empty: no such rules)
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:

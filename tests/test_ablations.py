@@ -36,7 +36,7 @@ def test_other_environment_rewards_and_grpo_env_update(tmp_path, tiny_model_dir,
 
 def test_multi_step_episodes_train_through_the_same_loop(tmp_path, tiny_model_dir):
     row = _run(tmp_path, tiny_model_dir, "benchmark.env_kwargs.max_steps=3", "agent.temperature=1.0",
-               "benchmark.seed_options.episodes=4", benchmark="twx")
+               "+benchmark.seed_options.episodes=4", benchmark="twx")
     assert row["agent/rollouts"] == 2 * row["agent/tasks"] and row["time/agent_rollout"] > 0
     assert row["time/env_steps"] > 0 and row["agent_update/samples"] <= row["agent/rollouts"]  # one packed sequence
     # per episode (TextWorldExpress keeps the whole conversation in the prompt)

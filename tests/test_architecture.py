@@ -43,15 +43,61 @@ def test_benchmark_settings_win_over_the_profile_and_budgets_come_last():
     assert compose_config(["benchmark=alfworld", "agent.batch_tasks=3"]).agent.batch_tasks == 3  # command line last
 
 
+# What each benchmark_profile/<name>_cpu.yaml changes in the benchmark's own seed-pool options (a CPU budget).
+CPU_POOL_CHANGES = {"twx": {}, "bfcl_multi_turn": {}, "alfworld": {"max_walkthrough": 5}, "travelplanner": {"days": 3},
+                    "bfcl": {}, "api_bank": {}, "bamboogle": {}}
+
+
+@pytest.mark.parametrize("name", sorted(CPU_POOL_CHANGES))
+def test_the_seed_pool_a_run_uses_is_the_one_the_benchmark_declares(name):
+    """The loop's seed pool (``CoEvolutionTrainer.seed_pool`` on the composed CPU config) holds exactly the tasks of the
+    benchmark's declared ``seed_options`` with the CPU profile's documented changes; no config file restates a
+    declared option (one definition: the spec)."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from genenv.benchmarks.registry import get_benchmark
+    from genenv.trainer.loop import CoEvolutionTrainer
+
+    cfg = compose_config([f"benchmark={name}"])
+    spec = get_benchmark(name, cfg.data_dir)
+    run = SimpleNamespace(spec=spec, cfg=cfg)
+    CoEvolutionTrainer.seed_pool(run)
+    declared = spec.load(split="train", **{**spec.seed_options, **CPU_POOL_CHANGES[name]})
+    assert declared and [t.id for t in run.pool.tasks] == [t.id for t in declared]
+    for path in [ROOT / f"configs/benchmark/{name}.yaml", ROOT / f"configs/benchmark_profile/{name}_cpu.yaml"]:
+        if path.exists():
+            changes = (yaml.safe_load(path.read_text()) or {}).get("benchmark", {}).get("seed_options") or {}
+            assert not {k for k, v in changes.items() if spec.seed_options.get(k) == v}, path
+    if name == "twx":  # the smallest Coin Collector: 2 rooms, no doors (the declared params reach the engine)
+        rooms = {"numLocations": 2, "numDistractorItems": 0, "includeDoors": 0}
+        assert len(run.pool.tasks) == 40 and all(t.metadata["params"] == rooms for t in run.pool.tasks)
+
+
 @pytest.mark.parametrize("name", ["bfcl", "bamboogle", "travelplanner"])
 def test_paper_profile_reaches_benchmarks_that_do_not_override_it(name):
     cfg = compose_config(["profile=paper", f"benchmark={name}"])
     assert cfg.agent.batch_tasks == 64 and cfg.agent.max_new_tokens == 2048 and cfg.device == "cuda"
 
 
+def _anchors(page):
+    """GitHub's anchors of the headings of ``page``: lower case, punctuation other than ``-`` dropped, spaces as
+    ``-`` (headings inside fenced code blocks are not headings)."""
+    import re
+
+    anchors, fenced = set(), False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"^#{1,6} ", line):
+            anchors.add(re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-"))
+    return anchors
+
+
 def test_relative_links_of_the_readme_and_docs_resolve():
-    """Every relative link ``[text](path)`` of README.md and docs/**/*.md names a file or folder of the repository
-    (anchors aside); a renamed or moved page fails here."""
+    """Every relative link ``[text](path#anchor)`` of README.md and docs/**/*.md names a file or folder of the
+    repository, and its anchor, if any, a heading of that page; a renamed or moved page or section fails here."""
     import re
 
     root = ROOT
@@ -59,9 +105,24 @@ def test_relative_links_of_the_readme_and_docs_resolve():
     links, broken = 0, []
     for page in pages:
         for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
                 continue
             links += 1
-            if not (page.parent / target.split("#")[0]).exists():
+            path, _, anchor = target.partition("#")
+            file = page if not path else page.parent / path
+            if not file.exists() or (anchor and file.suffix == ".md" and anchor not in _anchors(file)):
                 broken.append(f"{page.relative_to(root)}: {target}")
     assert links > 10 and not broken, broken
+
+
+def test_the_readme_is_short_and_speaks_of_the_project_only():
+    """README.md is at most 200 lines, none over 300 characters; README and docs name no work item, stop or
+    session of how the project was made (``issue #24``, ``stop 28``, ``this session``)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(readme) <= 200 and max(map(len, readme)) <= 300
+    made = re.compile(r"\bissue #?\d+|\bstop \d+|\b(this|the) (session|issue)\b|\bthe issue's\b", re.I)
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if made.search(line)]
+    assert not hits, hits

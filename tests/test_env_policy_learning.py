@@ -47,7 +47,7 @@ def _tiny_twx_overrides(tiny_model_dir) -> list[str]:
     return ["benchmark=twx", "tensorboard=false", "threads=1", f"agent.policy.model={tiny_model_dir}",
             f"env_policy.policy.model={tiny_model_dir}", "generation.prompts_per_iteration=1",
             "generation.generations_per_prompt=4", "generation.temperature=1.0", "agent.n=2",
-            "agent.max_new_tokens=4", "benchmark.env_kwargs.max_steps=2", "benchmark.seed_options.episodes=4"]
+            "agent.max_new_tokens=4", "benchmark.env_kwargs.max_steps=2", "+benchmark.seed_options.episodes=4"]
 
 
 def _tiny_twx(tmp_path, tiny_model_dir, *extra):

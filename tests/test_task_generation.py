@@ -166,21 +166,22 @@ def test_grounded_validators_reject_planted_ungrounded_tasks(name):
     """Each demonstration with its request replaced by one that states nothing: the same gold calls (they still
     type-check and execute) are rejected as ``ungrounded_value``, and admitted with ``grounded`` off."""
     spec, tasks = _seeds(name)
+    format_only = get_benchmark(name, DATA_DIR, grounded=False)
+    assert spec.grounded and not format_only.grounded
+    with pytest.raises(AttributeError):  # a shared spec is never changed from outside
+        spec.grounded = False
     field, vague = PLANTED[name]
     checked = 0
     for seed in [t for t in tasks if spec.demonstrable(t)][:15]:
         demo = {**spec.as_generation(seed), field: vague}
         if "calls" in demo:  # the first call: later ones may take their values from earlier results
             demo["calls"] = demo["calls"][:1]
-        spec.grounded = True
         out = spec.parse_generated(json.dumps(demo), "g", 0, seed)
         if not isinstance(out, Rejection):
             continue  # a call whose values need no statement (none, or only 0 / 1 / booleans)
         assert out.reason == "ungrounded_value", (seed.id, out)
         checked += 1
-        spec.grounded = False
-        assert isinstance(spec.parse_generated(json.dumps(demo), "g", 0, seed), Task), seed.id
-    spec.grounded = True
+        assert isinstance(format_only.parse_generated(json.dumps(demo), "g", 0, seed), Task), seed.id
     assert checked >= 5, checked
 
 

@@ -45,32 +45,30 @@ def run_benchmark(name: str, policy, prompts: int, n: int, seed: int, data_dir: 
     from genenv.trainer.generation import write_tasks
 
     spec = get_benchmark(name, data_dir)
+    format_only = get_benchmark(name, data_dir, grounded=False)  # validation without the grounded rules
     out: dict[str, Any] = {"benchmark": name}
     for constrained in (True, False):
         g, bench = generation_config(name, constrained, prompts, n)
-        tasks = spec.load(split="train", **dict(bench.get("seed_options") or {}))
+        tasks = spec.load(split="train", **spec.pool_options(bench.get("seed_options")))
         pool = TaskPool(tasks)
-        spec.grounded = True
         tokens0, seconds0 = policy.generated_tokens, policy.generate_seconds
         t0 = time.perf_counter()
         records, rejected = write_tasks(spec, policy, pool, random.Random(seed), g, 0.5, 0)
         wall = time.perf_counter() - t0
         tokens, seconds = policy.generated_tokens - tokens0, policy.generate_seconds - seconds0
-        spec.grounded = False
         loose, examples = Counter(), []
         for r in records:
             verdict: Any = r.task or r.rejection
             if spec.grounding_reasons:  # the spec has grounded rules: validate again without them
-                verdict = spec.parse_generated(r.generation.text, "loose", 0, r.parent)
+                verdict = format_only.parse_generated(r.generation.text, "loose", 0, r.parent)
                 if isinstance(verdict, Task):
-                    verdict = spec.near_duplicate(verdict, pool.tasks) or verdict
+                    verdict = format_only.near_duplicate(verdict, pool.tasks) or verdict
             loose[getattr(verdict, "reason", "admitted")] += 1
             if isinstance(verdict, Task) and not r.admitted:
                 examples.append({"text": r.generation.text, "grounded_rejection": r.rejection.reason,
                                  "detail": r.rejection.detail})
             elif r.admitted and len(examples) < 40:
                 examples.append({"text": r.generation.text, "grounded_rejection": None, "detail": "admitted"})
-        spec.grounded = True
         admitted = sum(r.admitted for r in records)
         out["constrained" if constrained else "free"] = {
             "generations": len(records), "admitted_grounded": admitted, "admitted_format_only": loose["admitted"],

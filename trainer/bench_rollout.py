@@ -39,7 +39,7 @@ def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]
     cfg = compose_config([f"benchmark={bench}", *overrides])
     spec = get_benchmark(bench, cfg.data_dir)
     a = cfg.agent
-    pool = spec.load(split="train", **dict(cfg.benchmark.get("seed_options") or {}))  # the loop's seed pool
+    pool = spec.load(split="train", **spec.pool_options(cfg.benchmark.get("seed_options")))  # the loop's seed pool
     # untimed: one oracle episode of a task outside the measured ones pays the first-use costs a training process
     # has paid before its rollouts (imports such as bfcl-eval's checker, data loading)
     play_episodes(pool[-1:], OraclePolicy(), env_kwargs=env_kwargs(cfg))

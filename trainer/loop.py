@@ -66,8 +66,7 @@ class CoEvolutionTrainer:
 
     def __init__(self, cfg, backend=None):
         self.cfg = cfg
-        self.spec = get_benchmark(cfg.benchmark.name, cfg.get("data_dir"))
-        self.spec.grounded = bool(cfg.generation.get("grounded", True))
+        self.spec = get_benchmark(cfg.benchmark.name, cfg.get("data_dir"), grounded=bool(cfg.generation.grounded))
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -83,10 +82,11 @@ class CoEvolutionTrainer:
 
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
-        """Fill the pool with the benchmark's training split (``benchmark.seed_options``, ``seed_limit``), then,
+        """Fill the pool with the benchmark's training split (its :attr:`seed_options` updated by the run's
+        ``benchmark.seed_options``: :meth:`~genenv.benchmarks.spec.BenchmarkSpec.pool_options`; ``seed_limit``), then,
         with ``generation.upfront_tasks`` = N > 0, with N tasks written once up front by the environment policy
         as it is (:meth:`write_upfront`)."""
-        tasks = self.spec.load(split="train", **dict(self.cfg.benchmark.get("seed_options") or {}))
+        tasks = self.spec.load(split="train", **self.spec.pool_options(self.cfg.benchmark.get("seed_options")))
         limit = self.cfg.benchmark.get("seed_limit")
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
         if int(self.cfg.generation.get("upfront_tasks") or 0) > 0:
@@ -302,7 +302,7 @@ class CoEvolutionTrainer:
 
         t = time.perf_counter()
         res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.cfg.data_dir,
-                       limit=self.cfg.eval.limit, options={self.spec.name: dict(self.cfg.benchmark.seed_options or {})},
+                       limit=self.cfg.eval.limit, options={self.spec.name: self.spec.pool_options(self.cfg.benchmark.get("seed_options"))},
                        max_new_tokens=self.cfg.agent.max_new_tokens, progress=False, env_kwargs=self.env_kwargs)
         out = {f"heldout/{m.key}": m.value for m in res.metrics}
         head = res.headlines.get(self.spec.name)

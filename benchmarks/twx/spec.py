@@ -47,7 +47,8 @@ class TWXSpec(BenchmarkSpec):
     name = "twx"
     baseline_column = ""  # not in the GenEnv paper's Table 1
     paper_protocol = "not in the GenEnv paper"
-    seed_options: dict[str, Any] = {"games": "coin", "episodes": 40}
+    seed_options: dict[str, Any] = {"games": "coin", "episodes": 40,  # the smallest Coin Collector: 2 rooms
+                                    "params": {"coin": "numLocations=2,numDistractorItems=0,includeDoors=0"}}
     rejection_reasons = ("missing_fields", "unknown_game", "bad_params", "seed_outside_train_fold", "bad_steps",
                          "engine_rejected", "steps_unreachable", "exceeds_step_limit", "gold_fails")
     max_steps = TextWorldExpressEnv.default_max_steps
