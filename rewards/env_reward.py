@@ -18,29 +18,14 @@ the signature ``f(p_hat, alpha=0.5, beta=2.0)`` (rewards that need no α or β i
 """
 from __future__ import annotations
 
-from typing import Callable
 
 import numpy as np
 
+from genenv.envs.registry import Registry
 
-ENV_REWARDS: dict[str, Callable] = {}
 
-
-def register_env_reward(name: str) -> Callable[[Callable], Callable]:
-    """Decorator: register an environment reward ``f(p_hat, alpha=..., beta=...)`` under its config name.
-
-    Raises:
-        ValueError: the name is taken by another function.
-    """
-
-    def decorate(fn: Callable) -> Callable:
-        """Record ``fn`` under ``name`` and return it unchanged."""
-        if ENV_REWARDS.get(name, fn) is not fn:
-            raise ValueError(f"environment reward {name!r} already registered")
-        ENV_REWARDS[name] = fn
-        return fn
-
-    return decorate
+ENV_REWARDS = Registry("environment reward")  # config name → f(p_hat, alpha=..., beta=...)
+register_env_reward = ENV_REWARDS.register  # decorator: ``@register_env_reward("name")``
 
 
 def _out(value):
@@ -91,8 +76,4 @@ def env_reward(name: str, p_hat, alpha: float = 0.5, beta: float = 2.0, **_):
     Raises:
         ValueError: unknown reward name.
     """
-    try:
-        fn = ENV_REWARDS[name]
-    except KeyError:
-        raise ValueError(f"unknown environment reward {name!r}; choose one of {sorted(ENV_REWARDS)}") from None
-    return fn(p_hat, alpha=alpha, beta=beta)
+    return ENV_REWARDS.lookup(name)(p_hat, alpha=alpha, beta=beta)

@@ -43,5 +43,5 @@ def test_multi_step_episodes_train_through_the_same_loop(tmp_path, tiny_model_di
 
 
 def test_unknown_env_update_mode_is_a_clear_error(tmp_path, tiny_model_dir):
-    with pytest.raises(ValueError, match="env_policy.update_mode must be one of .*grpo.*none.*rwr"):
+    with pytest.raises(ValueError, match="unknown env_policy.update_mode .*choose one of .*grpo.*none.*rwr"):
         _run(tmp_path, tiny_model_dir, "env_policy.update_mode=ppo")

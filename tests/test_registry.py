@@ -188,3 +188,27 @@ def test_a_third_party_plugin_adds_a_benchmark_and_a_broken_one_is_recorded(tmp_
     assert [t.reward for t in play_episodes(tasks, OraclePolicy())] == [1.0, 1.0]
     assert make_text_env(tasks[:1]).reset()[1]["messages"] == [{"role": "user", "content": "Say red."}]
     assert get_benchmark("echo").env_class is registry.ENVS["echo"].env_class
+
+
+def test_every_registry_is_the_one_registry_helper():
+    """Environment rewards, advantage estimators, environment-policy update modes and engines are tables of the
+    same :class:`~genenv.envs.registry.Registry`: a name is taken once, re-registering the same object is a no-op,
+    and an unknown name's error lists the registered ones."""
+    from genenv.envs.registry import Registry
+    from genenv.rewards.env_reward import ENV_REWARDS
+    from genenv.trainer.engines import ENGINES
+    from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
+    from genenv.trainer.updates.advantages import ADVANTAGES
+
+    tables = {"alpha_curriculum": ENV_REWARDS, "grpo": ADVANTAGES, "rwr": ENV_POLICY_UPDATES, "local": ENGINES}
+    for name, table in tables.items():
+        assert isinstance(table, Registry) and name in table
+        assert table.add(name, table[name]) is table[name]  # the same object again: no-op
+        with pytest.raises(ValueError, match="already registered"):
+            table.add(name, object())
+        with pytest.raises(ValueError, match=f"unknown {table.kind} 'nope'; choose one of .*{name}"):
+            table.lookup("nope")
+    fresh = Registry("thing")
+    assert fresh.register("a")(len) is len and fresh.lookup("a") is len
+    with pytest.raises(ValueError, match="needs a name"):
+        fresh.add("", len)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from genenv.envs.registry import Registry
 from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.updates import Sample
 from genenv.trainer.updates.advantages import rwr_weights
@@ -30,25 +31,8 @@ class ScoredGeneration:
 
 
 Selector = Callable[[Sequence[ScoredGeneration], float], tuple[list[Sample], str | None]]
-ENV_POLICY_UPDATES: dict[str, Selector] = {}
-
-
-def register_env_policy_update(name: str) -> Callable[[Selector], Selector]:
-    """Decorator: register a selector ``f(scored generations, λ) -> (samples, advantage mode or None)`` under
-    ``name`` (``None``: no update).
-
-    Raises:
-        ValueError: the name is taken by another function.
-    """
-
-    def decorate(fn: Selector) -> Selector:
-        """Record ``fn`` under ``name`` and return it unchanged."""
-        if ENV_POLICY_UPDATES.get(name, fn) is not fn:
-            raise ValueError(f"environment-policy update {name!r} already registered")
-        ENV_POLICY_UPDATES[name] = fn
-        return fn
-
-    return decorate
+ENV_POLICY_UPDATES = Registry("env_policy.update_mode")  # mode → selector f(scored, λ) -> (samples, estimator)
+register_env_policy_update = ENV_POLICY_UPDATES.register  # decorator; a selector returning no estimator: no update
 
 
 def env_policy_samples(name: str, scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
@@ -57,9 +41,7 @@ def env_policy_samples(name: str, scored: Sequence[ScoredGeneration], lam: float
     Raises:
         ValueError: unknown mode (the message lists the registered ones).
     """
-    if name not in ENV_POLICY_UPDATES:
-        raise ValueError(f"env_policy.update_mode must be one of {sorted(ENV_POLICY_UPDATES)}, got {name!r}")
-    return ENV_POLICY_UPDATES[name](scored, lam)
+    return ENV_POLICY_UPDATES.lookup(name)(scored, lam)
 
 
 def _sample(s: ScoredGeneration) -> Sample:

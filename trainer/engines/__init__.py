@@ -9,9 +9,9 @@ Ray), as veRL registers its workers; ``configs/engine/<name>.yaml`` selects one:
 """
 from __future__ import annotations
 
-from genenv.envs.registry import load_object
+from genenv.envs.registry import Registry, load_object
 
-ENGINES: dict[str, str] = {}  # name → "module:function" that builds the backend from the config
+ENGINES = Registry("engine")  # name → "module:function" that builds the backend from the config
 
 
 def register_engine(name: str, builder: str) -> None:
@@ -22,9 +22,7 @@ def register_engine(name: str, builder: str) -> None:
     """
     if ":" not in builder:
         raise ValueError(f"builder {builder!r} is not 'package.module:function'")
-    if ENGINES.get(name, builder) != builder:
-        raise ValueError(f"engine {name!r} already registered by {ENGINES[name]}")
-    ENGINES[name] = builder
+    ENGINES.add(name, builder)
 
 
 def build_backend(cfg):
@@ -34,9 +32,7 @@ def build_backend(cfg):
         ValueError: an unknown engine (the message lists the registered ones).
         RuntimeError: ``verl_ray`` without the GPUs its resource pools need (before any worker starts).
     """
-    if cfg.engine not in ENGINES:
-        raise ValueError(f"engine {cfg.engine!r} is not available; choose one of {sorted(ENGINES)}")
-    return load_object(ENGINES[cfg.engine])(cfg)
+    return load_object(ENGINES.lookup(cfg.engine))(cfg)
 
 
 register_engine("local", "genenv.trainer.engines.local:build_local_backend")

@@ -20,36 +20,19 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import torch
 
+from genenv.envs.registry import Registry
+
 if TYPE_CHECKING:
     from genenv.trainer.updates.update import Sample
 
 Estimator = Callable[[Sequence["Sample"]], tuple[list["Sample"], list[float], dict[str, Any]]]
-ADVANTAGES: dict[str, Estimator] = {}
-
-
-def register_advantage(name: str) -> Callable[[Estimator], Estimator]:
-    """Decorator: register an advantage estimator under ``name``.
-
-    Raises:
-        ValueError: the name is taken by another function.
-    """
-
-    def decorate(fn: Estimator) -> Estimator:
-        """Record ``fn`` under ``name`` and return it unchanged."""
-        if ADVANTAGES.get(name, fn) is not fn:
-            raise ValueError(f"advantage estimator {name!r} already registered")
-        ADVANTAGES[name] = fn
-        return fn
-
-    return decorate
+ADVANTAGES = Registry("advantage estimator")  # update mode → estimator
+register_advantage = ADVANTAGES.register  # decorator: ``@register_advantage("name")``
 
 
 def get_advantage(name: str) -> Estimator:
     """The estimator registered as ``name``; raises ``ValueError`` listing the names."""
-    try:
-        return ADVANTAGES[name]
-    except KeyError:
-        raise ValueError(f"unknown update mode {name!r}; choose one of {sorted(ADVANTAGES)}") from None
+    return ADVANTAGES.lookup(name)
 
 
 def informative_groups(rewards: Sequence[float], uids: Sequence[str]) -> tuple[list[int], int, int]:
