@@ -24,7 +24,7 @@ forgiving reading above. Each env documents its official reading (``TaskEnv.pars
 
 Every failure raises :class:`ActionParseError` with a human-readable reason; environments turn that into
 reward 0 and ``info["error"]``. Nothing in here raises anything else, whatever the input (fuzz-tested:
-``python -m genenv.eval.bench_fuzz``). Bounds: text length :data:`MAX_ACTION_CHARS`, numeric literals
+``python scripts/bench_fuzz.py``). Bounds: text length :data:`MAX_ACTION_CHARS`, numeric literals
 :data:`MAX_NUMBER_CHARS` characters, nesting :data:`MAX_NESTING` levels (:func:`loads_json`,
 :func:`literal_eval`, :func:`check_value`: use them, not ``json.loads`` / ``ast.literal_eval``, on model text).
 """

@@ -126,3 +126,12 @@ def test_the_readme_is_short_and_speaks_of_the_project_only():
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if made.search(line)]
     assert not hits, hits
+
+
+def test_no_library_module_is_a_measurement_script():
+    """Timing and measurement scripts live in ``scripts/``, outside the installed packages: no module named
+    ``bench_*`` under the top-level package folders."""
+    packages = ["envs", "rewards", "benchmarks", "trainer", "eval", "configs"]
+    found = [str(p.relative_to(ROOT)) for name in packages for p in (ROOT / name).rglob("bench_*.py")]
+    assert not found, found
+    assert len(list((ROOT / "scripts").glob("bench_*.py"))) >= 8

@@ -116,7 +116,7 @@ def test_endpoint_evaluation_on_a_real_server(llama_server, data_dir):
 def test_greedy_endpoint_agrees_with_the_local_policy(llama_server, data_dir, smollm2_dir):
     """The same greedy prompts through llama.cpp (Q4_1 weights) and transformers (their float32 de-quantised
     copy): numerics differ, so texts may part after a few tokens; most must start alike."""
-    from genenv.eval.bench_endpoint import agreement
+    from bench_endpoint import agreement
 
     kwargs = dict(data_dir=data_dir, limit=12, progress=False, max_new_tokens=24)
     remote = evaluate(make_policy(llama_server.spec), ["bamboogle"], **kwargs)

@@ -151,7 +151,7 @@ def test_samples_of_a_prompt_share_one_prefill_and_are_the_same_samples(tiny_mod
 
 
 def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_model_dir):
-    from genenv.trainer.bench_rollout import measure, table
+    from bench_rollout import measure, table
     from genenv.trainer.rollout.policies import TransformersPolicy
 
     row = measure("twx", TransformersPolicy(str(tiny_model_dir), dtype="float32"),

@@ -1,4 +1,4 @@
-"""A fast slice of the fuzz benchmark (``python -m genenv.eval.bench_fuzz``): random and adversarial texts
+"""A fast slice of the fuzz benchmark (``python scripts/bench_fuzz.py``): random and adversarial texts
 (huge integer literals, deep nesting, oversized text, mutated gold texts) through every registered env's step
 and every benchmark spec's ``parse_generated``; none may raise (issue 20)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from genenv.benchmarks.registry import BENCHMARKS
 from genenv.envs import ENVS
-from genenv.eval.bench_fuzz import fuzz_env, fuzz_generation, fuzz_texts
+from bench_fuzz import fuzz_env, fuzz_generation, fuzz_texts
 
 from conftest import DATA_DIR
 

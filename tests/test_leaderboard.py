@@ -112,7 +112,7 @@ class _AnswerLinePolicy:
 def test_both_readings_side_by_side_from_one_generation(tmp_path, capsys):
     """bench_parsing reads one set of outputs twice: `Answer: <gold>` is right under lenient, no answer under the
     official (Search-R1) reading; a lenient evaluation says so in every label."""
-    from genenv.eval.bench_parsing import compare, table
+    from bench_parsing import compare, table
 
     policy = _AnswerLinePolicy()
     official, lenient = compare(policy, "bamboogle", limit=5, progress=False)

@@ -1,6 +1,6 @@
 """Benchmark (not a test): random and adversarial model text through every env and every generation parser.
 
-    python -m genenv.eval.bench_fuzz [--texts 10000] [--seed 0] [--tasks 4] [--data-dir DIR] [--only NAME ...]
+    python scripts/bench_fuzz.py [--texts 10000] [--seed 0] [--tasks 4] [--data-dir DIR] [--only NAME ...]
 
 Every registered env (:data:`genenv.envs.ENVS`) is made on the first ``--tasks`` tasks of its first split and
 wrapped in :class:`~genenv.envs.wrappers.TextActionWrapper`; each text is one ``step`` after a ``reset`` (an

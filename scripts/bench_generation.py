@@ -1,7 +1,7 @@
 """Benchmark (not a test): how many of the environment policy's generations become tasks, constrained vs free
 sampling, grounded vs format-only validation, and what each admitted task costs.
 
-    python -m genenv.trainer.bench_generation [--benchmarks bfcl,bamboogle,...] [--prompts 8] [--n 4]
+    python scripts/bench_generation.py [--benchmarks bfcl,bamboogle,...] [--prompts 8] [--n 4]
         [--policy smollm2] [--out runs/bench_generation]
 
 For each benchmark it builds ``--prompts`` generation prompts exactly as the trainer does

@@ -1,7 +1,7 @@
 """Benchmark (not a test): the cost of an ALFWorld rollout through our env against raw TextWorld on the same
 games, and episode throughput with env worker processes.
 
-    python -m genenv.eval.bench_alfworld [--games 20] [--split valid_unseen] [--workers 0,1,2] [--data-dir DIR]
+    python scripts/bench_alfworld.py [--games 20] [--split valid_unseen] [--workers 0,1,2] [--data-dir DIR]
 
 1. **Raw TextWorld**, as ALFWorld plays its text games: ``textworld.start(game, EnvInfos(won, admissible_commands),
    wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])``, ``reset()``, then the expert walkthrough with

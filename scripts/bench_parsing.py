@@ -2,8 +2,8 @@
 
 Usage::
 
-    python -m genenv.eval.bench_parsing --benchmarks bamboogle --policy smollm2
-    python -m genenv.eval.bench_parsing --benchmarks alfworld --policy smollm2 --max-new-tokens 16 \\
+    python scripts/bench_parsing.py --benchmarks bamboogle --policy smollm2
+    python scripts/bench_parsing.py --benchmarks alfworld --policy smollm2 --max-new-tokens 16 \\
         --option alfworld.splits=valid_unseen --option alfworld.protocol=single_step [--out DIR]
 
 Where every episode is one turn (single-step benchmarks, ALFWorld's single-step protocol) the policy generates

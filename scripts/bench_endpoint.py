@@ -1,9 +1,9 @@
 """Throughput of the endpoint policy against a real server, beside the local transformers policy, on the same
 benchmark slices (a benchmark script that prints figures, not a test).
 
-    python -m genenv.eval.bench_endpoint --server --benchmarks bfcl,bamboogle --option bfcl.category=simple_python \\
+    python scripts/bench_endpoint.py --server --benchmarks bfcl,bamboogle --option bfcl.category=simple_python \\
         --limit 40 --levels 1,4,16
-    python -m genenv.eval.bench_endpoint --url openai:http://127.0.0.1:8000/v1#Qwen2.5-7B-Instruct --policy hf:PATH
+    python scripts/bench_endpoint.py --url openai:http://127.0.0.1:8000/v1#Qwen2.5-7B-Instruct --policy hf:PATH
 
 ``--server`` starts llama.cpp's server on the embedded GGUF (:class:`~genenv.eval.serve.LlamaServer`); ``--url``
 names a running endpoint instead. ``--policy`` is the local reference (default ``smollm2``; ``none`` skips it).

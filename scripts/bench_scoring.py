@@ -1,6 +1,6 @@
 """Benchmark (not a test): our BFCL scoring throughput against calling bfcl-eval's checker directly.
 
-    python -m genenv.eval.bench_scoring [--repeats 3] [--data-dir DIR]
+    python scripts/bench_scoring.py [--repeats 3] [--data-dir DIR]
 
 For every AST category it scores the gold answers twice: (a) ours, from raw model text
 (``<tool_call>`` JSON) through :class:`~genenv.envs.wrappers.TextActionWrapper` → parser → env step →

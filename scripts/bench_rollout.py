@@ -1,7 +1,7 @@
 """Where a training rollout's time goes: tokens/s through the episode loop against the engine alone, and the share
 of wall time in env steps and rewards (a benchmark script that prints figures, not a test).
 
-    python -m genenv.trainer.bench_rollout --benchmarks bfcl,bamboogle,twx,alfworld
+    python scripts/bench_rollout.py --benchmarks bfcl,bamboogle,twx,alfworld
 
 Per benchmark: its default training rollout as ``genenv-train benchmark=<name>`` configures it (the composed
 config's ``agent.batch_tasks`` tasks of the seed pool x ``agent.n`` episodes at ``agent.temperature``,

@@ -1,8 +1,8 @@
 """What a checkpoint costs: bytes and seconds of one co-evolution checkpoint of both policies, written in full and
 with an unchanged role's files shared (a benchmark script that prints figures, not a test).
 
-    python -m genenv.trainer.bench_checkpoint                      # the CPU profile's policies (SmolLM2-135M)
-    python -m genenv.trainer.bench_checkpoint agent.policy.lora_r=16 env_policy.policy.lora_r=16
+    python scripts/bench_checkpoint.py                      # the CPU profile's policies (SmolLM2-135M)
+    python scripts/bench_checkpoint.py agent.policy.lora_r=16 env_policy.policy.lora_r=16
 
 It builds the local engine as ``genenv-train`` configures it (``overrides`` as on its command line), gives each
 role AdamW moments with one update on two short samples, then times
