@@ -3,7 +3,7 @@
 packaging. All other metadata is in ``pyproject.toml``."""
 from setuptools import find_packages, setup
 
-FOLDERS = ("envs", "benchmarks", "trainer", "rewards", "eval", "configs")
+FOLDERS = ("envs", "benchmarks", "runtime", "trainer", "rewards", "eval", "configs")
 
 setup(
     packages=[f"genenv.{name}" for name in find_packages(include=[p for f in FOLDERS for p in (f, f + ".*")])],

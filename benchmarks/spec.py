@@ -193,7 +193,7 @@ class BenchmarkSpec(abc.ABC):
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
         """The JSON Schema of one generation (the format :meth:`as_generation` writes, properties in its order),
-        for structured decoding (:mod:`genenv.trainer.rollout.grammar`); ``seeds`` are the prompt's
+        for structured decoding (:mod:`genenv.runtime.grammar`); ``seeds`` are the prompt's
         demonstrations (a spec may narrow the schema to their context, e.g. ALFWorld's scene). ``None`` (the
         default): the environment policy samples freely."""
         return None

@@ -1,6 +1,6 @@
 """Playing many episodes at once: in this process, or spread over worker processes.
 
-The lock-step episode loop (:func:`genenv.trainer.rollout.episodes.play_episodes`) opens one episode per (task,
+The lock-step episode loop (:func:`genenv.runtime.episodes.play_episodes`) opens one episode per (task,
 rollout) and, every round, steps all unfinished episodes with the texts the policy generated. :class:`LocalEpisodes`
 does that in this process (one env instance per episode). :class:`ProcessEpisodes` does it in ``workers`` worker
 processes (``multiprocessing`` with the ``spawn`` start method, like ``gymnasium.vector.AsyncVectorEnv``): the

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from genenv.benchmarks.registry import get_benchmark, paper_benchmarks
 from genenv.envs.data import is_packaged, resolve_data_dir
 from genenv.envs.parsing import PARSING_MODES
-from genenv.trainer.rollout.evaluation import evaluate
+from genenv.runtime.evaluation import evaluate
 
 
 def parse_options(items: Sequence[str], base: dict[str, dict[str, Any]] | None = None
@@ -109,8 +109,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def policy_from_args(args: argparse.Namespace):
     """The policy that :func:`add_eval_arguments`' options name
-    (:func:`~genenv.trainer.rollout.policies.make_policy`)."""
-    from genenv.trainer.rollout.policies import make_policy
+    (:func:`~genenv.runtime.policies.make_policy`)."""
+    from genenv.runtime.policies import make_policy
 
     return make_policy(args.policy, dtype=args.dtype, device=args.device, batch_size=args.batch_size,
                        concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries)
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def open_results(out: Path, settings: dict[str, Any], require: bool = False):
-    """The :class:`~genenv.trainer.rollout.evaluation.ResultLog` of results folder ``out`` (``tasks.jsonl``),
+    """The :class:`~genenv.runtime.evaluation.ResultLog` of results folder ``out`` (``tasks.jsonl``),
     with ``settings`` written to ``out/eval.json``; an existing folder is resumed when its ``eval.json`` holds the
     same ``settings``.
 
@@ -175,7 +175,7 @@ def open_results(out: Path, settings: dict[str, Any], require: bool = False):
     """
     import json
 
-    from genenv.trainer.rollout.evaluation import ResultLog
+    from genenv.runtime.evaluation import ResultLog
 
     saved_path = Path(out) / "eval.json"
     if saved_path.is_file():

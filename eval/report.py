@@ -21,7 +21,7 @@ from genenv.benchmarks.registry import get_benchmark, paper_benchmarks
 from genenv.benchmarks.spec import Metric
 from genenv.envs.data import data_label, write_jsonl
 from genenv.eval.baselines import load_baselines
-from genenv.trainer.rollout.evaluation import LENIENT_LABEL
+from genenv.runtime.evaluation import LENIENT_LABEL
 
 
 def paper_result(spec, metrics: list[Metric], headline: Metric) -> Metric | str:

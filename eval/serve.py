@@ -63,7 +63,7 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         """The server's command line."""
-        from genenv.trainer.rollout.models import smollm2_gguf_path
+        from genenv.runtime.models import smollm2_gguf_path
 
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf_path()),
                 "--model_alias", SERVED_NAME, "--chat_format", "chatml", "--n_threads", str(self.threads),

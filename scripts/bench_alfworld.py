@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=None)
     args = p.parse_args(argv)
     from genenv.benchmarks.alfworld.env import load_alfworld_tasks
-    from genenv.trainer.rollout.policies import OraclePolicy
-    from genenv.trainer.rollout.episodes import play_episodes
+    from genenv.runtime.policies import OraclePolicy
+    from genenv.runtime.episodes import play_episodes
 
     tasks = load_alfworld_tasks(args.split, data_dir=args.data_dir)[:args.games]
     n_steps = sum(len(t.gold) for t in tasks)

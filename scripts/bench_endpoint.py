@@ -7,7 +7,7 @@ benchmark slices (a benchmark script that prints figures, not a test).
 
 ``--server`` starts llama.cpp's server on the embedded GGUF (:class:`~genenv.eval.serve.LlamaServer`); ``--url``
 names a running endpoint instead. ``--policy`` is the local reference (default ``smollm2``; ``none`` skips it).
-For each concurrency level the same greedy evaluation runs through :func:`~genenv.trainer.rollout.evaluation.evaluate`;
+For each concurrency level the same greedy evaluation runs through :func:`~genenv.runtime.evaluation.evaluate`;
 the table gives tasks/s per unit and the score, and how often the endpoint's greedy text equals the local
 policy's (exactly, and in its first word) — the two differ in numerics (llama.cpp computes with the Q4_1 weights,
 transformers with their de-quantised float32 copy). ``--out DIR`` writes ``bench_endpoint.json``.
@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from genenv.envs.data import resolve_data_dir, write_json
 from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
-from genenv.trainer.rollout.evaluation import EvalResult, evaluate
+from genenv.runtime.evaluation import EvalResult, evaluate
 
 
 def agreement(reference: EvalResult, other: EvalResult) -> dict[str, float]:
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from contextlib import nullcontext
 
     from genenv.eval.serve import LlamaServer
-    from genenv.trainer.rollout.policies import make_policy
+    from genenv.runtime.policies import make_policy
 
     root = resolve_data_dir(args.data_dir)
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]

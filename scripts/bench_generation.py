@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="runs/bench_generation")
     args = p.parse_args(argv)
-    from genenv.trainer.rollout.policies import make_policy
+    from genenv.runtime.policies import make_policy
 
     policy = make_policy(args.policy)
     out_dir = Path(args.out)

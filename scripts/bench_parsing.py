@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 from genenv.envs.data import resolve_data_dir, write_json, write_jsonl
 from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
-from genenv.trainer.rollout.evaluation import EvalResult, evaluate
-from genenv.trainer.rollout.policies import Generation, Prompt
+from genenv.runtime.evaluation import EvalResult, evaluate
+from genenv.runtime.policies import Generation, Prompt
 
 
 class ReplayPolicy:

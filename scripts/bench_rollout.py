@@ -6,13 +6,13 @@ of wall time in env steps and rewards (a benchmark script that prints figures, n
 Per benchmark: its default training rollout as ``genenv-train benchmark=<name>`` configures it (the composed
 config's ``agent.batch_tasks`` tasks of the seed pool x ``agent.n`` episodes at ``agent.temperature``,
 ``agent.max_new_tokens`` per turn, the response budget and the run's env options), through
-:func:`~genenv.trainer.rollout.episodes.play_episodes` with the local policy, as the trainer's rollout runs it. ``engine`` seconds are the policy's ``generate`` calls inside the loop
+:func:`~genenv.runtime.episodes.play_episodes` with the local policy, as the trainer's rollout runs it. ``engine`` seconds are the policy's ``generate`` calls inside the loop
 (the same calls on the same token streams), ``env`` seconds the env resets and steps (parsing, execution and the
 reward), ``other`` the rest (prompt building, chat-template encoding, bookkeeping). Goals of the rollout-speed
 issue: loop tokens/s ≥ 0.9 x engine tokens/s, env ≤ 5 % of the wall time. ``prompt tokens reused``: the share of
-prompt tokens whose KV states came from an earlier turn (:mod:`~genenv.trainer.rollout.prefix_cache`) instead of a
+prompt tokens whose KV states came from an earlier turn (:mod:`~genenv.runtime.prefix_cache`) instead of a
 new prefill. ``--before-reuse`` runs the engine as it was before that reuse and the CPU decoding attention
-(:mod:`~genenv.trainer.rollout.attention`), for before/after tables. ``--out DIR`` writes ``bench_rollout.json``.
+(:mod:`~genenv.runtime.attention`), for before/after tables. ``--out DIR`` writes ``bench_rollout.json``.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]
     ``reused_prompt_share`` (0-1: prompt tokens whose KV states came from earlier calls; 0 without a prefix
     cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds and the loop's and the engine's tokens/s."""
     from genenv.trainer.cli import compose_config
-    from genenv.trainer.rollout.episodes import play_episodes
-    from genenv.trainer.rollout.policies import OraclePolicy
+    from genenv.runtime.episodes import play_episodes
+    from genenv.runtime.policies import OraclePolicy
     from genenv.trainer.settings import env_kwargs, response_budget
 
     cfg = compose_config([f"benchmark={bench}", *overrides])
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from genenv.trainer.rollout.policies import TransformersPolicy
+    from genenv.runtime.policies import TransformersPolicy
 
     torch.manual_seed(0)
     before = {"prefix_cache_tokens": 0, "decode_attention": False} if args.before_reuse else {}

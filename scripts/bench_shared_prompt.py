@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     """Command line (see the module docstring)."""
     from transformers import AutoModelForCausalLM
 
-    from genenv.trainer.rollout.models import resolve_model_path
+    from genenv.runtime.models import resolve_model_path
     from genenv.trainer.updates import Sample, policy_update
     from genenv.trainer.updates import batch as batch_module
 

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     from genenv.rewards.env_reward import difficulty_filter
     from genenv.trainer.cli import compose_config
     from genenv.trainer.engines import build_backend
-    from genenv.trainer.rollout.episodes import play_episodes
+    from genenv.runtime.episodes import play_episodes
     from genenv.trainer.settings import env_kwargs, response_budget
 
     cfg = compose_config(["benchmark=twx", *args.overrides])

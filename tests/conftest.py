@@ -31,7 +31,7 @@ def data_dir() -> Path | None:
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """The embedded SmolLM2-135M-Instruct as a Hugging Face folder (converted from the GGUF once, cached)."""
-    from genenv.trainer.rollout.models import resolve_model_path
+    from genenv.runtime.models import resolve_model_path
 
     return resolve_model_path("smollm2")
 

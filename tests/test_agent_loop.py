@@ -17,9 +17,9 @@ from genenv.benchmarks.bfcl.env import load_bfcl_tasks
 from genenv.envs.registry import ENVS, EnvEntry
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import task_extra_info
-from genenv.trainer.rollout.agent_loop import (LocalGenerateClient, agent_loop_config, make_agent_loop,
+from genenv.runtime.agent_loop import (LocalGenerateClient, agent_loop_config, make_agent_loop,
                                                rollout_agent_loop)
-from genenv.trainer.rollout.policies import TransformersPolicy
+from genenv.runtime.policies import TransformersPolicy
 
 
 class ScriptedClient:
@@ -104,7 +104,7 @@ def tokenizer(smollm2_dir):
     """SmolLM2's tokenizer as the agent loop gets it (pad token, stop tokens)."""
     from transformers import AutoTokenizer
 
-    from genenv.trainer.rollout.models import prepare_tokenizer
+    from genenv.runtime.models import prepare_tokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     prepare_tokenizer(tok)

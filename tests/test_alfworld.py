@@ -19,8 +19,8 @@ from genenv.benchmarks.alfworld.goals import goal_pddl, goal_sentence, scene_inv
 from genenv.envs.workers import LocalEpisodes, ProcessEpisodes
 from genenv.envs.text_games import admissible_commands
 from genenv.envs.wrappers import make_text_env
-from genenv.trainer.rollout.episodes import play_episodes
-from genenv.trainer.rollout.policies import OraclePolicy
+from genenv.runtime.episodes import play_episodes
+from genenv.runtime.policies import OraclePolicy
 
 from conftest import DATA_DIR
 
@@ -282,7 +282,7 @@ def test_oracle_wins_every_validation_game(split):
 
 def test_random_admissible_policy_only_plays_listed_commands():
     from genenv.envs.text_games import admissible_commands
-    from genenv.trainer.rollout.policies import make_policy
+    from genenv.runtime.policies import make_policy
 
     tasks = one_per_type("valid_unseen")[:3]
     policy = make_policy("random:7")

@@ -21,6 +21,18 @@ def test_import_contracts_are_kept():
     assert "0 broken" in out.stdout
 
 
+def test_the_trainer_and_the_leaderboard_both_stand_on_the_runtime():
+    """The layers contract puts ``genenv.runtime`` directly under the trainer and the leaderboard (independent of
+    each other), so the runtime imports neither; and both really use it."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    assert layers[:2] == ["genenv.eval | genenv.trainer", "genenv.runtime"]
+    for folder in ("trainer", "eval"):
+        assert any("from genenv.runtime" in p.read_text() for p in (ROOT / folder).rglob("*.py")), folder
+
+
 def test_every_benchmark_folder_registers_itself_and_owns_its_env_and_spec():
     from genenv.benchmarks.registry import BENCHMARKS
     from genenv.envs.registry import ENVS, load_plugins

@@ -20,8 +20,8 @@ from genenv.benchmarks.bfcl.multi_turn_env import (
     BFCLMultiTurnEnv,
     load_multi_turn_tasks,
 )
-from genenv.trainer.rollout.policies import OraclePolicy
-from genenv.trainer.rollout.episodes import play_episodes
+from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.episodes import play_episodes
 
 from conftest import DATA_DIR, FULL_DATA
 

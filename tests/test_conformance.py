@@ -26,8 +26,8 @@ from genenv.benchmarks.spec import Rejection
 from genenv.envs import ENVS, InvalidAction, Task, TextActionWrapper
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.verl_rows import read_verl_parquet, to_verl_row, write_verl_parquet
-from genenv.trainer.rollout.policies import OraclePolicy
-from genenv.trainer.rollout.episodes import play_episodes
+from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.episodes import play_episodes
 
 from conftest import DATA_DIR
 
@@ -76,7 +76,7 @@ def malformed_actions(seed: int = 0) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def tokenizer(smollm2_dir):
-    from genenv.trainer.rollout.models import prepare_tokenizer
+    from genenv.runtime.models import prepare_tokenizer
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
@@ -217,7 +217,7 @@ class ScriptedClient:
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_agent_loop_plays_gold_episodes(name, tokenizer):
-    from genenv.trainer.rollout.agent_loop import rollout_agent_loop
+    from genenv.runtime.agent_loop import rollout_agent_loop
 
     tasks = sample_tasks(name, 2)
     assert len({t.prompt for t in tasks}) == len(tasks)

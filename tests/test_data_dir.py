@@ -18,9 +18,9 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.travelplanner.data import SAMPLE as TRAVELPLANNER_SAMPLE
 from genenv.benchmarks.travelplanner.data import load_travelplanner_tasks
 from genenv.trainer.cli import compose_config
-from genenv.trainer.rollout.episodes import play_episodes
-from genenv.trainer.rollout.evaluation import evaluate
-from genenv.trainer.rollout.policies import OraclePolicy
+from genenv.runtime.episodes import play_episodes
+from genenv.runtime.evaluation import evaluate
+from genenv.runtime.policies import OraclePolicy
 from genenv.trainer.settings import env_kwargs
 
 SUFFIX = " Planted"

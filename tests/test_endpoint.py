@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from genenv.eval.serve import LlamaServer, free_port
-from genenv.trainer.rollout.evaluation import evaluate
-from genenv.trainer.rollout.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy
+from genenv.runtime.evaluation import evaluate
+from genenv.runtime.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy
 
 
 @pytest.fixture(scope="module")

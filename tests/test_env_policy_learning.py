@@ -20,7 +20,7 @@ from genenv.trainer.experiment import run_experiment
 from genenv.trainer.experiment_report import read_rows
 from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.loop import CoEvolutionTrainer
-from genenv.trainer.rollout.policies import Generation
+from genenv.runtime.policies import Generation
 
 
 def _record(k: int, admitted: bool) -> GenerationRecord:

@@ -10,10 +10,10 @@ from verl.workers.rollout.replica import TokenOutput
 
 from genenv.envs import ENVS
 from genenv.envs.wrappers import make_text_env
-from genenv.trainer.rollout.agent_loop import rollout_agent_loop
-from genenv.trainer.rollout.episodes import BUDGET_EXHAUSTED, Trajectory, Turn, play_episodes
-from genenv.trainer.rollout.models import chat_prompt_ids
-from genenv.trainer.rollout.policies import Generation, Prompt
+from genenv.runtime.agent_loop import rollout_agent_loop
+from genenv.runtime.episodes import BUDGET_EXHAUSTED, Trajectory, Turn, play_episodes
+from genenv.runtime.models import chat_prompt_ids
+from genenv.runtime.policies import Generation, Prompt
 
 from conftest import DATA_DIR
 from test_conformance import ScriptedClient, sample_tasks
@@ -55,7 +55,7 @@ class CappedClient(ScriptedClient):
 def tokenizer(smollm2_dir):
     from transformers import AutoTokenizer
 
-    from genenv.trainer.rollout.models import prepare_tokenizer
+    from genenv.runtime.models import prepare_tokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     prepare_tokenizer(tok)
@@ -135,7 +135,7 @@ def test_samples_of_a_prompt_share_one_prefill_and_are_the_same_samples(tiny_mod
     tokens that transformers' ``num_return_sequences`` (a prefill per copy) draws."""
     import torch
 
-    from genenv.trainer.rollout.policies import TransformersPolicy
+    from genenv.runtime.policies import TransformersPolicy
 
     policy = TransformersPolicy(str(tiny_model_dir), dtype="float32")
     prompts = [Prompt([{"role": "user", "content": "Name a colour."}]),
@@ -152,7 +152,7 @@ def test_samples_of_a_prompt_share_one_prefill_and_are_the_same_samples(tiny_mod
 
 def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_model_dir):
     from bench_rollout import measure, table
-    from genenv.trainer.rollout.policies import TransformersPolicy
+    from genenv.runtime.policies import TransformersPolicy
 
     row = measure("twx", TransformersPolicy(str(tiny_model_dir), dtype="float32"),
                   ["agent.batch_tasks=1", "agent.n=2", "agent.max_new_tokens=4"])

@@ -16,7 +16,7 @@ from genenv.trainer.cli import compose_config
 from genenv.trainer.experiment import ARMS, arm_config
 from genenv.trainer.experiment_report import area_under, read_rows, reach_static, seed_curve, write_report
 from genenv.trainer.loop import CoEvolutionTrainer
-from genenv.trainer.rollout.policies import Generation
+from genenv.runtime.policies import Generation
 from genenv.trainer.task_pool import TaskPool
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from genenv.eval.envs_cli import main as envs_main
 from genenv.eval.leaderboard import main as eval_main
-from genenv.trainer.rollout.evaluation import evaluate
-from genenv.trainer.rollout.policies import Generation, OraclePolicy, TransformersPolicy
+from genenv.runtime.evaluation import evaluate
+from genenv.runtime.policies import Generation, OraclePolicy, TransformersPolicy
 
 
 def test_oracle_leaderboard_writes_results_and_prints_the_paper_rows(tmp_path, capsys):
@@ -103,7 +103,7 @@ class _AnswerLinePolicy:
 
     def generate(self, prompts, n=1, temperature=0.0, max_new_tokens=256):
         from genenv.rewards.text import first_alias
-        from genenv.trainer.rollout.policies import Generation
+        from genenv.runtime.policies import Generation
 
         self.prompts += len(prompts)
         return [[Generation(f"Answer: {first_alias(p.task.gold)}")] * n for p in prompts]
@@ -132,7 +132,7 @@ def test_a_training_runs_agent_is_evaluated_from_its_checkpoint(tmp_path, tiny_m
 
     from genenv.trainer.cli import compose_config
     from genenv.trainer.loop import CoEvolutionTrainer
-    from genenv.trainer.rollout.policies import make_policy
+    from genenv.runtime.policies import make_policy
 
     run = tmp_path / "run"
     trainer = CoEvolutionTrainer(compose_config([

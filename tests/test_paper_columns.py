@@ -8,8 +8,8 @@ import json
 from genenv.eval.leaderboard import expand_benchmarks, parse_options
 from genenv.eval.leaderboard import main as eval_main
 from genenv.eval.report import leaderboard_markdown
-from genenv.trainer.rollout.evaluation import evaluate
-from genenv.trainer.rollout.policies import OraclePolicy
+from genenv.runtime.evaluation import evaluate
+from genenv.runtime.policies import OraclePolicy
 
 BAMBOOGLE_REASON = "n/a offline: needs a live Google search tool and a GPT-4o judge (see below)"
 

@@ -1,4 +1,4 @@
-"""KV-cache reuse across turns (``trainer/rollout/prefix_cache.py``): the store's lookup, eviction and invalidation,
+"""KV-cache reuse across turns (``runtime/prefix_cache.py``): the store's lookup, eviction and invalidation,
 and generation from reused prefixes giving the tokens a fresh prefill gives, in batches that mix reused lengths and in
 real multi-step episodes."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.trainer.rollout.episodes import play_episodes
-from genenv.trainer.rollout.policies import Prompt, TransformersPolicy
-from genenv.trainer.rollout.prefix_cache import PrefixCache
+from genenv.runtime.episodes import play_episodes
+from genenv.runtime.policies import Prompt, TransformersPolicy
+from genenv.runtime.prefix_cache import PrefixCache
 
 from conftest import DATA_DIR
 
@@ -137,7 +137,7 @@ def test_decode_attention_is_sdpa_attention_on_grouped_heads_and_padding():
     float32, a grouped-query model (4 query heads over 2 KV heads), a left-padded batch."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from genenv.trainer.rollout.attention import NAME, use_decode_attention
+    from genenv.runtime.attention import NAME, use_decode_attention
 
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -163,7 +163,7 @@ def test_sliding_window_models_are_not_stored():
     generate call on such a model leaves the store empty (every prompt is then prefilled in full)."""
     from transformers import DynamicCache, MistralConfig, MistralForCausalLM
 
-    from genenv.trainer.rollout.prefix_cache import sliding
+    from genenv.runtime.prefix_cache import sliding
 
     cfg = MistralConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, sliding_window=4)

@@ -181,8 +181,8 @@ def test_a_third_party_plugin_adds_a_benchmark_and_a_broken_one_is_recorded(tmp_
     assert "echo" in registry.ENVS and "echo_bench.env" not in sys.modules  # registered, not yet imported
     env = gym.make("genenv/Echo-v0")
     from genenv.envs.wrappers import make_text_env
-    from genenv.trainer.rollout.episodes import play_episodes
-    from genenv.trainer.rollout.policies import OraclePolicy
+    from genenv.runtime.episodes import play_episodes
+    from genenv.runtime.policies import OraclePolicy
 
     tasks = env.unwrapped.tasks
     assert [t.reward for t in play_episodes(tasks, OraclePolicy())] == [1.0, 1.0]

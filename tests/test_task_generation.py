@@ -30,8 +30,8 @@ def _seeds(name: str) -> tuple:
 def grammars(smollm2_dir):
     from transformers import AutoTokenizer
 
-    from genenv.trainer.rollout.grammar import SchemaGrammars
-    from genenv.trainer.rollout.models import prepare_tokenizer
+    from genenv.runtime.grammar import SchemaGrammars
+    from genenv.runtime.models import prepare_tokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     prepare_tokenizer(tok)
@@ -88,7 +88,7 @@ def test_enumerated_fields_only_take_the_scene_or_database_values(grammars):
 def test_constrained_sampling_writes_only_grammatical_objects(tiny_model_dir):
     """A random tiny model: free sampling writes noise; under the TWX schema every sample is a complete object the
     grammar admits (the schema's fields are enums and bounded integers, so objects close within the budget)."""
-    from genenv.trainer.rollout.policies import Prompt, TransformersPolicy
+    from genenv.runtime.policies import Prompt, TransformersPolicy
 
     spec, tasks = _seeds("twx")
     policy = TransformersPolicy(str(tiny_model_dir), dtype="float32", batch_size=8)
@@ -110,7 +110,7 @@ def test_verl_policy_sends_the_schema_as_vllm_structured_outputs(monkeypatch):
     import types
 
     from genenv.trainer.engines.verl_ray.policy import VerlPolicy
-    from genenv.trainer.rollout.policies import Prompt
+    from genenv.runtime.policies import Prompt
 
     class StructuredOutputsParams:  # vLLM's class, as veRL's server receives it
         def __init__(self, json=None):

@@ -38,8 +38,8 @@ from genenv.benchmarks.travelplanner.checker import (
     evaluate_plan,
     plan_reward,
 )
-from genenv.trainer.rollout.policies import OraclePolicy
-from genenv.trainer.rollout.episodes import play_episodes
+from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.episodes import play_episodes
 
 from conftest import DATA_DIR, FULL_DATA
 

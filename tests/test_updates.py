@@ -8,7 +8,7 @@ from genenv.envs.task import Task
 from genenv.trainer.engines.local import LocalBackend, RoleConfig
 from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.generation import GenerationRecord
-from genenv.trainer.rollout.policies import Generation
+from genenv.runtime.policies import Generation
 from genenv.trainer.updates import Sample
 from genenv.trainer.updates.advantages import rwr_weights
 from genenv.trainer.updates.batch import build_batch, response_logprobs

@@ -71,7 +71,7 @@ def tokenizer(agent_rcfg):
     """The tokenizer veRL's workers load (``HFModelConfig`` of the agent's model: the real SmolLM2 folder)."""
     from verl.utils.config import omega_conf_to_dataclass
 
-    from genenv.trainer.rollout.models import prepare_tokenizer
+    from genenv.runtime.models import prepare_tokenizer
 
     tok = omega_conf_to_dataclass(agent_rcfg.actor_rollout_ref.model).tokenizer
     prepare_tokenizer(tok)
@@ -411,8 +411,8 @@ def test_verls_agent_loop_worker_plays_gold_episodes_of_every_env(paper_cfg, tok
 def test_verls_agent_loop_worker_with_a_cpu_model(paper_cfg, tiny_model_dir, tmp_path):
     from genenv.trainer.engines.verl_ray.workers import GymAgentLoopWorker
 
-    from genenv.trainer.rollout.agent_loop import LocalGenerateClient
-    from genenv.trainer.rollout.policies import TransformersPolicy
+    from genenv.runtime.agent_loop import LocalGenerateClient
+    from genenv.runtime.policies import TransformersPolicy
 
     policy = TransformersPolicy(str(tiny_model_dir), batch_size=8)
     config = _worker_config(max_new_tokens=6)
@@ -445,7 +445,7 @@ def test_env_policy_samples_as_verls_agent_loop_worker_does(tokenizer, tmp_path)
     values veRL's ``AgentLoopWorker`` sends the agent's rollouts, from the same veRL keys; veRL's defaults are
     plain temperature sampling, as the local engine samples (``TransformersPolicy``: ``top_p=1.0, top_k=0``)."""
     from genenv.trainer.engines.verl_ray.workers import GymAgentLoopWorker
-    from genenv.trainer.rollout.policies import Prompt
+    from genenv.runtime.policies import Prompt
 
     tasks = sample_tasks("bamboogle", 1)
     top = [f"+verl_ray.common.actor_rollout_ref.rollout.{key}" for key in ("top_p=0.9", "top_k=20")]
@@ -635,8 +635,8 @@ def test_update_batch_under_verls_ppo_loss_gives_the_local_loss(tiny_model_dir):
 
 
 def test_verl_policy_generates_through_a_generate_client(tiny_model_dir):
-    from genenv.trainer.rollout.agent_loop import LocalGenerateClient
-    from genenv.trainer.rollout.policies import Prompt, TransformersPolicy
+    from genenv.runtime.agent_loop import LocalGenerateClient
+    from genenv.runtime.policies import Prompt, TransformersPolicy
 
     local = TransformersPolicy(str(tiny_model_dir), batch_size=8)
     policy = VerlPolicy("tiny:agent", LocalGenerateClient(local), local.tokenizer)
@@ -660,7 +660,7 @@ def test_training_engine_works_only_while_the_replicas_sleep(tokenizer, tmp_path
     from verl.utils import tensordict_utils as tu
 
     from genenv.trainer.engines.verl_ray.backend import VerlRayBackend, _Role
-    from genenv.trainer.rollout.policies import Prompt
+    from genenv.runtime.policies import Prompt
 
     log: list[tuple[str, str]] = []
 

@@ -16,7 +16,7 @@ Two modes (``generation.mode``):
   where the agent trains on them mixed with the original tasks.
 
 The environment policy samples ``generation.generations_per_prompt`` texts per prompt, under the spec's JSON Schema
-when ``generation.constrained`` (:mod:`genenv.trainer.rollout.grammar`). Each text is parsed and validated by the
+when ``generation.constrained`` (:mod:`genenv.runtime.grammar`). Each text is parsed and validated by the
 spec (:meth:`~genenv.benchmarks.spec.BenchmarkSpec.parse_generated`; grounded rules when ``generation.grounded``),
 then checked for near-duplicates of the pool and of the tasks admitted before it; a rejection is counted by reason
 and never enters the pool.
@@ -31,7 +31,7 @@ from typing import Any
 
 from genenv.benchmarks.spec import BenchmarkSpec, Rejection
 from genenv.envs.task import Task
-from genenv.trainer.rollout.policies import Generation, Policy, Prompt
+from genenv.runtime.policies import Generation, Policy, Prompt
 from genenv.trainer.task_pool import TaskPool
 
 MODES = ("genenv", "envgen")

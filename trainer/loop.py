@@ -47,7 +47,7 @@ from genenv.trainer.engines.base import ROLES
 from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.generation import GenerationRecord, generates_at, record_row, write_tasks
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
-from genenv.trainer.rollout.episodes import Trajectory
+from genenv.runtime.episodes import Trajectory
 from genenv.trainer.settings import env_kwargs, response_budget
 from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates import Sample
@@ -294,11 +294,11 @@ class CoEvolutionTrainer:
 
     def evaluate_heldout(self, log_iteration: int | None = None) -> dict[str, float]:
         """Greedy evaluation of the agent on the held-out split (``eval.limit`` tasks per unit) with the
-        leaderboard's :func:`~genenv.trainer.rollout.evaluation.evaluate`: ``heldout/<metric key>`` for every
+        leaderboard's :func:`~genenv.runtime.evaluation.evaluate`: ``heldout/<metric key>`` for every
         metric, ``heldout/score`` and ``heldout/n`` for the benchmark's headline metric, ``time/heldout_eval``.
         With ``log_iteration``, each task's outcome is appended to ``heldout.jsonl`` as ``{"iteration", "unit",
         "task_id", "reward", "success"}`` (one row per held-out task)."""
-        from genenv.trainer.rollout.evaluation import evaluate
+        from genenv.runtime.evaluation import evaluate
 
         t = time.perf_counter()
         res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.cfg.data_dir,

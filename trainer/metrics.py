@@ -22,7 +22,7 @@ from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter
 from genenv.trainer.alignment import P_HAT_BINS
 from genenv.trainer.env_policy_updates import ScoredGeneration
-from genenv.trainer.rollout.episodes import Trajectory
+from genenv.runtime.episodes import Trajectory
 
 
 

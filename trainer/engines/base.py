@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 from genenv.envs.task import Task
-from genenv.trainer.rollout.episodes import Trajectory
-from genenv.trainer.rollout.policies import Policy
+from genenv.runtime.episodes import Trajectory
+from genenv.runtime.policies import Policy
 from genenv.trainer.updates import Sample
 
 ROLES = ("agent", "env_policy")
@@ -21,7 +21,7 @@ class Backend(Protocol):
     """Every method the loop calls, per role (one of :data:`ROLES`)."""
 
     def policy(self, role: str) -> Policy:
-        """A :class:`~genenv.trainer.rollout.policies.Policy` that samples from the role's current weights."""
+        """A :class:`~genenv.runtime.policies.Policy` that samples from the role's current weights."""
 
     def rollout(self, tasks: Sequence[Task], n: int, temperature: float, max_new_tokens: int,
                 env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,

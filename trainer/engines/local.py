@@ -22,9 +22,9 @@ import torch
 
 from genenv.envs.task import Task
 from genenv.trainer.engines.base import reuse_saved_role
-from genenv.trainer.rollout.episodes import Trajectory, play_episodes
-from genenv.trainer.rollout.models import weights_version
-from genenv.trainer.rollout.policies import TransformersPolicy
+from genenv.runtime.episodes import Trajectory, play_episodes
+from genenv.runtime.models import weights_version
+from genenv.runtime.policies import TransformersPolicy
 from genenv.trainer.updates import Sample, policy_update
 
 @dataclass
@@ -32,7 +32,7 @@ class RoleConfig:
     """Settings of one role: ``model`` (SmolLM2 alias or HF folder), ``lr``, ``kl_coef``, ``clip_ratio``,
     ``ppo_epochs``, ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``,
     ``gen_batch_size`` (prompts per ``generate`` call), ``prefix_cache_tokens`` (KV states kept between turns,
-    :mod:`~genenv.trainer.rollout.prefix_cache`; 0: none)."""
+    :mod:`~genenv.runtime.prefix_cache`; 0: none)."""
 
     model: str = "smollm2"
     lr: float = 1e-6
@@ -54,14 +54,14 @@ class LocalBackend:
         roles: ``{"agent": RoleConfig, "env_policy": RoleConfig}``.
         device: ``"cpu"`` or ``"cuda"``.
         autocast_dtype: ``"auto"`` (default: bfloat16 where the device computes it natively, else float32;
-            :func:`~genenv.trainer.rollout.models.resolve_dtype`), ``"bfloat16"``, or ``None`` / ``"float32"`` for
+            :func:`~genenv.runtime.models.resolve_dtype`), ``"bfloat16"``, or ``None`` / ``"float32"`` for
             pure float32.
         threads: torch intra-op threads on CPU (both roles share them; they never run at the same time).
     """
 
     def __init__(self, roles: dict[str, RoleConfig], device: str = "cpu", autocast_dtype: str | None = "auto",
                  threads: int | None = None):
-        from genenv.trainer.rollout.models import resolve_dtype
+        from genenv.runtime.models import resolve_dtype
 
         if threads:
             torch.set_num_threads(threads)
@@ -89,7 +89,7 @@ class LocalBackend:
     def _build(self, role: str, rc: RoleConfig, weights: Path | None) -> None:
         from transformers import AutoModelForCausalLM
 
-        from genenv.trainer.rollout.models import load_model_and_tokenizer
+        from genenv.runtime.models import load_model_and_tokenizer
 
         base, tok = load_model_and_tokenizer(rc.model, dtype="float32", device=self.device)
         frozen_dtype = getattr(torch, self.autocast_dtype) if self.autocast_dtype else torch.float32
@@ -142,7 +142,7 @@ class LocalBackend:
     def rollout(self, tasks: Sequence[Task], n: int, temperature: float, max_new_tokens: int,
                 env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
                 stats: dict[str, float] | None = None) -> list[Trajectory]:
-        """The agent's episodes through :func:`~genenv.trainer.rollout.episodes.play_episodes` (lock step)."""
+        """The agent's episodes through :func:`~genenv.runtime.episodes.play_episodes` (lock step)."""
         return play_episodes(tasks, self.policies["agent"], n=n, temperature=temperature,
                              max_new_tokens=max_new_tokens, env_kwargs=env_kwargs,
                              max_response_tokens=max_response_tokens, stats=stats)
@@ -188,7 +188,7 @@ class LocalBackend:
 
     def fingerprint(self, role: str) -> float:
         """Sum of squares of the trainable weights (float64): changes whenever an update changed them. Computed
-        once per weights version (:func:`~genenv.trainer.rollout.models.weights_version`; 0.45 s for SmolLM2-135M
+        once per weights version (:func:`~genenv.runtime.models.weights_version`; 0.45 s for SmolLM2-135M
         here), so the loop's metrics and the checkpoint that follows share one pass."""
         model = self.models[role]
         version = weights_version(model)

@@ -78,10 +78,10 @@ def plan_role(role: str, params: int, trainable: int, lora_r: int, bf16: bool) -
 
 def model_config(name: str):
     """The transformers config of model ``name`` (a SmolLM2 alias, folder or checkpoint,
-    :func:`~genenv.trainer.rollout.models.resolve_model_path`); no weights are read."""
+    :func:`~genenv.runtime.models.resolve_model_path`); no weights are read."""
     from transformers import AutoConfig
 
-    from genenv.trainer.rollout.models import resolve_model_path
+    from genenv.runtime.models import resolve_model_path
 
     return AutoConfig.from_pretrained(resolve_model_path(name))
 

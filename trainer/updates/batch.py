@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from genenv.trainer.rollout.models import model_device
+from genenv.runtime.models import model_device
 
 
 def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,

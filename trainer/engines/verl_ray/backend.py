@@ -19,7 +19,7 @@ from genenv.trainer.engines.verl_ray.config import (agent_loop_worker_config, re
                                                     validate_role_config)
 from genenv.trainer.engines.verl_ray.policy import VerlPolicy
 from genenv.trainer.engines.verl_ray.pools import check_cluster, cluster_nodes, resource_pool_manager, resource_pool_spec
-from genenv.trainer.rollout.episodes import Trajectory
+from genenv.runtime.episodes import Trajectory
 from genenv.trainer.updates import Sample, prepare_update
 
 
@@ -130,7 +130,7 @@ class VerlRayBackend:
         from verl.trainer.ppo.utils import Role, need_reference_policy
         from verl.utils.config import omega_conf_to_dataclass
 
-        from genenv.trainer.rollout.models import prepare_tokenizer
+        from genenv.runtime.models import prepare_tokenizer
         from genenv.trainer.engines.verl_ray.workers import (GenEnvActorRolloutRefWorker, GenEnvLLMServerManager,
                                                              rollout_world_size)
 
@@ -205,7 +205,7 @@ class VerlRayBackend:
                 env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
                 stats: dict[str, float] | None = None) -> list[Trajectory]:
         """``n`` episodes per task through veRL's ``AgentLoopManager`` and
-        :class:`~genenv.trainer.rollout.agent_loop.GymAgentLoop` on the cluster (the one episode loop); the
+        :class:`~genenv.runtime.agent_loop.GymAgentLoop` on the cluster (the one episode loop); the
         agent-loop workers are (re)started when ``max_new_tokens`` or ``env_kwargs`` change. ``stats`` gets
         ``generate_seconds`` (generation and env steps interleave on the workers).
 

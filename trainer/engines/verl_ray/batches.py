@@ -10,8 +10,8 @@ import torch
 
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import write_verl_parquet
-from genenv.trainer.rollout.agent_loop import trajectory_of
-from genenv.trainer.rollout.episodes import Trajectory
+from genenv.runtime.agent_loop import trajectory_of
+from genenv.runtime.episodes import Trajectory
 
 
 def tasks_to_batch(tasks: Sequence[Task], n: int, tokenizer, data_config, path: Path):
@@ -43,12 +43,12 @@ def tasks_to_batch(tasks: Sequence[Task], n: int, tokenizer, data_config, path: 
 
 def trajectories_from_output(tasks: Sequence[Task], n: int, output) -> list[Trajectory]:
     """Trajectories from the ``DataProto`` veRL's agent-loop workers return for :func:`tasks_to_batch` rows played
-    by :class:`~genenv.trainer.rollout.agent_loop.GymAgentLoop` (``rm_scores`` = the episode's return on the last
+    by :class:`~genenv.runtime.agent_loop.GymAgentLoop` (``rm_scores`` = the episode's return on the last
     response token; its extra fields ``success``, ``info``, ``turns``, ``segments`` as non-tensor columns), in the
     order of the input rows.
 
     Returns:
-        ``len(tasks) * n`` trajectories like :func:`~genenv.trainer.rollout.episodes.play_episodes`'.
+        ``len(tasks) * n`` trajectories like :func:`~genenv.runtime.episodes.play_episodes`'.
     Raises:
         ValueError: the output rows do not match the tasks (count or task ids).
     """

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genenv.trainer.engines.base import ROLES
-from genenv.trainer.rollout.agent_loop import AGENT_LOOP_NAME
+from genenv.runtime.agent_loop import AGENT_LOOP_NAME
 from genenv.trainer.settings import response_budget
 
 
@@ -46,9 +46,9 @@ def _compose_verl_config(overrides: tuple[str, ...]) -> DictConfig:
 
 def resolve_model(name: str) -> str:
     """The model path veRL's workers load: the SmolLM2 aliases resolve to the converted local folder
-    (:func:`genenv.trainer.rollout.models.resolve_model_path`), anything else (a folder on every node, or a hub id) is
+    (:func:`genenv.runtime.models.resolve_model_path`), anything else (a folder on every node, or a hub id) is
     passed to veRL unchanged."""
-    from genenv.trainer.rollout.models import SMOLLM2_ALIASES, resolve_model_path
+    from genenv.runtime.models import SMOLLM2_ALIASES, resolve_model_path
 
     return str(resolve_model_path(name)) if name in SMOLLM2_ALIASES else str(name)
 
@@ -166,7 +166,7 @@ def ref_in_actor(model_cfg) -> bool:
 def agent_loop_worker_config(rcfg: DictConfig, max_new_tokens: int,
                              env_kwargs: dict[str, Any] | None = None) -> DictConfig:
     """The config veRL's agent-loop workers get: the agent's resolved veRL config plus the ``genenv`` block
-    :class:`~genenv.trainer.rollout.agent_loop.GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
+    :class:`~genenv.runtime.agent_loop.GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
     ``env_kwargs``); the episode's response budget is veRL's own ``rollout.response_length``."""
     config = OmegaConf.create(OmegaConf.to_container(rcfg, resolve=True))
     with open_dict(config):

@@ -5,11 +5,11 @@ import asyncio
 from typing import Any, Callable, Sequence
 from uuid import uuid4
 
-from genenv.trainer.rollout.policies import Generation, Prompt
+from genenv.runtime.policies import Generation, Prompt
 
 
 class VerlPolicy:
-    """A :class:`~genenv.trainer.rollout.policies.Policy` over veRL's generate client: token ids in, token ids out.
+    """A :class:`~genenv.runtime.policies.Policy` over veRL's generate client: token ids in, token ids out.
 
     ``client`` is anything with veRL's ``LLMServerClient.generate(request_id, *, prompt_ids, sampling_params)``
     coroutine returning a ``TokenOutput`` (on the cluster: the role's client to its vLLM replicas, load-balanced
@@ -31,15 +31,15 @@ class VerlPolicy:
         ``top_p`` / ``top_k`` from its keys, the values veRL's ``AgentLoopWorker.generate_sequences`` sends to the
         agent loop (``verl/experimental/agent_loop/agent_loop.py``), so this policy (environment generation,
         held-out evaluation) samples as the agent's rollouts do. veRL's defaults (``top_p: 1``, ``top_k: -1``) are
-        plain temperature sampling, as the local engine's :class:`~genenv.trainer.rollout.policies.TransformersPolicy`
+        plain temperature sampling, as the local engine's :class:`~genenv.runtime.policies.TransformersPolicy`
         (``top_p=1.0, top_k=0``)."""
         return cls(name, client, tokenizer, top_p=rollout_config.get("top_p", 1.0),
                    top_k=rollout_config.get("top_k", -1), prepare=prepare)
 
     def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` under the chat template, ending with the assistant header
-        (:func:`~genenv.trainer.rollout.models.chat_prompt_ids`, as every episode loop encodes)."""
-        from genenv.trainer.rollout.models import chat_prompt_ids
+        (:func:`~genenv.runtime.models.chat_prompt_ids`, as every episode loop encodes)."""
+        from genenv.runtime.models import chat_prompt_ids
 
         return chat_prompt_ids(self.tokenizer, messages)
 

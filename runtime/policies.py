@@ -116,7 +116,7 @@ class TransformersPolicy:
 
     Args:
         model_name: a SmolLM2 alias (the embedded model) or a local Hugging Face folder.
-        dtype / device: see :func:`genenv.trainer.rollout.models.load_model_and_tokenizer`.
+        dtype / device: see :func:`genenv.runtime.models.load_model_and_tokenizer`.
         batch_size: prompts per ``generate`` call (memory vs. throughput).
         model / tokenizer: pass already loaded objects instead (the trainer shares them with its optimiser).
         autocast_dtype: run generation under ``torch.autocast`` in this dtype (fp32 weights, bf16 matmuls).
@@ -124,18 +124,18 @@ class TransformersPolicy:
             ``num_return_sequences``, which prefills each copy (and no KV reuse across calls).
         prefix_cache_tokens: tokens of KV states kept between calls, so a prompt that extends an earlier prompt and
             its response (a multi-step episode's next turn) prefills only the new tokens
-            (:mod:`~genenv.trainer.rollout.prefix_cache`); 0: none.
+            (:mod:`~genenv.runtime.prefix_cache`); 0: none.
         decode_attention: on the CPU, single-token decoding steps use
-            :func:`~genenv.trainer.rollout.attention.decode_attention` instead of SDPA (7.6x faster decoding at 6,000
+            :func:`~genenv.runtime.attention.decode_attention` instead of SDPA (7.6x faster decoding at 6,000
             cached tokens here); ``False``: SDPA throughout.
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
                  batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None,
                  share_prefix: bool = True, prefix_cache_tokens: int = 131072, decode_attention: bool = True):
-        from genenv.trainer.rollout.attention import use_decode_attention
-        from genenv.trainer.rollout.models import load_model_and_tokenizer, prepare_tokenizer
-        from genenv.trainer.rollout.prefix_cache import PrefixCache
+        from genenv.runtime.attention import use_decode_attention
+        from genenv.runtime.models import load_model_and_tokenizer, prepare_tokenizer
+        from genenv.runtime.prefix_cache import PrefixCache
 
         if model is None:
             model, tokenizer = load_model_and_tokenizer(model_name, dtype=dtype, device=device)
@@ -156,18 +156,18 @@ class TransformersPolicy:
 
     @property
     def grammars(self):
-        """The :class:`~genenv.trainer.rollout.grammar.SchemaGrammars` of this model's tokenizer (built on first
+        """The :class:`~genenv.runtime.grammar.SchemaGrammars` of this model's tokenizer (built on first
         use)."""
         if self._grammars is None:
-            from genenv.trainer.rollout.grammar import SchemaGrammars
+            from genenv.runtime.grammar import SchemaGrammars
 
             self._grammars = SchemaGrammars(self.tokenizer, getattr(self.model.config, "vocab_size", None))
         return self._grammars
 
     def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` under the chat template, ending with the assistant header
-        (:func:`~genenv.trainer.rollout.models.chat_prompt_ids`)."""
-        from genenv.trainer.rollout.models import chat_prompt_ids
+        (:func:`~genenv.runtime.models.chat_prompt_ids`)."""
+        from genenv.runtime.models import chat_prompt_ids
 
         return chat_prompt_ids(self.tokenizer, messages)
 
@@ -418,7 +418,7 @@ def make_policy(spec: str, dtype: str | None = None, device: str | None = None, 
     ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
     model); ``hf:PATH`` or a folder path (local transformers); a training run's agent: ``RUN_DIR``,
     ``RUN_DIR/checkpoints/latest`` or ``RUN_DIR/checkpoints/iter-N`` (full weights or a LoRA adapter merged into
-    its base, :func:`~genenv.trainer.rollout.models.checkpoint_folder`); ``openai:BASE_URL#MODEL``
+    its base, :func:`~genenv.runtime.models.checkpoint_folder`); ``openai:BASE_URL#MODEL``
     (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set). ``dtype`` / ``device`` / ``batch_size`` go
     to :class:`TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to :class:`OpenAIPolicy`
     (``None``: their defaults).

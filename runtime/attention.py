@@ -4,7 +4,7 @@ Measured on this 2-core CPU (torch 2.13, SmolLM2-135M shapes: 9 query heads over
 cached tokens, 30 layers): ``torch.nn.functional.scaled_dot_product_attention`` takes 0.50 s per decoding step in
 bfloat16 (0.12 s in float32), the same attention as grouped matmuls 0.04 s: a 12x gap that made a multi-step
 episode's decoding, not its prefill, the cost of a long conversation once the KV cache is reused across turns
-(:mod:`~genenv.trainer.rollout.prefix_cache`). So the local policy registers this function with transformers'
+(:mod:`~genenv.runtime.prefix_cache`). So the local policy registers this function with transformers'
 ``AttentionInterface`` (its extension point for attention kernels) and uses it for every call whose query is a
 single token on the CPU; every other call (prefill, training's log-prob passes, GPUs) goes to transformers' own
 ``sdpa_attention_forward`` unchanged.
@@ -60,7 +60,7 @@ def use_decode_attention(model) -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    from genenv.trainer.rollout.models import model_device
+    from genenv.runtime.models import model_device
 
     if NAME not in AttentionInterface._global_mapping:
         AttentionInterface.register(NAME, decode_attention)

@@ -37,7 +37,7 @@ class SchemaGrammars:
     """JSON-Schema grammars compiled for one tokenizer, cached by schema.
 
     Args:
-        tokenizer: a Hugging Face tokenizer prepared by :func:`~genenv.trainer.rollout.models.prepare_tokenizer`
+        tokenizer: a Hugging Face tokenizer prepared by :func:`~genenv.runtime.models.prepare_tokenizer`
             (its ``stop_token_ids`` end a completed object).
         vocab_size: the model's vocabulary size (``model.config.vocab_size``; may exceed the tokenizer's, padding).
     Raises:

@@ -17,7 +17,7 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Metric
 from genenv.envs.data import jsonl_line, write_jsonl
 from genenv.envs.parsing import check_parsing
-from genenv.trainer.rollout.episodes import Trajectory, play_episodes
+from genenv.runtime.episodes import Trajectory, play_episodes
 
 
 LENIENT_LABEL = "LENIENT parsing (ours, not the official reading of model text)"
@@ -101,7 +101,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
     per task, played to the end).
 
     Args:
-        policy: a :class:`~genenv.trainer.rollout.policies.Policy`.
+        policy: a :class:`~genenv.runtime.policies.Policy`.
         benchmarks: registry names.
         split: ``"test"`` (official) or ``"heldout"`` (the co-evolution held-out split).
         data_dir: data directory of the tasks, the envs' backends and databases (default ``$GENENV_DATA_DIR``,

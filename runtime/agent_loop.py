@@ -4,12 +4,12 @@
 and is instantiated the way veRL's ``AgentLoopWorker`` does it (``hydra.utils.instantiate`` of the registry entry
 with ``trainer_config``, ``server_manager``, ``tokenizer``, ...). Each ``run`` plays one episode of the task named
 in the row's ``extra_info.task_json`` (:mod:`genenv.envs.verl_rows`) through the same
-:class:`~genenv.trainer.rollout.episodes.Episode` as evaluation and local training, so the prompt of every turn is
+:class:`~genenv.runtime.episodes.Episode` as evaluation and local training, so the prompt of every turn is
 the same token stream: the :class:`~genenv.envs.wrappers.PromptWindow` messages encoded with the tokenizer's chat
 template.
 
 Budget: every turn's ``max_tokens`` is the response budget left (``rollout.response_length`` minus the tokens the
-episode holds after its first prompt, :meth:`~genenv.trainer.rollout.episodes.Episode.prompt`), as veRL's vLLM
+episode holds after its first prompt, :meth:`~genenv.runtime.episodes.Episode.prompt`), as veRL's vLLM
 server computes its default ``max_tokens`` from the budget left (``verl/workers/rollout/vllm_rollout/
 vllm_async_server.py: generate``); a server reply longer than ``max_tokens`` is cut to it before the env sees the
 text (the first ``k`` tokens of a sample are a sample with ``max_tokens=k``, as :class:`TransformersPolicy` cuts
@@ -26,7 +26,7 @@ kept per turn and returned as ``response_logprobs`` (0.0 on environment tokens),
 the batch's ``rollout_log_probs``.
 
 Output: veRL's :class:`AgentLoopOutput` with the episode's first update sequence
-(:meth:`~genenv.trainer.rollout.episodes.Trajectory.segments`: the packed conversation, ``response_mask`` 0 on
+(:meth:`~genenv.runtime.episodes.Trajectory.segments`: the packed conversation, ``response_mask`` 0 on
 environment tokens, its ``response_logprobs`` when every turn has them) and ``reward_score`` = the episode's
 return; ``extra_fields["segments"]`` holds every update sequence (one per turn when a prompt window rewrote the
 history), which the ``verl_ray`` engine trains on.
@@ -50,9 +50,9 @@ from verl.workers.rollout.replica import TokenOutput
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import task_extra_info
 from genenv.envs.workers import LocalEpisodes
-from genenv.trainer.rollout.episodes import Episode, Segment, Trajectory, Turn
-from genenv.trainer.rollout.models import chat_prompt_ids
-from genenv.trainer.rollout.policies import Generation
+from genenv.runtime.episodes import Episode, Segment, Trajectory, Turn
+from genenv.runtime.models import chat_prompt_ids
+from genenv.runtime.policies import Generation
 
 AGENT_LOOP_NAME = "genenv_gym"
 """The name our agent loop is registered under in veRL (``actor_rollout_ref.rollout.agent.default_agent_loop``)."""
@@ -205,7 +205,7 @@ def rollout_agent_loop(tasks: Sequence[Task], policy, n: int = 1, temperature: f
     client; default: :class:`LocalGenerateClient` over ``policy``), as veRL's agent-loop workers would play them.
 
     ``response_length`` is the episode's response budget (veRL's ``rollout.response_length``). Returns
-    trajectories like :func:`~genenv.trainer.rollout.episodes.play_episodes`'.
+    trajectories like :func:`~genenv.runtime.episodes.play_episodes`'.
     """
     client = server_manager or LocalGenerateClient(policy, max_new_tokens)
     cfg = agent_loop_config(response_length=response_length, env_kwargs=env_kwargs, max_new_tokens=max_new_tokens)

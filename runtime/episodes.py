@@ -4,16 +4,16 @@ agent loop alike.
 An :class:`Episode` is the bookkeeping of one episode of one task. Its env is opened with
 :func:`~genenv.envs.wrappers.make_text_env` (in this process or in a worker process,
 :mod:`genenv.envs.workers`), whose :class:`~genenv.envs.wrappers.PromptWindow` puts the chat messages of the next
-turn in ``info["messages"]``. Each turn the episode builds the :class:`~genenv.trainer.rollout.policies.Prompt`
+turn in ``info["messages"]``. Each turn the episode builds the :class:`~genenv.runtime.policies.Prompt`
 from those messages (token ids with the policy's chat template when it has one,
-:func:`~genenv.trainer.rollout.models.chat_prompt_ids`), the policy generates, the env steps on the generated
+:func:`~genenv.runtime.models.chat_prompt_ids`), the policy generates, the env steps on the generated
 text, and the episode records a :class:`Turn`: exactly the tokens the policy conditioned on and the tokens it
 produced. So training samples are on-policy by construction, and every loop shows the agent the same prompts
 (``tests/test_episodes.py`` asserts it for every multi-step env).
 
 Drivers: :func:`play_episodes` plays many episodes in lock step (every round, the unfinished episodes' prompts
 are generated as batches, identical prompts sampled ``k`` times at once, then every env steps); the veRL agent
-loop (:mod:`genenv.trainer.rollout.agent_loop`) plays one episode per ``run`` against veRL's server manager.
+loop (:mod:`genenv.runtime.agent_loop`) plays one episode per ``run`` against veRL's server manager.
 Single-step envs are episodes of one turn.
 
 A response budget (``max_response_tokens``, veRL's ``response_length``) bounds an episode's tokens after its first
@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 from genenv.envs.task import Task
 from genenv.envs.workers import episode_runner
-from genenv.trainer.rollout.policies import Generation, Policy, Prompt
+from genenv.runtime.policies import Generation, Policy, Prompt
 
 BUDGET_EXHAUSTED = "response budget exhausted"
 
@@ -43,7 +43,7 @@ class Turn:
     """One turn: the ``messages`` shown, the generated ``text``, the env's ``reward`` for it, the tokens the
     policy conditioned on (``prompt_ids``) and produced (``response_ids``; both empty for text-only policies), and
     the sampler's log-probs of ``response_ids`` (``response_logprobs``; empty when the sampler reports none) and
-    the policy's token ``usage`` (:class:`~genenv.trainer.rollout.policies.Generation`)."""
+    the policy's token ``usage`` (:class:`~genenv.runtime.policies.Generation`)."""
 
     messages: list[dict[str, str]]
     text: str

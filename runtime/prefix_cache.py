@@ -7,7 +7,7 @@ sequence the engine has just computed. :class:`PrefixCache` keeps each generated
 sequence with the longest common prefix (so a chat template that re-tokenises the response differently, or a
 prompt window that dropped old turns, still reuses what matches) and only the rest of the prompt is prefilled. The
 same lookup serves the lock-step runner and the veRL agent loop (both go through
-:meth:`~genenv.trainer.rollout.policies.TransformersPolicy.generate_from_ids`), and prompts of one benchmark that
+:meth:`~genenv.runtime.policies.TransformersPolicy.generate_from_ids`), and prompts of one benchmark that
 share a system prompt share its prefill.
 
 Batching rows whose reused prefixes differ in length: each row's KV states are left-padded to the longest
@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from genenv.trainer.rollout.models import model_device, weights_version
+from genenv.runtime.models import model_device, weights_version
 
 
 @dataclass
