@@ -267,6 +267,8 @@ def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(tmp_p
     d = stat["difference"]
     assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [5.7, 2.2, 9.3]
     assert round(stat["p_value"], 4) == 0.0034 and stat["p_value_seeds"] == 0.25
+    # the folder's rows were written as time/env_generation; the report reads them under the current name
+    assert round(ours["arms"]["genenv"]["seconds_per_iteration"]["task_generation"], 1) == 16.4
 
     def two_step_share(arm, first, last):
         texts = [row["text"] for s in seeds for row in read_rows(exp / f"{arm}/seed{s}/generations.jsonl")

@@ -41,11 +41,16 @@ def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
     return Path(experiment_dir) / arm / f"seed{seed}"
 
 
+RENAMED_KEYS = {"time/env_generation": "time/task_generation"}  # metric keys of run folders written before a rename
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The JSON Lines rows of ``path`` (``[]`` when it does not exist)."""
+    """The JSON Lines rows of ``path`` (``[]`` when it does not exist), metric keys renamed since a row was written
+    under their current names (:data:`RENAMED_KEYS`)."""
     if not Path(path).is_file():
         return []
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+    rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+    return [{RENAMED_KEYS.get(k, k): v for k, v in r.items()} for r in rows]
 
 
 def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score"
@@ -241,7 +246,7 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-PHASES = ("env_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval", "total")
+PHASES = ("task_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval", "total")
 
 
 def verdicts(arms: dict[str, dict[str, Any]]) -> list[str]:

@@ -239,7 +239,7 @@ class CoEvolutionTrainer:
         timing: dict[str, float] = {}
         t0 = time.perf_counter()
         records, rejected = self.generate_tasks(it)
-        timing["env_generation"] = time.perf_counter() - t0
+        timing["task_generation"] = time.perf_counter() - t0
 
         new_tasks = [r.task for r in records if r.task is not None]
         batch = self.agent_batch(new_tasks)

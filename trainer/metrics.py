@@ -49,7 +49,7 @@ def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], po
     r_env = [s.r_env for s in o.scored]
     env_tokens = sum(len(s.record.generation.response_ids) for s in o.scored)
     agent_tokens = sum(len(t.response_ids) for tr in o.trajectories for t in tr.turns)
-    gen_time, roll_time = o.timing.get("env_generation", 0.0), o.timing.get("agent_rollout", 0.0)
+    gen_time, roll_time = o.timing.get("task_generation", 0.0), o.timing.get("agent_rollout", 0.0)
     trajs = o.trajectories
     return {
         "iteration": o.iteration,
@@ -69,7 +69,6 @@ def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], po
         "r_env/mean": float(np.mean(r_env)) if r_env else 0.0,
         "r_env/mean_admitted": float(np.mean([s.r_env for s in o.scored if s.record.admitted]))
         if o.new_tasks else 0.0,
-        "r_env/in_band": int(sum(s.in_band for s in o.scored)),
         "pool/size": pool_size, **{f"pool/{k}": v for k, v in pool_counts.items()},
         **{f"time/{k}": v for k, v in o.timing.items()},
         "tokens_per_second/env_policy": env_tokens / gen_time if gen_time > 0 else 0.0,
