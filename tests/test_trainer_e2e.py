@@ -46,12 +46,45 @@ def test_one_iteration_on_bamboogle_runs_both_updates(tmp_path, smollm2_dir):
 
 
 def test_one_iteration_on_bfcl_validates_with_the_official_checker(tmp_path, smollm2_dir):
+    """One BFCL iteration with the real model: every rollout's reward is the verdict of bfcl-eval's own AST checker,
+    called directly here on the same decoded calls (the loop's lenient reading), and every admitted generated task's
+    gold is accepted by that checker against the task's own schema."""
+    from bfcl_eval.constants.enums import Language
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+
+    from genenv.benchmarks.bfcl.checker import CHECKER_MODEL_NAME, language_of
+    from genenv.benchmarks.bfcl.env import BFCLEnv, gold_calls
+    from genenv.envs.base import InvalidAction
+
     cfg = compose_config([
         "benchmark=bfcl", f"run_dir={tmp_path}/run", "iterations=1", "tensorboard=false",
         "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
         "generation.max_new_tokens=160", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=48"])
-    row = CoEvolutionTrainer(cfg).run()[0]
+    trainer = CoEvolutionTrainer(cfg)
+    played, rollout = [], trainer.rollout_batch
+
+    def spy(*args, **kwargs):
+        out = rollout(*args, **kwargs)
+        played.extend(out[0])
+        return out
+
+    trainer.rollout_batch = spy
+    row = trainer.run()[0]
     assert row["gen/generated"] == 2 and row["gen/admitted"] + row["gen/rejected"] == 2
-    assert row["agent/rollouts"] == 2 * row["agent/tasks"]
+    assert row["agent/rollouts"] == 2 * row["agent/tasks"] == len(played) >= 4
     assert row["pool/size"] == row["pool/seed"] + row["gen/admitted"]
-    assert row["time/total"] > 0 and row["tokens_per_second/agent"] > 0
+
+    def official(task, calls):
+        lang = {"python": Language.PYTHON, "java": Language.JAVA, "javascript": Language.JAVASCRIPT}[
+            language_of(task.metadata["category"])]
+        return bool(ast_checker(task.tools, calls, task.gold, lang, task.metadata["category"],
+                                CHECKER_MODEL_NAME)["valid"])
+
+    for traj in played:
+        action = BFCLEnv.parse_action(traj.text)
+        verdict = False if isinstance(action, InvalidAction) else official(traj.task, [c.to_bfcl() for c in action])
+        assert traj.reward == float(verdict), (traj.task.id, traj.text[:200])
+    generated = [t for t in trainer.pool.tasks if t.origin == "generated"]
+    assert len(generated) == row["gen/admitted"]
+    for task in generated:
+        assert official(task, [c.to_bfcl() for c in gold_calls(task)]), task.id
