@@ -85,5 +85,5 @@ def test_multi_step_episodes_train_as_one_packed_sequence_each(tmp_path, tiny_mo
 
 
 def test_unknown_env_update_mode_is_a_clear_error(tmp_path, tiny_model_dir):
-    with pytest.raises(ValueError, match="unknown env_policy.update_mode .*choose one of .*grpo.*none.*rwr"):
+    with pytest.raises(ValueError, match="config key .env_policy.update_mode. is .ppo.; choose one of .*grpo.*none.*rwr"):
         _run(tmp_path, tiny_model_dir, "env_policy.update_mode=ppo")

@@ -71,10 +71,11 @@ def test_the_seed_pool_a_run_uses_is_the_one_the_benchmark_declares(name):
 
     from genenv.benchmarks.registry import get_benchmark
     from genenv.trainer.loop import CoEvolutionTrainer
+    from genenv.trainer.settings import run_settings
 
     cfg = compose_config([f"benchmark={name}"])
     spec = get_benchmark(name, cfg.data_dir)
-    run = SimpleNamespace(spec=spec, cfg=cfg)
+    run = SimpleNamespace(spec=spec, cfg=cfg, settings=run_settings(cfg))
     CoEvolutionTrainer.seed_pool(run)
     declared = spec.load(split="train", **{**spec.seed_options, **CPU_POOL_CHANGES[name]})
     assert declared and [t.id for t in run.pool.tasks] == [t.id for t in declared]
@@ -147,3 +148,27 @@ def test_no_library_module_is_a_measurement_script():
     found = [str(p.relative_to(ROOT)) for name in packages for p in (ROOT / name).rglob("bench_*.py")]
     assert not found, found
     assert len(list((ROOT / "scripts").glob("bench_*.py"))) >= 8
+
+
+def test_run_settings_are_built_once_validated_and_name_the_bad_key():
+    """``run_settings`` reads every decision of a run from the composed config (defaults live in
+    configs/train.yaml only): the role settings equal the YAML's blocks, and a missing key or a bad value is an
+    error naming the key."""
+    from omegaconf import OmegaConf
+
+    from genenv.trainer.settings import ConfigError, RoleConfig, run_settings
+
+    cfg = compose_config(["benchmark=twx", "agent.frozen=true"])
+    s = run_settings(cfg)
+    assert (s.parsing, s.generation_mode, s.agent_frozen, s.keep_checkpoints) == ("lenient", "genenv", True, 1)
+    assert s.roles["env_policy"] == RoleConfig.defaults("env_policy") and s.roles["env_policy"].kl_coef == 0.01
+    assert s.roles["agent"].lr == cfg.agent.policy.lr and s.roles["agent"].lora_alpha == 32
+    for override, key in [("parsing=loose", "parsing"), ("generation.mode=random", "generation.mode"),
+                          ("env_policy.update_mode=ppo", "env_policy.update_mode"),
+                          ("keep_checkpoints=0", "keep_checkpoints"), ("generation.every=0", "generation.every")]:
+        with pytest.raises(ConfigError, match=f"config key '{key}'"):
+            run_settings(compose_config([override]))
+    broken = OmegaConf.to_container(cfg)
+    del broken["agent"]["policy"]["lora_alpha"]
+    with pytest.raises(ConfigError, match="'agent.policy.lora_alpha' is missing"):
+        run_settings(OmegaConf.create(broken))

@@ -31,7 +31,7 @@ def test_both_updates_run_on_the_gpu(real_shape_dir, lora_r):
     from genenv.trainer.engines.local import LocalBackend, RoleConfig
     from genenv.trainer.updates import Sample
 
-    rc = RoleConfig(model=str(real_shape_dir), lr=1e-4, lora_r=lora_r, micro_batch_size=2)
+    rc = RoleConfig.defaults("agent", model=str(real_shape_dir), lr=1e-4, lora_r=lora_r, micro_batch_size=2)
     backend = LocalBackend({"agent": rc, "env_policy": rc}, device="cuda")
     assert sum(p.total for p in backend.memory_plan) > 0
     samples = [Sample([1, 17, 33, 48], [40 + i, 41, 2], float(i % 2), "g", weight=1.0 + i) for i in range(4)]

@@ -34,7 +34,7 @@ def test_a_full_fine_tune_plans_20_bytes_per_parameter_and_lora_far_less():
 
 
 def test_a_pair_that_does_not_fit_is_refused_with_the_options(tiny_model_dir):
-    roles = {r: RoleConfig(model=str(tiny_model_dir)) for r in ("agent", "env_policy")}
+    roles = {r: RoleConfig.defaults("agent", model=str(tiny_model_dir)) for r in ("agent", "env_policy")}
     plans = check_fits(roles, free_bytes=80 * GIB, bf16=True)
     need = sum(p.total for p in plans)
     with pytest.raises(MemoryPlanError) as err:
@@ -45,8 +45,8 @@ def test_a_pair_that_does_not_fit_is_refused_with_the_options(tiny_model_dir):
 
 
 def test_frozen_weights_are_bf16_under_bf16_autocast_and_updates_still_move_the_agent(tiny_model_dir):
-    roles = {"agent": RoleConfig(model=str(tiny_model_dir), lr=1e-2, micro_batch_size=2),
-             "env_policy": RoleConfig(model=str(tiny_model_dir), lora_r=4)}
+    roles = {"agent": RoleConfig.defaults("agent", model=str(tiny_model_dir), lr=1e-2, micro_batch_size=2),
+             "env_policy": RoleConfig.defaults("env_policy", model=str(tiny_model_dir), lora_r=4)}
     backend = LocalBackend(roles, autocast_dtype="bfloat16", threads=1)
     assert {p.dtype for p in backend.refs["agent"].parameters()} == {torch.bfloat16}
     assert {p.dtype for p in backend.models["agent"].parameters()} == {torch.float32}  # master weights

@@ -16,8 +16,9 @@ from genenv.trainer.updates.batch import build_batch, response_logprobs
 
 @pytest.fixture()
 def backend(tiny_model_dir):
-    rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, kl_coef=0.0, micro_batch_size=2)
-    return LocalBackend({"agent": rc, "env_policy": RoleConfig(model=str(tiny_model_dir), lr=1e-2)}, threads=1)
+    rc = RoleConfig.defaults("agent", model=str(tiny_model_dir), lr=1e-2, kl_coef=0.0, micro_batch_size=2)
+    env = RoleConfig.defaults("env_policy", model=str(tiny_model_dir), lr=1e-2)
+    return LocalBackend({"agent": rc, "env_policy": env}, threads=1)
 
 
 def _logp(backend, samples):
@@ -64,7 +65,7 @@ def test_rwr_weights_and_update_raise_likelihood_of_weighted_samples(backend):
 
 
 def test_kl_leash_is_measured_against_the_frozen_reference(tiny_model_dir):
-    rc = RoleConfig(model=str(tiny_model_dir), lr=5e-2, kl_coef=1.0, micro_batch_size=4)
+    rc = RoleConfig.defaults("agent", model=str(tiny_model_dir), lr=5e-2, kl_coef=1.0, micro_batch_size=4)
     be = LocalBackend({"agent": rc, "env_policy": rc}, threads=1)
     samples = [Sample([1, 2, 3], [10 + i, 2], float(i % 2), "g") for i in range(4)]
     first = be.update("agent", samples, "grpo")
@@ -126,7 +127,7 @@ def test_a_role_not_updated_since_the_last_checkpoint_shares_its_files(backend, 
     assert fresh.fingerprint("env_policy") == changed
 
 def test_lora_backend_updates_only_the_adapter(tiny_model_dir, tmp_path):
-    rc = RoleConfig(model=str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)
+    rc = RoleConfig.defaults("agent", model=str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)
     be = LocalBackend({"agent": rc, "env_policy": rc}, threads=1)
     base = {n: p.detach().clone() for n, p in be.models["agent"].named_parameters() if "lora" not in n}
     samples = [Sample([1, 2, 3], [10, 2], 1.0, "g"), Sample([1, 2, 3], [11, 2], 0.0, "g")]

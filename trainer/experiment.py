@@ -148,7 +148,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
 
     from genenv.trainer.loop import CoEvolutionTrainer
 
-    frozen = bool(cfg.agent.get("frozen", False))
+    frozen = bool(cfg.agent.frozen)
     if int(cfg.eval.every) < 1 and not frozen:
         raise ValueError("an experiment compares held-out scores: set eval.every >= 1 (or agent.frozen=true to "
                          "measure the environment policy alone)")

@@ -27,14 +27,16 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from genenv.benchmarks.spec import BenchmarkSpec, Rejection
 from genenv.envs.task import Task
 from genenv.runtime.policies import Generation, Policy, Prompt
 from genenv.trainer.task_pool import TaskPool
 
-MODES = ("genenv", "envgen")
+if TYPE_CHECKING:
+    from genenv.trainer.settings import RunSettings
+
 FEEDBACK_SKILLS = 8  # skills listed in an EnvGen prompt (the weakest first)
 
 
@@ -59,19 +61,12 @@ class GenerationRecord:
         return self.task is not None
 
 
-def generates_at(g, iteration: int) -> bool:
+def generates_at(settings: "RunSettings", iteration: int) -> bool:
     """Whether the environment policy writes tasks at ``iteration``: every iteration in GenEnv mode, every
-    ``generation.every``-th (0, K, 2K, ...) in EnvGen mode; never when ``generation.enabled`` is false.
-
-    Raises:
-        ValueError: an unknown ``generation.mode`` or ``generation.every`` < 1.
-    """
-    mode, every = g.get("mode", "genenv"), int(g.get("every", 1))
-    if mode not in MODES:
-        raise ValueError(f"generation.mode must be one of {MODES}, not {mode!r}")
-    if every < 1:
-        raise ValueError(f"generation.every must be >= 1, not {every}")
-    return bool(g.enabled) and (mode == "genenv" or iteration % every == 0)
+    ``generation.every``-th (0, K, 2K, ...) in EnvGen mode; never when ``generation.enabled`` is false
+    (``settings``: the run's validated :class:`~genenv.trainer.settings.RunSettings`)."""
+    return settings.generation_enabled and (settings.generation_mode == "genenv"
+                                            or iteration % settings.generation_every == 0)
 
 
 def skill_feedback(rates: dict[str, tuple[float, int]], target: str) -> str:
@@ -115,10 +110,10 @@ def write_tasks(spec: BenchmarkSpec, policy: Policy, pool: TaskPool, rng: random
     prompts: list[Prompt] = []
     parents: list[Task | None] = []
     feedbacks: list[dict[str, Any] | None] = []
-    constrained = bool(g.get("constrained", True))
-    if g.get("mode", "genenv") == "envgen":
+    constrained = bool(g.constrained)
+    if g.mode == "envgen":
         rates = pool.skill_success(spec.skill_of)
-        targets = weakest_skills(rates, int(g.prompts_per_iteration) * int(g.get("every", 1)), rng)
+        targets = weakest_skills(rates, int(g.prompts_per_iteration) * int(g.every), rng)
         plans = []
         for target in targets:
             of_skill = [t for t in seeds_all if spec.skill_of(t) == target] or seeds_all

@@ -48,7 +48,7 @@ from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_sampl
 from genenv.trainer.generation import GenerationRecord, generates_at, record_row, write_tasks
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
 from genenv.runtime.episodes import Trajectory
-from genenv.trainer.settings import env_kwargs, response_budget
+from genenv.trainer.settings import env_kwargs, response_budget, run_settings
 from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates import Sample
 
@@ -66,7 +66,8 @@ class CoEvolutionTrainer:
 
     def __init__(self, cfg, backend=None):
         self.cfg = cfg
-        self.spec = get_benchmark(cfg.benchmark.name, cfg.get("data_dir"), grounded=bool(cfg.generation.grounded))
+        self.settings = run_settings(cfg)  # validated once; the loop reads its decisions from here
+        self.spec = get_benchmark(cfg.benchmark.name, self.settings.data_dir, grounded=self.settings.grounded)
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +79,7 @@ class CoEvolutionTrainer:
         self.pool = TaskPool()
         self.initial_fingerprint = {r: self.backend.fingerprint(r) for r in ROLES}
         self.env_kwargs = env_kwargs(cfg)
-        self.metrics = MetricsWriter(self.run_dir, bool(cfg.get("tensorboard", True)))
+        self.metrics = MetricsWriter(self.run_dir, self.settings.tensorboard)
 
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
@@ -86,10 +87,10 @@ class CoEvolutionTrainer:
         ``benchmark.seed_options``: :meth:`~genenv.benchmarks.spec.BenchmarkSpec.pool_options`; ``seed_limit``), then,
         with ``generation.upfront_tasks`` = N > 0, with N tasks written once up front by the environment policy
         as it is (:meth:`write_upfront`)."""
-        tasks = self.spec.load(split="train", **self.spec.pool_options(self.cfg.benchmark.get("seed_options")))
-        limit = self.cfg.benchmark.get("seed_limit")
+        tasks = self.spec.load(split="train", **self.spec.pool_options(self.settings.seed_options))
+        limit = self.cfg.benchmark.seed_limit
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
-        if int(self.cfg.generation.get("upfront_tasks") or 0) > 0:
+        if int(self.cfg.generation.upfront_tasks or 0) > 0:
             self.write_upfront(int(self.cfg.generation.upfront_tasks))
 
     def write_upfront(self, target: int) -> None:
@@ -101,7 +102,7 @@ class CoEvolutionTrainer:
         ``upfront/rounds`` and ``upfront/seconds`` (saved with every checkpoint)."""
         start = time.perf_counter()
         admitted: list[Task] = []
-        max_rounds = int(self.cfg.generation.get("upfront_max_rounds") or 2 * int(self.cfg.iterations))
+        max_rounds = int(self.cfg.generation.upfront_max_rounds or 2 * int(self.cfg.iterations))
         rounds = 0
         while len(admitted) < target and rounds < max_rounds:
             it = -1 - rounds
@@ -130,7 +131,7 @@ class CoEvolutionTrainer:
         """Save everything needed to resume after iteration ``self.iteration - 1``; keeps the last K."""
         state = {"counters": dict(self.counters), "initial_fingerprint": self.initial_fingerprint}
         return save_checkpoint(self.ckpt_dir, self.iteration, self.backend, self.pool, state, self.rng,
-                               keep=int(self.cfg.get("keep_checkpoints", 1)))
+                               keep=self.settings.keep_checkpoints)
 
     def resume(self, path: Path) -> None:
         """Restore policies, optimisers, pool, RNG states and counters; drop the rows of unfinished iterations."""
@@ -148,7 +149,7 @@ class CoEvolutionTrainer:
 
         Returns the metric rows of the iterations run by this call.
         """
-        ckpt = self.latest_checkpoint() if self.cfg.get("resume", True) else None
+        ckpt = self.latest_checkpoint() if self.settings.resume else None
         if ckpt is not None:
             self.resume(ckpt)
         else:  # a fresh start: rows of a run killed before its first checkpoint are not kept
@@ -174,7 +175,7 @@ class CoEvolutionTrainer:
     def generate_tasks(self, it: int) -> tuple[list[GenerationRecord], Counter]:
         """Steps 1-2 (:func:`~genenv.trainer.generation.write_tasks`); nothing when generation is off or, in
         EnvGen mode, between its calls (:func:`~genenv.trainer.generation.generates_at`)."""
-        if not generates_at(self.cfg.generation, it):
+        if not generates_at(self.settings, it):
             return [], Counter()
         return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng, self.cfg.generation,
                            self.cfg.curriculum.alpha, it)
@@ -195,7 +196,7 @@ class CoEvolutionTrainer:
         """Step 3 for one iteration's ``batch`` (:meth:`agent_batch`): the newly admitted tasks with
         ``generation.rollouts_per_task`` episodes each when it is set and differs from ``agent.n``, the rest with
         ``agent.n``; seconds of both calls added up."""
-        n_gen = int(self.cfg.generation.get("rollouts_per_task") or self.cfg.agent.n)
+        n_gen = int(self.cfg.generation.rollouts_per_task or self.cfg.agent.n)
         if n_gen == int(self.cfg.agent.n):
             return self.rollout(batch)
         new_ids = {t.id for t in new_tasks}
@@ -225,9 +226,9 @@ class CoEvolutionTrainer:
         batch sampled from the pool's generated tasks) mixed with at least half a batch of original (seed) tasks,
         whose p̂ are the per-skill success rates the next EnvGen prompt reports."""
         k = int(self.cfg.agent.batch_tasks)
-        if self.cfg.agent.get("frozen", False):
+        if self.settings.agent_frozen:
             return list(new_tasks)
-        if self.cfg.generation.get("mode", "genenv") != "envgen":
+        if self.settings.generation_mode != "envgen":
             return new_tasks + self.pool.sample(max(0, k - len(new_tasks)), self.rng)
         generated = new_tasks or self.pool.sample(k // 2, self.rng, origin="generated")
         seeds = self.pool.sample(max(k - len(generated), (k + 1) // 2), self.rng, origin="seed")
@@ -256,13 +257,13 @@ class CoEvolutionTrainer:
         timing["env_reward"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
-        update_mode = "none" if cfg.generation.get("mode", "genenv") == "envgen" else cfg.env_policy.update_mode
+        update_mode = "none" if self.settings.generation_mode == "envgen" else self.settings.env_update_mode
         samples, mode = env_policy_samples(update_mode, scored, cfg.curriculum.lam)  # EnvGen's LLM is frozen
         env_update = self.backend.update("env_policy", samples, mode) if mode else {"skipped": True}
         timing["env_policy_update"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()
-        if cfg.agent.get("frozen", False):  # a stationary agent: the environment policy is measured alone
+        if self.settings.agent_frozen:  # a stationary agent: the environment policy is measured alone
             agent_update = {"skipped": True, "frozen": True, "groups_dropped": 0}
         else:
             agent_update = self.backend.update("agent", agent_samples(trajs), "grpo")
@@ -301,8 +302,8 @@ class CoEvolutionTrainer:
         from genenv.runtime.evaluation import evaluate
 
         t = time.perf_counter()
-        res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.cfg.data_dir,
-                       limit=self.cfg.eval.limit, options={self.spec.name: self.spec.pool_options(self.cfg.benchmark.get("seed_options"))},
+        res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.settings.data_dir,
+                       limit=self.cfg.eval.limit, options={self.spec.name: self.spec.pool_options(self.settings.seed_options)},
                        max_new_tokens=self.cfg.agent.max_new_tokens, progress=False, env_kwargs=self.env_kwargs)
         out = {f"heldout/{m.key}": m.value for m in res.metrics}
         head = res.headlines.get(self.spec.name)

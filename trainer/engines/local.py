@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,27 +24,8 @@ from genenv.trainer.engines.base import reuse_saved_role
 from genenv.runtime.episodes import Trajectory, play_episodes
 from genenv.runtime.models import weights_version
 from genenv.runtime.policies import TransformersPolicy
+from genenv.trainer.settings import RoleConfig
 from genenv.trainer.updates import Sample, policy_update
-
-@dataclass
-class RoleConfig:
-    """Settings of one role: ``model`` (SmolLM2 alias or HF folder), ``lr``, ``kl_coef``, ``clip_ratio``,
-    ``ppo_epochs``, ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``,
-    ``gen_batch_size`` (prompts per ``generate`` call), ``prefix_cache_tokens`` (KV states kept between turns,
-    :mod:`~genenv.runtime.prefix_cache`; 0: none)."""
-
-    model: str = "smollm2"
-    lr: float = 1e-6
-    kl_coef: float = 0.001
-    clip_ratio: float = 0.2
-    ppo_epochs: int = 1
-    micro_batch_size: int = 4
-    max_grad_norm: float = 1.0
-    lora_r: int = 0
-    lora_alpha: int = 32
-    gen_batch_size: int = 16
-    prefix_cache_tokens: int = 131072
-
 
 class LocalBackend:
     """Both policies in this process (CPU by default, one GPU with ``device="cuda"``).
@@ -203,7 +183,7 @@ class LocalBackend:
 def build_local_backend(cfg) -> LocalBackend:
     """The ``local`` engine from the config: ``agent.policy`` and ``env_policy.policy`` role settings, ``device``
     (``auto``: one GPU when present, else the CPU), ``autocast_dtype``, ``threads``."""
-    roles = {role: RoleConfig(**dict(cfg[role].policy)) for role in ("agent", "env_policy")}
+    roles = {role: RoleConfig.of(cfg, role) for role in ("agent", "env_policy")}
     device = cfg.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genenv.trainer.engines.base import ROLES
 from genenv.runtime.agent_loop import AGENT_LOOP_NAME
-from genenv.trainer.settings import response_budget
+from genenv.trainer.settings import RoleConfig, response_budget
 
 
 def compose_verl_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -65,9 +65,7 @@ def derived_settings(cfg, role: str) -> dict[str, Any]:
     advantages computed by us (``algorithm.adv_estimator=grpo``, no critic, no in-reward KL), the role's pool
     size as ``trainer.nnodes``/``n_gpus_per_node``; for the agent, the ``genenv_gym`` agent loop.
     """
-    from genenv.trainer.engines.local import RoleConfig
-
-    rc = RoleConfig(**dict(cfg[role].policy))
+    rc = RoleConfig.of(cfg, role)
     pool = cfg.verl_ray.pools[role]
     if role == "agent":
         n, temperature = int(cfg.agent.n), float(cfg.agent.temperature)
