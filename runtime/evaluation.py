@@ -27,12 +27,15 @@ LENIENT_LABEL = "LENIENT parsing (ours, not the official reading of model text)"
 @dataclass
 class EvalResult:
     """Outcome of :func:`evaluate`: ``metrics`` (labelled), ``headlines`` (benchmark → metric beside the paper's
-    column), ``rows`` (per-task records), ``timing`` per unit (``tasks``, ``seconds``, ``tasks_per_second``)."""
+    column), ``rows`` (per-task records, as the log holds them), ``trajectories`` (the episodes, in the same
+    order, with their turns; a task taken from a log has only what its record holds), ``timing`` per unit
+    (``tasks``, ``seconds``, ``tasks_per_second``)."""
 
     policy: str
     metrics: list[Metric] = field(default_factory=list)
     headlines: dict[str, Metric] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    trajectories: list[Trajectory] = field(default_factory=list)
     timing: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -134,6 +137,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             tasks = spec.load(**{"split": split, **opts})[:limit]  # a unit may fix its split
             done = log.finished(unit) if log is not None else {}
             rows = {i: done[(i, t.id)] for i, t in enumerate(tasks) if (i, t.id) in done}
+            played = {i: row_trajectory(tasks[i], r) for i, r in rows.items()}  # from the log: its record only
             todo = [i for i in range(len(tasks)) if i not in rows]
             bar = _bar(unit, len(tasks), len(rows)) if progress else None
             start = time.perf_counter()
@@ -143,6 +147,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
                     trajs = play_episodes([tasks[i] for i in chunk], policy, n=1, temperature=0.0,
                                           max_new_tokens=max_new_tokens, progress=bar, env_kwargs=kwargs,
                                           env_workers=env_workers, chunk_size=per_call)
+                    played.update(zip(chunk, trajs))
                     new = [task_row(unit, i, t) for i, t in zip(chunk, trajs)]
                     if log is not None:
                         log.append(new)
@@ -153,9 +158,10 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             seconds = time.perf_counter() - start
             result.timing[unit] = {"tasks": len(todo), "resumed": len(tasks) - len(todo), "seconds": seconds,
                                    "tasks_per_second": len(todo) / seconds if seconds > 0 else float("inf")}
-            ordered = [rows[i] for i in range(len(tasks))]
-            bench_metrics += spec.summarize(unit, [row_trajectory(t, r) for t, r in zip(tasks, ordered)])
-            result.rows += ordered
+            episodes = [played[i] for i in range(len(tasks))]
+            bench_metrics += spec.summarize(unit, episodes)
+            result.rows += [rows[i] for i in range(len(tasks))]
+            result.trajectories += episodes
         if reading != "official":
             bench_metrics = [replace(m, protocol=f"{m.protocol}; {LENIENT_LABEL}") for m in bench_metrics]
         result.metrics += bench_metrics

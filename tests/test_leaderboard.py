@@ -160,3 +160,21 @@ def test_a_training_runs_agent_is_evaluated_from_its_checkpoint(tmp_path, tiny_m
     assert eval_main(["--benchmarks", "bamboogle", "--limit", "2", "--max-new-tokens", "8", "--out", str(out),
                       "--policy", str(run / "checkpoints" / "latest")]) == 0
     assert len((out / "tasks.jsonl").read_text().splitlines()) == 2
+
+
+def test_evaluation_keeps_the_episodes_and_writes_rows_only_as_records(data_dir):
+    """``evaluate`` scores the episodes themselves (with their turns), not rows rebuilt from them: multi-step
+    TextWorldExpress episodes keep every turn, and the metrics equal those computed from the records alone."""
+    from genenv.benchmarks.registry import get_benchmark
+    from genenv.runtime.evaluation import evaluate, row_trajectory
+    from genenv.runtime.policies import OraclePolicy
+
+    res = evaluate(OraclePolicy(), ["twx"], data_dir=data_dir, limit=3, progress=False,
+                   options={"twx": {"games": "coin"}})
+    assert len(res.trajectories) == len(res.rows) == 3
+    assert all(len(t.turns) >= 2 and t.success for t in res.trajectories)
+    assert [t.task.id for t in res.trajectories] == [r["task_id"] for r in res.rows]
+    spec = get_benchmark("twx", data_dir)
+    (unit, _), = spec.eval_units({"games": "coin"})
+    from_rows = spec.summarize(unit, [row_trajectory(t.task, r) for t, r in zip(res.trajectories, res.rows)])
+    assert [(m.key, m.value) for m in from_rows] == [(m.key, m.value) for m in res.metrics]
