@@ -22,7 +22,9 @@ class Task:
     Attributes:
         id: unique id (the benchmark's own id for seed tasks, ``gen-<step>-<n>`` for generated ones).
         benchmark: registry name (``"bfcl"``, ``"bamboogle"``, ...).
-        split: data split or category the task comes from (e.g. ``"simple_python"``, ``"test"``).
+        split: the data split the task comes from (``"test"``, ``"train"``, ``"heldout"``, ALFWorld's
+            ``"valid_unseen"``, ...); generated tasks are ``"train"`` (they join the training pool). A benchmark's
+            categories and levels are in ``metadata`` (BFCL ``category``, API-Bank ``level``), never here.
         prompt: the user request shown to the agent.
         gold: the gold answer in the benchmark's own form (BFCL: ``possible_answer`` ground truth list;
             Bamboogle: the answer string).

@@ -172,3 +172,23 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
     del broken["agent"]["policy"]["lora_alpha"]
     with pytest.raises(ConfigError, match="'agent.policy.lora_alpha' is missing"):
         run_settings(OmegaConf.create(broken))
+
+
+@pytest.mark.parametrize("name, options, extra", [
+    ("bfcl", {"category": "simple_python"}, ("category", "simple_python")),
+    ("api_bank", {"level": 2}, ("level", 2)),
+    ("api_bank_response", {"level": 1}, ("level", 1)),
+    ("bamboogle", {}, None),
+])
+def test_task_split_holds_the_split_only(name, options, extra):
+    """``Task.split`` is the split the task was loaded from (never a category or a level, which live in
+    ``metadata``)."""
+    from genenv.benchmarks.registry import get_benchmark
+    from conftest import DATA_DIR
+
+    spec = get_benchmark(name, DATA_DIR)
+    for split in ("test", "train", "heldout"):
+        tasks = spec.load(split=split, **options)
+        assert tasks and {t.split for t in tasks} == {split}, (name, split)
+        if extra:
+            assert all(t.metadata[extra[0]] == extra[1] for t in tasks)

@@ -191,7 +191,7 @@ class ALFWorldSpec(BenchmarkSpec):
         if len(plan) > self.max_steps:
             return Rejection("exceeds_step_limit", f"the plan has {len(plan)} steps > {self.max_steps}")
         scene = parent.metadata["goal"].get("scene", "")
-        task = Task(id=task_id, benchmark=self.name, split="generated",
+        task = Task(id=task_id, benchmark=self.name, split="train",
                     prompt=f"Your task is to: {goal_sentence(goal)}",
                     gold=plan, action_kind="structured", origin="generated", parent_id=parent.id,
                     generation_step=step,

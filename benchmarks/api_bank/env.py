@@ -143,7 +143,7 @@ def load_api_bank_tasks(level: int = 1, protocol: str = "official", split: str |
                 continue
         tools = prompt_descriptions(rec["system"] + "\n" + rec["user"])
         tasks.append(Task(
-            id=f"api_bank-{rec['id']}", benchmark="api_bank", split=f"level-{level}", prompt=rec["user"],
+            id=f"api_bank-{rec['id']}", benchmark="api_bank", split=split, prompt=rec["user"],
             gold=rec["gold"], action_kind="structured", tools=tools,
             metadata={"level": level, "protocol": protocol, "system": rec["system"], "replay": rec["replay"],
                       "source": rec["source"]}))

@@ -90,9 +90,9 @@ def load_plan_tasks(split: str | None = "test", data_dir: str | None = None) -> 
         if split != "test" and split_of(task_id) != split:
             continue
         calls = [{"name": c["api_name"], "arguments": c["input"]} for c in rec["apis"]]
-        tasks.append(Task(id=task_id, benchmark="api_bank_plan", split="level-3", prompt=rec["requirement"].strip(),
+        tasks.append(Task(id=task_id, benchmark="api_bank_plan", split=split, prompt=rec["requirement"].strip(),
                           gold=calls, action_kind="structured", tools=[searcher],
-                          metadata={"response": rec.get("response", ""), "sample_id": i}))
+                          metadata={"response": rec.get("response", ""), "sample_id": i, "level": 3}))
     return tasks
 
 

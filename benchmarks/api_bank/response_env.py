@@ -65,7 +65,7 @@ def load_response_tasks(level: int = 1, split: str | None = "test", data_dir: st
         if split != "test" and split_of(task_id) != split:
             continue
         reference = rec.get("expected_output", rec.get("output", ""))
-        tasks.append(Task(id=task_id, benchmark="api_bank_response", split=f"level-{level}", prompt=rec["input"],
+        tasks.append(Task(id=task_id, benchmark="api_bank_response", split=split, prompt=rec["input"],
                           gold=reference.strip(), action_kind="free_text",
                           metadata={"level": level, "system": rec["instruction"], "index": i}))
     return tasks

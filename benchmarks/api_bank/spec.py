@@ -193,7 +193,7 @@ class APIBankSpec(BenchmarkSpec):
         if parent is not None and "API descriptions:" in parent.metadata.get("system", ""):
             head = parent.metadata["system"].split("API descriptions:")[0] + "API descriptions:\n"
         system = head + "\n".join(json.dumps(d, ensure_ascii=False) for d in descriptions)
-        return Task(id=task_id, benchmark=self.name, split="generated", prompt=f"{dialogue.strip()}\n{ASK}\n",
+        return Task(id=task_id, benchmark=self.name, split="train", prompt=f"{dialogue.strip()}\n{ASK}\n",
                     gold={"name": name, "arguments": arguments}, action_kind="structured", tools=descriptions,
                     origin="generated", parent_id=parent.id if parent else None, generation_step=step,
                     metadata={"level": 1, "protocol": "official", "system": system, "replay": [],
@@ -297,7 +297,7 @@ class APIBankPlanSpec(BenchmarkSpec):
                                      "results: " + "; ".join(f"{p}={v!r}" for p, v in missing.items())[:160])
             observed.append(json.dumps(result.get("output"), ensure_ascii=False, default=str))
             gold.append({"name": name, "arguments": arguments})
-        return Task(id=task_id, benchmark=self.name, split="generated", prompt=requirement.strip(), gold=gold,
+        return Task(id=task_id, benchmark=self.name, split="train", prompt=requirement.strip(), gold=gold,
                     action_kind="structured", tools=[searcher_description(self.data_dir)], origin="generated",
                     parent_id=parent.id if parent else None, generation_step=step,
                     metadata={"response": "", "sample_id": None})
@@ -412,7 +412,7 @@ class APIBankResponseSpec(BenchmarkSpec):
                                  "; ".join(f"{p}={v!r}" for p, v in missing.items())[:160])
         lines = lines[:request] + [f"API-Request: [{calls[0].to_python()}]->{result['output']}"]
         system = parent.metadata["system"] if parent is not None else ""
-        return Task(id=task_id, benchmark=self.name, split="generated",
+        return Task(id=task_id, benchmark=self.name, split="train",
                     prompt="\n".join(lines) + "\nGenerate AI Response:\n", gold=response.strip(),
                     action_kind="free_text", origin="generated", parent_id=parent.id if parent else None,
                     generation_step=step, metadata={"level": 1, "system": system, "index": None})

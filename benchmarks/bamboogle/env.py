@@ -86,7 +86,7 @@ def load_bamboogle_tasks(split: str | None = "test", data_dir: str | None = None
         in_split = "heldout" if idx % 5 == 0 else "train"
         if split != "test" and in_split != split:
             continue
-        tasks.append(Task(id=f"bamboogle_{idx}", benchmark="bamboogle", split="test", prompt=rec["question"].strip(),
+        tasks.append(Task(id=f"bamboogle_{idx}", benchmark="bamboogle", split=split, prompt=rec["question"].strip(),
                           gold=gold_answer(rec["answer"]), action_kind="free_text"))
     return tasks
 

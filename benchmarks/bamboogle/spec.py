@@ -164,6 +164,6 @@ class BamboogleSpec(BenchmarkSpec):
         problem = answer_problem(question, answer) if self.grounded else None
         if problem is not None:
             return problem
-        return Task(id=task_id, benchmark=self.name, split="generated", prompt=question, gold=answer,
+        return Task(id=task_id, benchmark=self.name, split="train", prompt=question, gold=answer,
                     action_kind="free_text", origin="generated", parent_id=parent.id if parent else None,
                     generation_step=step)

@@ -74,7 +74,7 @@ def load_bfcl_tasks(category: str | list[str] | None = "simple_python", split: s
             messages = turns[0]
             user = [m.get("content", "") for m in messages if m.get("role") == "user"]
             tasks.append(Task(
-                id=rec["id"], benchmark="bfcl", split=cat, prompt=user[-1] if user else messages[-1].get("content", ""),
+                id=rec["id"], benchmark="bfcl", split=split, prompt=user[-1] if user else messages[-1].get("content", ""),
                 gold=answers.get(rec["id"]), action_kind="structured", tools=rec["function"],
                 metadata={"category": cat, "question_messages": messages},
             ))

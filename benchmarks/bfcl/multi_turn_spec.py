@@ -147,7 +147,7 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
         meta = {**copy.deepcopy(parent.metadata), "entry_id": task_id, "category": "generated",
                 "turns": [[{"role": "user", "content": question.strip()}]], "missed_function": {},
                 "long_context": False, "protocol": "official", "start_turn": 0, "end_turn": 0}
-        task = Task(id=task_id, benchmark=self.name, split="generated", prompt=question.strip(), gold=[strings],
+        task = Task(id=task_id, benchmark=self.name, split="train", prompt=question.strip(), gold=[strings],
                     action_kind="structured", tools=all_functions(parent), origin="generated",
                     parent_id=parent.id, generation_step=step, metadata=meta)
         problem, results = execution_problem(task)

@@ -252,7 +252,7 @@ class BFCLSpec(BenchmarkSpec):
             if missing:
                 return Rejection("ungrounded_value", "not stated in the question: " + "; ".join(
                     f"{p}={v!r}" for p, v in missing.items())[:200])
-        return Task(id=task_id, benchmark=self.name, split="generated", prompt=question.strip(), gold=ground_truth,
+        return Task(id=task_id, benchmark=self.name, split="train", prompt=question.strip(), gold=ground_truth,
                     action_kind="structured", tools=[fn], origin="generated",
                     parent_id=parent.id if parent else None, generation_step=step,
                     metadata={"category": "simple_python",

@@ -181,7 +181,7 @@ class TravelPlannerSpec(BenchmarkSpec):
         found = search_plan(fields, db)
         if found.plan is None:
             return Rejection(found.reason, found.detail[:200])
-        return query_task(task_id, "generated", fields, route_calls(fields, found.route), found.plan, db,
+        return query_task(task_id, "train", fields, route_calls(fields, found.route), found.plan, db,
                           mode=self.mode, search={"reason": "", "detail": "", "cost": found.cost}, origin="generated",
                           parent_id=parent.id if parent else None, generation_step=step)
 
