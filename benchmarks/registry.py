@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # this module imports nothing of genenv at import time: benchmark folders import it while the
     from genenv.benchmarks.spec import BenchmarkSpec  # env framework loads its plugins
@@ -19,12 +19,22 @@ BENCHMARKS: dict[str, str] = {}  # name → "module:Class" of the spec
 _INSTANCES: dict[tuple[str, str | None], "BenchmarkSpec"] = {}
 
 
-def register_benchmark(name: str, entry_point: str) -> None:
-    """Register the spec class at ``entry_point`` (``"module:Class"``) under ``name`` (nothing is imported).
+def register_benchmark(name: str, entry_point: str, *, env_id: str = "", env: str = "",
+                       split_options: tuple[dict[str, Any], ...] | str = ({},), gym_entry_point: str = "") -> None:
+    """Register benchmark ``name`` in one call: its spec class at ``entry_point`` (``"module:Class"``) and, with
+    ``env_id`` and ``env``, its Gymnasium env (:func:`genenv.envs.registry.register_env` with ``split_options``
+    and ``gym_entry_point``), so the two halves share one name by construction. Nothing is imported.
 
     Raises:
-        ValueError: an empty name, a malformed entry point, or the name taken by another class.
+        ValueError: an empty name, a malformed entry point, only one of ``env_id`` / ``env``, or the name taken
+            by another class.
     """
+    if bool(env_id) != bool(env):
+        raise ValueError(f"{name}: give both env_id and env, or neither")
+    if env:
+        from genenv.envs.registry import register_env
+
+        register_env(name, env_id, env, split_options=split_options, gym_entry_point=gym_entry_point)
     if not name:
         raise ValueError(f"{entry_point}: a benchmark spec needs a name")
     if ":" not in entry_point:

@@ -212,3 +212,19 @@ def test_every_registry_is_the_one_registry_helper():
     assert fresh.register("a")(len) is len and fresh.lookup("a") is len
     with pytest.raises(ValueError, match="needs a name"):
         fresh.add("", len)
+
+
+def test_a_benchmark_registers_its_spec_and_env_in_one_call(monkeypatch):
+    """``register_benchmark`` with ``env_id`` and ``env`` records both halves under the one name (every shipped
+    benchmark registers so); half an env registration is refused."""
+    monkeypatch.setattr("genenv.envs.registry.ENVS", dict(ENVS))
+    monkeypatch.setattr("genenv.benchmarks.registry.BENCHMARKS", dict(BENCHMARKS))
+    import genenv.benchmarks.registry as breg
+    import genenv.envs.registry as ereg
+
+    register_benchmark("echo_one", "somewhere:EchoSpec", env_id="genenv/EchoOne-v0", env="somewhere:EchoEnv")
+    assert breg.BENCHMARKS["echo_one"] == "somewhere:EchoSpec" and ereg.ENVS["echo_one"].env_id == "genenv/EchoOne-v0"
+    with pytest.raises(ValueError, match="both env_id and env"):
+        register_benchmark("echo_two", "somewhere:EchoSpec", env_id="genenv/EchoTwo-v0")
+    for name in BENCHMARKS:  # every shipped benchmark has its env under the same name
+        assert name in ENVS

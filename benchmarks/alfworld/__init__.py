@@ -7,9 +7,10 @@
 - ``data.py``: where the games are read and the sample builder; ``sample/``: the packaged sample games.
 """
 from genenv.benchmarks.registry import register_benchmark
-from genenv.envs.registry import register_env, register_sample_builder
+from genenv.envs.registry import register_sample_builder
 
-register_env("alfworld", "genenv/ALFWorld-v0", "genenv.benchmarks.alfworld.env:ALFWorldEnv",
-             split_options="genenv.benchmarks.alfworld.env:SPLIT_OPTIONS")
-register_benchmark("alfworld", "genenv.benchmarks.alfworld.spec:ALFWorldSpec")
+register_benchmark("alfworld", "genenv.benchmarks.alfworld.spec:ALFWorldSpec",
+                   env_id="genenv/ALFWorld-v0",
+                   env="genenv.benchmarks.alfworld.env:ALFWorldEnv",
+                   split_options="genenv.benchmarks.alfworld.env:SPLIT_OPTIONS")
 register_sample_builder("alfworld", "genenv.benchmarks.alfworld.data:build_sample")

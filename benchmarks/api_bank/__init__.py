@@ -8,16 +8,18 @@
 - ``data.py``: where the data is read and the sample builder; ``sample/``: the packaged sample.
 """
 from genenv.benchmarks.registry import register_benchmark
-from genenv.envs.registry import register_env, register_sample_builder
+from genenv.envs.registry import register_sample_builder
 
-register_env("api_bank", "genenv/APIBank-v0", "genenv.benchmarks.api_bank.env:APIBankEnv",
-             split_options="genenv.benchmarks.api_bank.env:SPLIT_OPTIONS")
-register_benchmark("api_bank", "genenv.benchmarks.api_bank.spec:APIBankSpec")
-register_env("api_bank_plan", "genenv/APIBankPlan-v0", "genenv.benchmarks.api_bank.plan_env:APIBankPlanEnv",
-             split_options="genenv.benchmarks.api_bank.plan_env:SPLIT_OPTIONS")
-register_benchmark("api_bank_plan", "genenv.benchmarks.api_bank.spec:APIBankPlanSpec")
-register_env("api_bank_response", "genenv/APIBankResponse-v0",
-             "genenv.benchmarks.api_bank.response_env:APIBankResponseEnv",
-             split_options="genenv.benchmarks.api_bank.response_env:SPLIT_OPTIONS")
-register_benchmark("api_bank_response", "genenv.benchmarks.api_bank.spec:APIBankResponseSpec")
+register_benchmark("api_bank", "genenv.benchmarks.api_bank.spec:APIBankSpec",
+                   env_id="genenv/APIBank-v0",
+                   env="genenv.benchmarks.api_bank.env:APIBankEnv",
+                   split_options="genenv.benchmarks.api_bank.env:SPLIT_OPTIONS")
+register_benchmark("api_bank_plan", "genenv.benchmarks.api_bank.spec:APIBankPlanSpec",
+                   env_id="genenv/APIBankPlan-v0",
+                   env="genenv.benchmarks.api_bank.plan_env:APIBankPlanEnv",
+                   split_options="genenv.benchmarks.api_bank.plan_env:SPLIT_OPTIONS")
+register_benchmark("api_bank_response", "genenv.benchmarks.api_bank.spec:APIBankResponseSpec",
+                   env_id="genenv/APIBankResponse-v0",
+                   env="genenv.benchmarks.api_bank.response_env:APIBankResponseEnv",
+                   split_options="genenv.benchmarks.api_bank.response_env:SPLIT_OPTIONS")
 register_sample_builder("api_bank", "genenv.benchmarks.api_bank.data:build_sample")

@@ -5,9 +5,10 @@
 - ``sample/``: the packaged copy of ``<data_dir>/bamboogle/`` (all 125 questions).
 """
 from genenv.benchmarks.registry import register_benchmark
-from genenv.envs.registry import register_env, register_sample_builder
+from genenv.envs.registry import register_sample_builder
 
-register_env("bamboogle", "genenv/Bamboogle-v0", "genenv.benchmarks.bamboogle.env:BamboogleEnv",
-             split_options="genenv.benchmarks.bamboogle.env:SPLIT_OPTIONS")
-register_benchmark("bamboogle", "genenv.benchmarks.bamboogle.spec:BamboogleSpec")
+register_benchmark("bamboogle", "genenv.benchmarks.bamboogle.spec:BamboogleSpec",
+                   env_id="genenv/Bamboogle-v0",
+                   env="genenv.benchmarks.bamboogle.env:BamboogleEnv",
+                   split_options="genenv.benchmarks.bamboogle.env:SPLIT_OPTIONS")
 register_sample_builder("bamboogle", "genenv.benchmarks.bamboogle.data:build_sample")

@@ -9,14 +9,15 @@ multi-turn executable episodes.
 - ``data.py``: where the data is read and the sample builder; ``sample/``: the packaged sample.
 """
 from genenv.benchmarks.registry import register_benchmark
-from genenv.envs.registry import register_env, register_sample_builder
+from genenv.envs.registry import register_sample_builder
 
-register_env("bfcl", "genenv/BFCL-v0", "genenv.benchmarks.bfcl.env:BFCLEnv",
-             split_options="genenv.benchmarks.bfcl.env:SPLIT_OPTIONS",
-             gym_entry_point="genenv.benchmarks.bfcl.make:make_bfcl_env")
-register_benchmark("bfcl", "genenv.benchmarks.bfcl.spec:BFCLSpec")
-register_env("bfcl_multi_turn", "genenv/BFCLMultiTurn-v0",
-             "genenv.benchmarks.bfcl.multi_turn_env:BFCLMultiTurnEnv",
-             split_options="genenv.benchmarks.bfcl.multi_turn_env:SPLIT_OPTIONS")
-register_benchmark("bfcl_multi_turn", "genenv.benchmarks.bfcl.multi_turn_spec:BFCLMultiTurnSpec")
+register_benchmark("bfcl", "genenv.benchmarks.bfcl.spec:BFCLSpec",
+                   env_id="genenv/BFCL-v0",
+                   env="genenv.benchmarks.bfcl.env:BFCLEnv",
+                   split_options="genenv.benchmarks.bfcl.env:SPLIT_OPTIONS",
+                   gym_entry_point="genenv.benchmarks.bfcl.make:make_bfcl_env")
+register_benchmark("bfcl_multi_turn", "genenv.benchmarks.bfcl.multi_turn_spec:BFCLMultiTurnSpec",
+                   env_id="genenv/BFCLMultiTurn-v0",
+                   env="genenv.benchmarks.bfcl.multi_turn_env:BFCLMultiTurnEnv",
+                   split_options="genenv.benchmarks.bfcl.multi_turn_env:SPLIT_OPTIONS")
 register_sample_builder("bfcl", "genenv.benchmarks.bfcl.data:build_sample")

@@ -11,14 +11,15 @@
 - ``spec.py``: the official rates, labelled, and environment-generated queries admitted by the search.
 """
 from genenv.benchmarks.registry import register_benchmark
-from genenv.envs.registry import register_env, register_sample_builder
+from genenv.envs.registry import register_sample_builder
 
-register_env("travelplanner", "genenv/TravelPlanner-v0", "genenv.benchmarks.travelplanner.env:TravelPlannerEnv",
-             split_options="genenv.benchmarks.travelplanner.env:SPLIT_OPTIONS",
-             gym_entry_point="genenv.benchmarks.travelplanner.env:make_travelplanner_env")
-register_benchmark("travelplanner", "genenv.benchmarks.travelplanner.spec:TravelPlannerSpec")
-register_env("travelplanner_two_stage", "genenv/TravelPlannerTwoStage-v0",
-             "genenv.benchmarks.travelplanner.env:TravelPlannerTwoStageEnv",
-             split_options="genenv.benchmarks.travelplanner.env:SPLIT_OPTIONS")
-register_benchmark("travelplanner_two_stage", "genenv.benchmarks.travelplanner.spec:TravelPlannerTwoStageSpec")
+register_benchmark("travelplanner", "genenv.benchmarks.travelplanner.spec:TravelPlannerSpec",
+                   env_id="genenv/TravelPlanner-v0",
+                   env="genenv.benchmarks.travelplanner.env:TravelPlannerEnv",
+                   split_options="genenv.benchmarks.travelplanner.env:SPLIT_OPTIONS",
+                   gym_entry_point="genenv.benchmarks.travelplanner.env:make_travelplanner_env")
+register_benchmark("travelplanner_two_stage", "genenv.benchmarks.travelplanner.spec:TravelPlannerTwoStageSpec",
+                   env_id="genenv/TravelPlannerTwoStage-v0",
+                   env="genenv.benchmarks.travelplanner.env:TravelPlannerTwoStageEnv",
+                   split_options="genenv.benchmarks.travelplanner.env:SPLIT_OPTIONS")
 register_sample_builder("travelplanner", "genenv.benchmarks.travelplanner.data:build_sample")

@@ -6,8 +6,8 @@
 - ``spec.py``: success rate per game and environment-generated games validated by the engine.
 """
 from genenv.benchmarks.registry import register_benchmark
-from genenv.envs.registry import register_env
 
-register_env("twx", "genenv/TextWorldExpress-v0", "genenv.benchmarks.twx.env:TextWorldExpressEnv",
-             split_options="genenv.benchmarks.twx.env:SPLIT_OPTIONS")
-register_benchmark("twx", "genenv.benchmarks.twx.spec:TWXSpec")
+register_benchmark("twx", "genenv.benchmarks.twx.spec:TWXSpec",
+                   env_id="genenv/TextWorldExpress-v0",
+                   env="genenv.benchmarks.twx.env:TextWorldExpressEnv",
+                   split_options="genenv.benchmarks.twx.env:SPLIT_OPTIONS")
