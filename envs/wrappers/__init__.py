@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+
 from genenv.envs.task import Task
 from genenv.envs.wrappers.prompt_window import PromptWindow
 from genenv.envs.wrappers.text_action import TextActionWrapper
 
 
 def make_text_env(tasks: list[Task], env_kwargs: dict[str, Any] | None = None) -> PromptWindow:
-    """The env of ``tasks``' benchmark (all tasks of one benchmark) over ``tasks``, taking model text
-    (:class:`TextActionWrapper`) and showing each turn's prompt in ``info["messages"]`` (:class:`PromptWindow`).
+    """The env of ``tasks``' benchmark (all tasks of one benchmark) over ``tasks``, made through the registry
+    (``gymnasium.make`` of the benchmark's env id, the passive env checker off: the conformance suite runs
+    ``check_env``), taking model text (:class:`TextActionWrapper`) and showing each turn's prompt in
+    ``info["messages"]`` (:class:`PromptWindow`).
 
     Raises:
         KeyError: unknown benchmark. ValueError: ``tasks`` is empty or mixes benchmarks.
@@ -22,8 +26,9 @@ def make_text_env(tasks: list[Task], env_kwargs: dict[str, Any] | None = None) -
     benchmarks = {t.benchmark for t in tasks}
     if len(benchmarks) != 1:
         raise ValueError(f"make_text_env needs the tasks of one benchmark, got {sorted(benchmarks) or 'none'}")
-    env_class = env_entry(benchmarks.pop()).env_class
-    return PromptWindow(TextActionWrapper(env_class(tasks=list(tasks), **(env_kwargs or {}))))
+    env = gym.make(env_entry(benchmarks.pop()).env_id, tasks=list(tasks), disable_env_checker=True,
+                   **(env_kwargs or {}))
+    return PromptWindow(TextActionWrapper(env))
 
 
 __all__ = ["PromptWindow", "TextActionWrapper", "make_text_env"]
