@@ -410,10 +410,10 @@ class OpenAIPolicy:
             await client.close()
 
 
-def make_policy(spec: str, dtype: str | None = None, device: str | None = None, batch_size: int | None = None,
+def make_policy(name: str, dtype: str | None = None, device: str | None = None, batch_size: int | None = None,
                 concurrency: int | None = None, timeout: float | None = None, max_retries: int | None = None
                 ) -> Policy:
-    """Build a policy from a command-line spec.
+    """Build a policy from its command-line name (``--policy``).
 
     ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
     model); ``hf:PATH`` or a folder path (local transformers); a training run's agent: ``RUN_DIR``,
@@ -424,22 +424,22 @@ def make_policy(spec: str, dtype: str | None = None, device: str | None = None, 
     (``None``: their defaults).
 
     Raises:
-        ValueError: a malformed ``openai:`` spec. ModelNotFound: a local name that is no model folder.
+        ValueError: a malformed ``openai:`` name. ModelNotFound: a local name that is no model folder.
     """
     import os
 
     def given(**kw: Any) -> dict[str, Any]:
         return {k: v for k, v in kw.items() if v is not None}
 
-    if spec == "oracle":
+    if name == "oracle":
         return OraclePolicy()
-    if spec == "random" or spec.startswith("random:"):
-        return RandomAdmissiblePolicy(int(spec.partition(":")[2] or 0))
-    if spec.startswith("openai:"):
-        url, _, model = spec[len("openai:"):].partition("#")
+    if name == "random" or name.startswith("random:"):
+        return RandomAdmissiblePolicy(int(name.partition(":")[2] or 0))
+    if name.startswith("openai:"):
+        url, _, model = name[len("openai:"):].partition("#")
         if not model:
-            raise ValueError("openai policy spec is openai:BASE_URL#MODEL")
+            raise ValueError("an openai policy is named openai:BASE_URL#MODEL")
         return OpenAIPolicy(url, model, api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"),
                             **given(concurrency=concurrency, timeout=timeout, max_retries=max_retries))
-    name = spec.removeprefix("hf:")
+    name = name.removeprefix("hf:")
     return TransformersPolicy(name, **given(dtype=dtype, device=device, batch_size=batch_size))
