@@ -28,11 +28,11 @@ def latest_checkpoint(ckpt_dir: Path) -> Path | None:
 
 
 def save_checkpoint(ckpt_dir: Path, iteration: int, backend, pool: TaskPool, state: dict[str, Any],
-                    rng: random.Random, keep: int = 2) -> Path:
+                    rng: random.Random, keep: int) -> Path:
     """Write ``iter-<iteration>`` (the engine's policies, the pool, ``state`` plus the Python RNG, torch and numpy
-    RNG states) through a temporary folder, point ``latest`` at it, and delete all but the last ``keep``. The
-    engine may hard-link a role's files from the latest checkpoint when the role was not updated since (the
-    deletion of the old folder leaves linked files in place)."""
+    RNG states) through a temporary folder, point ``latest`` at it, and delete all but the last ``keep`` (the run's
+    ``keep_checkpoints``; no default here). The engine may hard-link a role's files from the latest checkpoint when
+    the role was not updated since (the deletion of the old folder leaves linked files in place)."""
     path = Path(ckpt_dir) / f"iter-{iteration:05d}"
     tmp = path.with_name(path.name + ".tmp")
     if tmp.exists():  # left by a run killed while saving
