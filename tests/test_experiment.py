@@ -277,3 +277,27 @@ def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(tmp_p
 
     assert two_step_share("genenv", 0, 4) == (128, 320) and two_step_share("genenv", 5, 9) == (155, 320)
     assert two_step_share("random_env", 0, 4) == (89, 320) and two_step_share("random_env", 5, 9) == (86, 320)
+
+
+def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says(tmp_path):
+    """``docs/curriculum/bamboogle_env_policy`` (docs/results.md, "Does the environment policy learn?", Bamboogle):
+    agent frozen, genenv against random_env on 4 paired seeds; the report rebuilds from the run folders; iteration
+    0 is the same in both arms; the page's alignment figures; genenv stopped writing truncated JSON."""
+    exp, ours = _rebuilt_shipped_run("bamboogle_env_policy", tmp_path)
+    stat = ours["alignment"]
+    seeds = [0, 1, 2, 3]
+    assert ours["agent_frozen"] is True and stat["arms"]["genenv"]["seeds"] == seeds and stat["n_cells"] == 36
+    assert all(_generations_part_after(exp, seed=s, iteration=0) for s in seeds)
+    g, r = stat["arms"]["genenv"], stat["arms"]["random_env"]
+    assert (g["in_band"], g["generated"], g["admitted"]) == (92, 640, 399)
+    assert (r["in_band"], r["generated"], r["admitted"]) == (79, 640, 262)
+    d = stat["difference"]
+    assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [2.3, -1.9, 6.4]
+    assert round(stat["p_value"], 2) == 0.32 and stat["p_value_seeds"] == 0.375
+
+    def truncated(arm, first, last):
+        return sum(row["rejection"] == "invalid_json" for s in seeds
+                   for row in read_rows(exp / f"{arm}/seed{s}/generations.jsonl") if first <= row["iteration"] <= last)
+
+    assert (truncated("genenv", 0, 4), truncated("genenv", 5, 9)) == (52, 12)
+    assert (truncated("random_env", 0, 4), truncated("random_env", 5, 9)) == (93, 84)
