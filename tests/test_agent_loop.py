@@ -14,7 +14,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from genenv.benchmarks.bamboogle.env import BamboogleEnv, load_bamboogle_tasks
 from genenv.benchmarks.bfcl.env import load_bfcl_tasks
-from genenv.envs.registry import ENVS, EnvEntry
+from genenv.envs.registry import ENVS, register_env
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import task_extra_info
 from genenv.runtime.agent_loop import (LocalGenerateClient, agent_loop_config, make_agent_loop,
@@ -51,6 +51,13 @@ def test_transformers_client_batches_concurrent_episodes(tiny_model_dir):
     assert all(t.info["error"] or t.reward >= 0 for t in trajs)
 
 
+def register_test_env(monkeypatch, name: str, env_id: str, cls: str) -> None:
+    """Register a test env as a benchmark does (its Gymnasium id included: episodes open envs with
+    ``gymnasium.make``), in a copy of the env table that the test's end discards."""
+    monkeypatch.setattr("genenv.envs.registry.ENVS", dict(ENVS))
+    register_env(name, env_id, f"{__name__}:{cls}")
+
+
 class TwoGuessEnv(BamboogleEnv):
     """A multi-step test env: a wrong first answer gets a hint and a second try."""
 
@@ -69,8 +76,7 @@ class TwoGuessEnv(BamboogleEnv):
 
 
 def test_multi_turn_episode_masks_environment_tokens(smollm2_policy, monkeypatch):
-    monkeypatch.setitem(ENVS, "two_guess", EnvEntry("two_guess", "genenv/TwoGuess-v0",
-                                                    f"{__name__}:TwoGuessEnv", ({},)))
+    register_test_env(monkeypatch, "two_guess", "genenv/TwoGuess-v0", "TwoGuessEnv")
     task = Task(id="q1", benchmark="two_guess", split="test", prompt="Who wrote Hamlet?", gold="William Shakespeare",
                 action_kind="free_text")
     client = ScriptedClient(smollm2_policy.tokenizer,
@@ -113,8 +119,7 @@ def tokenizer(smollm2_dir):
 
 @pytest.fixture
 def two_guess(monkeypatch):
-    monkeypatch.setitem(ENVS, "two_guess",
-                        EnvEntry("two_guess", "genenv/TwoGuess-v0", f"{__name__}:TwoGuessEnv", ({},)))
+    register_test_env(monkeypatch, "two_guess", "genenv/TwoGuess-v0", "TwoGuessEnv")
 
 
 def lead_then_gold(tokenizer, lead: int) -> list[int]:
@@ -227,8 +232,7 @@ class LoopCheckEnv(BamboogleEnv):
 
 def test_env_steps_run_off_the_event_loop(tokenizer, monkeypatch):
     """While an env steps, the worker's event loop keeps serving other coroutines (other episodes' requests)."""
-    monkeypatch.setitem(ENVS, "loop_check", EnvEntry("loop_check", "genenv/LoopCheck-v0",
-                                                     f"{__name__}:LoopCheckEnv", ({},)))
+    register_test_env(monkeypatch, "loop_check", "genenv/LoopCheck-v0", "LoopCheckEnv")
     task = Task(id="q1", benchmark="loop_check", split="test", prompt="Who wrote Hamlet?", gold="William Shakespeare",
                 action_kind="free_text")
     server = OverlongServer(lead_then_gold(tokenizer, 0))
