@@ -137,3 +137,33 @@ def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path
     assert [r for r in g0 if r["iteration"] == 0] == [r for r in r0 if r["iteration"] == 0]
     assert "Does the environment policy learn?" in (exp / "summary.md").read_text()
     assert (exp / "alignment.png").stat().st_size > 10_000 and not (exp / "baseline.json").exists()
+
+
+def _heldout_rows(scores, tasks=4):
+    return [{"iteration": i, "agent/tasks": tasks, "heldout/score": s} for i, s in enumerate(scores)]
+
+
+def test_outcome_test_finds_a_planted_held_out_gain_and_not_a_null_one():
+    """The held-out outcome statistic (trainer/outcome.py): genenv's score planted 15 points above the control's
+    at every evaluation is found (cells and AUC); genenv equal to the control up to noise is not; iteration 0 is
+    left out of the cells; per-seed final differences are the last evaluation's."""
+    from genenv.trainer import outcome
+    from genenv.trainer.experiment_report import area_under, seed_curve
+
+    rng = np.random.default_rng(1)
+    control = {s: _heldout_rows(rng.uniform(0.2, 0.5, 8)) for s in range(3)}
+    auc = lambda rows: area_under(*seed_curve(rows, 0.25))  # noqa: E731
+    planted = {s: _heldout_rows([r["heldout/score"] + 0.15 + rng.normal(0, 0.03) for r in control[s]])
+               for s in range(3)}
+    stat = outcome.compare(planted, control, auc)
+    assert stat["n_cells"] == 21  # iterations 1-7 of 3 paired seeds
+    assert stat["p_value"] < 0.001 and 0.1 < stat["difference"]["low"] < stat["difference"]["high"] < 0.2
+    assert all(0.08 < d < 0.22 for d in stat["auc"]["per_seed"].values())
+    assert stat["final"]["per_seed"][0] == pytest.approx(planted[0][-1]["heldout/score"] - control[0][-1]["heldout/score"])
+    null = {s: _heldout_rows([r["heldout/score"] + rng.normal(0, 0.05) for r in control[s]]) for s in range(3)}
+    stat = outcome.compare(null, control, auc)
+    assert stat["p_value"] > 0.05 and stat["difference"]["low"] < 0 < stat["difference"]["high"]
+    both = outcome.compare_all({"genenv": planted, "random_env": control, "static": null}, auc)
+    assert set(both) == {"random_env", "static"} and both["random_env"]["p_value"] < 0.001
+    assert outcome.compare_all({"random_env": control}, auc) == {}
+    assert "genenv vs" in "\n".join(outcome.markdown(both))

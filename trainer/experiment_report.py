@@ -17,6 +17,9 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
   the first and the second half of the iterations;
 - **seconds per phase** of one iteration (mean) and the wall time of the runs.
 
+When ``genenv`` and a control (``random_env``, ``static``) ran with held-out evaluations, the report adds the
+held-out outcome statistic of :mod:`genenv.trainer.outcome` (paired by seed and evaluation: a sign-flip permutation
+test, the mean difference with its 95 % interval, final and AUC differences per seed).
 When both ``genenv`` and ``random_env`` ran, the report adds the difficulty-alignment statistic of
 :mod:`genenv.trainer.alignment` (paired by seed: the in-band share of all generations, a sign-flip permutation
 test, the mean difference with its 95 % interval) and ``alignment.png``.
@@ -33,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from genenv.trainer import alignment
+from genenv.trainer import alignment, outcome
 
 
 def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
@@ -178,13 +181,15 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     reach_static(arms, baseline)
     pair = [rows_by_arm.get(a) for a in alignment.PAIR]
     stat = alignment.compare(*pair) if all(pair) else None
+    trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
+    helped = outcome.compare_all(trained, lambda rows: area_under(*seed_curve(rows, baseline, key)), key)
     return {"benchmark": cfg.benchmark.name, "iterations": int(cfg.iterations), "seeds": list(cfg.seeds),
             "arms_planned": list(cfg.arms), "score": cfg.get("score_metric") or "headline", "alpha": alpha,
             "k_min": float(cfg.curriculum.k_min),
             "agent": {"batch_tasks": int(cfg.agent.batch_tasks), "n": int(cfg.agent.n)},
             "eval": {"every": int(cfg.eval.every), "limit": cfg.eval.limit,
                      "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms,
-            "agent_frozen": bool(cfg.agent.get("frozen", False)), "alignment": stat}
+            "agent_frozen": bool(cfg.agent.get("frozen", False)), "alignment": stat, "outcome": helped}
 
 
 def _fmt(s: dict[str, Any], pct: bool = True) -> str:
@@ -241,6 +246,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(_opt(sec.get(p), ".1f") for p in PHASES)
                      + f" | {_fmt(a['loop_seconds'], pct=False)} | {a['wall_seconds']:.0f} |")
     lines += ["", "## What the numbers allow", ""] + verdicts(arms)
+    if data.get("outcome"):
+        lines += [""] + outcome.markdown(data["outcome"])
     if data.get("alignment"):
         lines += [""] + alignment.markdown(data["alignment"], data["alpha"], data["k_min"])
     return "\n".join(lines) + "\n"
