@@ -103,7 +103,7 @@ def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
 
     lines = ["## Does the trained environment policy help the agent? (held-out score, genenv vs each control)", "",
              "Cells: (seed, iteration ≥ 1) at which both arms evaluated the agent on the held-out split; value = genenv's "
-             "held-out score − the control's, in points. Final and AUC: one difference per seed.", "",
+             "held-out score − the control's, in points. Final and AUC: one difference per seed (s<k>: seed k).", "",
              "| genenv vs | cells | mean difference [95 % t] | p (cells) | p (seed means) | final, per seed | "
              "final mean [95 % t], p | AUC, per seed | AUC mean [95 % t], p |", "|---|---|---|---|---|---|---|---|---|"]
     for control, s in stats.items():
@@ -111,8 +111,8 @@ def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {control} | {s['n_cells']} | {pts(s['difference']['mean'])} {interval(s['difference'])} | "
             f"{pv(s['p_value'])} | {pv(s['p_value_seeds'])} | "
-            + ", ".join(pts(v) for v in f["per_seed"].values()) + " | "
+            + ", ".join(f"s{k} {pts(v)}" for k, v in f["per_seed"].items()) + " | "
             f"{pts(f['difference']['mean'])} {interval(f['difference'])}, {pv(f['p_value'])} | "
-            + ", ".join(pts(v) for v in a["per_seed"].values()) + " | "
+            + ", ".join(f"s{k} {pts(v)}" for k, v in a["per_seed"].items()) + " | "
             f"{pts(a['difference']['mean'])} {interval(a['difference'])}, {pv(a['p_value'])} |")
     return lines
