@@ -301,3 +301,31 @@ def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says
 
     assert (truncated("genenv", 0, 4), truncated("genenv", 5, 9)) == (52, 12)
     assert (truncated("random_env", 0, 4), truncated("random_env", 5, 9)) == (93, 84)
+
+
+def test_the_shipped_twx_outcome_run_reports_what_the_results_page_says(tmp_path):
+    """``docs/curriculum/twx_outcome`` (docs/results.md, "Does the trained environment policy help a learning
+    agent?"): the agent trained on 4-room Coin Collector games, genenv against random_env and static on 4 paired
+    seeds; the report rebuilds from the run folders; the agent's weights moved in every run; every held-out
+    evaluation logged its 20 games; the results page's outcome figures (no gain for genenv)."""
+    exp, ours = _rebuilt_shipped_run("twx_outcome", tmp_path)
+    seeds = [0, 1, 2, 3]
+    assert ours["agent_frozen"] is False and ours["baseline"] == 0.2 and ours["eval"]["n"] == 20
+    for arm in ("genenv", "random_env", "static"):
+        assert ours["arms"][arm]["seeds"] == seeds
+        for seed in seeds:
+            rows = read_rows(exp / f"{arm}/seed{seed}/metrics.jsonl")
+            assert [r["iteration"] for r in rows if "heldout/score" in r] == [1, 3, 5]
+            assert max(r["weights/agent_delta"] for r in rows) > 0
+            heldout = read_rows(exp / f"{arm}/seed{seed}/heldout.jsonl")
+            assert len(heldout) == 60 and {r["iteration"] for r in heldout} == {1, 3, 5}
+            final = [r for r in heldout if r["iteration"] == 5]
+            assert sum(r["success"] for r in final) / 20 == pytest.approx(rows[-1]["heldout/score"])
+    finals = {arm: round(100 * ours["arms"][arm]["final"]["mean"], 1) for arm in ("genenv", "random_env", "static")}
+    assert finals == {"genenv": 23.8, "random_env": 27.5, "static": 35.0}
+    vs_random, vs_static = ours["outcome"]["random_env"], ours["outcome"]["static"]
+    assert vs_random["n_cells"] == vs_static["n_cells"] == 12
+    assert [round(100 * vs_random["difference"][k], 1) for k in ("mean", "low", "high")] == [-2.1, -7.4, 3.2]
+    assert [round(100 * vs_static["difference"][k], 1) for k in ("mean", "low", "high")] == [-9.6, -20.0, 0.9]
+    assert vs_random["p_value"] == 0.5 and round(vs_static["p_value"], 4) == 0.0938
+    assert ours["alignment"]["arms"]["genenv"]["p_hat_histogram"][0] == 47  # of 61 admitted: p̂ 0, too hard
