@@ -226,7 +226,10 @@ def test_samples_sharing_a_prompt_run_it_once_with_the_same_log_probs_and_gradie
     assert (shared_calls, alone_calls) == (3, 4)
     torch.testing.assert_close(shared * mask, alone * mask, rtol=1e-4, atol=1e-5)
     for name, grad in alone_grad.items():
-        torch.testing.assert_close(shared_grad[name], grad, rtol=1e-4, atol=1e-5, msg=name)
+        # float32 sums in another order: the tolerance scales with the tensor's largest gradient (the embedding's
+        # reaches ~26, where one element of 3.1M differed by 4.1e-5 on one CPU), a wrong gradient is off by far more
+        scale = max(1.0, float(grad.abs().max()))
+        torch.testing.assert_close(shared_grad[name], grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
 
 
 def test_update_order_keeps_a_prompts_samples_together_longest_first():
