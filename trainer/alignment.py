@@ -22,7 +22,7 @@ environment policy's learning alone.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -55,16 +55,31 @@ def generated_p_hat(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
 
 
 def paired_cells(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
-                 first_iteration: int = 1) -> list[tuple[int, int, float]]:
-    """``(seed, iteration, treatment share - control share)`` for every seed both arms ran and every iteration
-    ≥ ``first_iteration`` both generated in; ``treatment``/``control``: ``{seed: metric rows}``."""
+                 first_iteration: int = 1,
+                 values: Callable[[Sequence[dict[str, Any]]], dict[int, float]] = in_band_shares
+                 ) -> list[tuple[int, int, float]]:
+    """``(seed, iteration, treatment value - control value)`` for every seed both arms ran and every iteration
+    ≥ ``first_iteration`` both have a value at; ``treatment``/``control``: ``{seed: metric rows}``; ``values``: one
+    run's rows -> ``{iteration: value}`` (default :func:`in_band_shares`; the held-out outcome statistic passes
+    its held-out scores)."""
     cells = []
     for seed in sorted(set(treatment) & set(control)):
-        a, b = in_band_shares(treatment[seed]), in_band_shares(control[seed])
+        a, b = values(treatment[seed]), values(control[seed])
         for it in sorted(set(a) & set(b)):
             if it >= first_iteration:
                 cells.append((seed, it, a[it] - b[it]))
     return cells
+
+
+def cell_test(cells: Sequence[tuple[int, int, float]]) -> dict[str, Any]:
+    """The paired test on ``cells`` (seed, iteration, difference): ``n_cells``, ``difference`` (mean and 95 % t
+    interval, :func:`mean_interval`), ``p_value`` (sign-flip over the cells, :func:`sign_flip_p`), ``per_seed``
+    (seed → mean difference of its cells) and ``p_value_seeds`` (sign-flip over the per-seed means)."""
+    diffs = [c[2] for c in cells]
+    seeds = sorted({c[0] for c in cells})
+    per_seed = {s: float(np.mean([c[2] for c in cells if c[0] == s])) for s in seeds}
+    return {"n_cells": len(cells), "difference": mean_interval(diffs), "p_value": sign_flip_p(diffs),
+            "per_seed": per_seed, "p_value_seeds": sign_flip_p(list(per_seed.values()))}
 
 
 def sign_flip_p(diffs: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> float | None:
@@ -110,9 +125,6 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
     paired = sorted(set(treatment) & set(control))
     treatment, control = {k: treatment[k] for k in paired}, {k: control[k] for k in paired}
     cells = paired_cells(treatment, control)
-    diffs = [c[2] for c in cells]
-    seeds = sorted({c[0] for c in cells})
-    per_seed = {s: float(np.mean([c[2] for c in cells if c[0] == s])) for s in seeds}
     arms = {}
     for name, runs in zip(PAIR, (treatment, control)):
         shares = [in_band_shares(rows) for rows in runs.values()]
@@ -131,8 +143,7 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
             "share": in_band / generated if generated else None,
             "share_of_admitted": in_band / admitted if admitted else None,
             "p_hat_histogram": np.histogram(p_admitted, bins=P_HAT_BINS)[0].tolist()}
-    return {"cells": cells, "n_cells": len(cells), "difference": mean_interval(diffs), "p_value": sign_flip_p(diffs),
-            "per_seed": per_seed, "p_value_seeds": sign_flip_p(list(per_seed.values())), "arms": arms}
+    return {"cells": cells, **cell_test(cells), "arms": arms}
 
 
 def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:

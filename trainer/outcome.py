@@ -1,20 +1,21 @@
-"""Does the trained environment policy help a learning agent? The held-out outcome statistic of a curriculum
-experiment with the agent trained, fixed before any run and computed from the arms' ``metrics.jsonl`` alone.
+"""Does the trained environment policy help a learning agent? The held-out outcome statistic of a curriculum experiment
+with the agent trained, fixed before any run and computed from the arms' ``metrics.jsonl`` alone.
 
 The comparison: ``genenv`` (environment policy trained) against each control in :data:`CONTROLS` (``random_env``,
-the same policy frozen; ``static``, the seed tasks only), paired by seed. A cell is one (seed, iteration ≥ 1) at which
-both arms evaluated the agent on the held-out split (iteration 0 is left out, as in the alignment statistic: genenv
-and random_env write it from the same weights and RNG state, so their difference there is 0 by construction); its value is genenv's held-out score minus the control's, in
-the score's own units (a pass rate in [0, 1]). On the cells, as for the difficulty-alignment statistic
-(:mod:`genenv.trainer.alignment`, the same functions): the mean difference with a 95 % t interval and a two-sided
-sign-flip permutation test; the same test on the per-seed mean differences (conservative: the cells of one seed
-share a training trajectory); and per seed the difference of the final score and of the AUC (the mean held-out
-score over training, :func:`genenv.trainer.experiment_report.area_under` of the curve against agent tasks
-consumed, which charges an arm for the extra tasks it consumed).
+the same policy frozen; ``static``, the seed tasks only), paired by seed. A cell is one (seed, iteration ≥ 1) at
+which both arms evaluated the agent on the held-out split (iteration 0 is left out, as in the alignment statistic:
+genenv and random_env write it from the same weights and RNG state, so their difference there is 0 by construction);
+its value is genenv's held-out score minus the control's, in the score's own units (a pass rate in [0, 1]). On the
+cells, with the difficulty-alignment statistic's own functions (:func:`genenv.trainer.alignment.paired_cells` and
+:func:`~genenv.trainer.alignment.cell_test`): the mean difference with a 95 % t interval and a two-sided sign-flip
+permutation test; the same test on the per-seed mean differences (conservative: the cells of one seed share a
+training trajectory); and per seed the difference of the final score and of the AUC (the mean held-out score over
+training, :func:`genenv.trainer.experiment_report.area_under` of the curve against agent tasks consumed, which
+charges an arm for the extra tasks it consumed).
 
 Cells pair by iteration, not by tasks consumed: every arm runs the same iterations and agent batch, but the
-generating arms also roll out every admitted generated task, so at one iteration they may have consumed more
-tasks; the AUC over tasks consumed is the figure that accounts for it.
+generating arms also roll out every admitted generated task, so at one iteration they may have consumed more tasks;
+the AUC over tasks consumed is the figure that accounts for it.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from genenv.trainer.alignment import mean_interval, sign_flip_p
+from genenv.trainer.alignment import cell_test, mean_interval, paired_cells, sign_flip_p
 
 TREATMENT = "genenv"
 CONTROLS = ("random_env", "static")
@@ -32,17 +33,6 @@ def heldout_scores(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -
     """``{iteration: held-out score}`` of one run's metric rows (iterations without a held-out evaluation are left
     out)."""
     return {int(r["iteration"]): float(r[key]) for r in rows if key in r}
-
-
-def paired_cells(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
-                 key: str = "heldout/score", first_iteration: int = 1) -> list[tuple[int, int, float]]:
-    """``(seed, iteration, treatment score - control score)`` for every seed both arms ran and every iteration
-    ≥ ``first_iteration`` both evaluated at; ``treatment``/``control``: ``{seed: metric rows}``."""
-    cells = []
-    for seed in sorted(set(treatment) & set(control)):
-        a, b = heldout_scores(treatment[seed], key), heldout_scores(control[seed], key)
-        cells.extend((seed, it, a[it] - b[it]) for it in sorted(set(a) & set(b)) if it >= first_iteration)
-    return cells
 
 
 def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
@@ -60,9 +50,7 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
         interval and ``p_value`` over seeds).
     """
     seeds = sorted(set(treatment) & set(control))
-    cells = paired_cells(treatment, control, key)
-    diffs = [c[2] for c in cells]
-    per_seed = {s: float(np.mean([c[2] for c in cells if c[0] == s])) for s in seeds if any(c[0] == s for c in cells)}
+    cells = paired_cells(treatment, control, values=lambda rows: heldout_scores(rows, key))
 
     def per_run(value: Callable[[Sequence[dict[str, Any]]], float]) -> dict[str, Any]:
         d = {s: value(treatment[s]) - value(control[s]) for s in seeds}
@@ -72,10 +60,7 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
         scores = heldout_scores(rows, key)
         return scores[max(scores)] if scores else float("nan")
 
-    return {"seeds": seeds, "cells": cells, "n_cells": len(cells), "difference": mean_interval(diffs),
-            "p_value": sign_flip_p(diffs), "per_seed": per_seed,
-            "p_value_seeds": sign_flip_p(list(per_seed.values())),
-            "final": per_run(final), "auc": per_run(auc)}
+    return {"seeds": seeds, "cells": cells, **cell_test(cells), "final": per_run(final), "auc": per_run(auc)}
 
 
 def compare_all(rows_by_arm: dict[str, dict[int, Sequence[dict[str, Any]]]],
@@ -102,8 +87,9 @@ def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
         return "—" if d["low"] is None else f"[{pts(d['low'])}, {pts(d['high'])}]"
 
     lines = ["## Does the trained environment policy help the agent? (held-out score, genenv vs each control)", "",
-             "Cells: (seed, iteration ≥ 1) at which both arms evaluated the agent on the held-out split; value = genenv's "
-             "held-out score − the control's, in points. Final and AUC: one difference per seed (s<k>: seed k).", "",
+             "Cells: (seed, iteration ≥ 1) at which both arms evaluated the agent on the held-out split; "
+             "value = genenv's held-out score − the control's, in points. Final and AUC: one difference per seed "
+             "(s<k>: seed k).", "",
              "| genenv vs | cells | mean difference [95 % t] | p (cells) | p (seed means) | final, per seed | "
              "final mean [95 % t], p | AUC, per seed | AUC mean [95 % t], p |", "|---|---|---|---|---|---|---|---|---|"]
     for control, s in stats.items():
