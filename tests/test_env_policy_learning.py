@@ -5,6 +5,8 @@ held-out outcomes, the TextWorldExpress ``steps`` field the policy controls, and
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,10 +19,13 @@ from genenv.trainer import alignment
 from genenv.trainer.cli import compose_config
 from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.experiment import run_experiment
-from genenv.trainer.experiment_report import read_rows
+from genenv.trainer.experiment_report import compare_arms, read_rows
 from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
 
 
 def _record(k: int, admitted: bool) -> GenerationRecord:
@@ -137,6 +142,35 @@ def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path
     assert [r for r in g0 if r["iteration"] == 0] == [r for r in r0 if r["iteration"] == 0]
     assert "Does the environment policy learn?" in (exp / "summary.md").read_text()
     assert (exp / "alignment.png").stat().st_size > 10_000 and not (exp / "baseline.json").exists()
+
+
+def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_different_bands(tmp_path, tiny_model_dir):
+    """``genenv-experiment compare``: two arms of *different* experiments (here genenv of a ``grpo`` and of an ``rwr``
+    experiment, same seeds and band) get the report's statistic, named by folder; iteration 0 is left out (same
+    weights, same generations); arms under different α bands, or with no finished seed in common, are refused."""
+    exps = {}
+    for mode, seeds in (("grpo", "[0,1]"), ("rwr", "[1]")):
+        exps[mode] = tmp_path / mode
+        run_experiment(compose_config([f"experiment_dir={exps[mode]}", "arms=[genenv]", f"seeds={seeds}",
+                                       "iterations=2", "eval.every=0", "agent.frozen=true",
+                                       f"env_policy.update_mode={mode}", *_tiny_twx_overrides(tiny_model_dir)],
+                                      config_name="experiment"))
+    md = compare_arms(exps["rwr"] / "genenv", exps["grpo"] / "genenv", plot_to=tmp_path / "a.png")
+    assert "difficulty alignment, rwr/genenv vs grpo/genenv" in md and "- cells: 1;" in md
+    assert "seed 1 " in md and "seed 0 " not in md and (tmp_path / "a.png").stat().st_size > 10_000
+    grpo_rows = read_rows(exps["grpo"] / "genenv/seed1/generations.jsonl")
+    rwr_rows = read_rows(exps["rwr"] / "genenv/seed1/generations.jsonl")
+    assert [r for r in grpo_rows if r["iteration"] == 0] == [r for r in rwr_rows if r["iteration"] == 0]
+    with pytest.raises(ValueError, match="different α bands"):
+        compare_arms(exps["rwr"] / "genenv", SHIPPED / "bamboogle_env_policy/genenv")
+    other = tmp_path / "other"
+    (other / "genenv").mkdir(parents=True)
+    shutil.copyfile(exps["rwr"] / "experiment.yaml", other / "experiment.yaml")
+    shutil.copytree(exps["rwr"] / "genenv/seed1", other / "genenv/seed7")
+    with pytest.raises(ValueError, match="no seed finished in both"):
+        compare_arms(other / "genenv", exps["grpo"] / "genenv")
+    with pytest.raises(FileNotFoundError, match="experiment.yaml"):
+        compare_arms(exps["rwr"], exps["grpo"] / "genenv")
 
 
 def _heldout_rows(scores, tasks=4):

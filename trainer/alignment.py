@@ -113,20 +113,20 @@ def mean_interval(diffs: Sequence[float], level: float = 0.95) -> dict[str, floa
     return {"mean": float(d.mean()), "low": float(ci.low), "high": float(ci.high)}
 
 
-def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]]
-            ) -> dict[str, Any]:
+def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
+            names: tuple[str, str] = PAIR) -> dict[str, Any]:
     """The whole statistic (see the module docstring) over the seeds both arms finished (an unpaired seed is left
     out everywhere, so the arms' figures cover the same seeds): ``cells`` (seed, iteration, difference), ``n_cells``,
     ``difference`` (mean, 95 % interval), ``p_value`` (cells), ``per_seed`` (seed → mean difference),
-    ``p_value_seeds`` (per-seed means), and per arm ``by_iteration``: mean over seeds of the in-band share and
-    of the generated tasks' mean p̂, ``share`` (in-band generations / all generations over the run),
-    ``share_of_admitted`` (in-band / admitted: difficulty alone, without validity) and ``p_hat_histogram`` (10 bins
-    of 0.1 over the admitted generated tasks of every seed)."""
+    ``p_value_seeds`` (per-seed means), and per arm (keyed by ``names``: treatment, control) ``by_iteration``: mean
+    over seeds of the in-band share and of the generated tasks' mean p̂, ``share`` (in-band generations / all
+    generations over the run), ``share_of_admitted`` (in-band / admitted: difficulty alone, without validity) and
+    ``p_hat_histogram`` (10 bins of 0.1 over the admitted generated tasks of every seed)."""
     paired = sorted(set(treatment) & set(control))
     treatment, control = {k: treatment[k] for k in paired}, {k: control[k] for k in paired}
     cells = paired_cells(treatment, control)
     arms = {}
-    for name, runs in zip(PAIR, (treatment, control)):
+    for name, runs in zip(names, (treatment, control)):
         shares = [in_band_shares(rows) for rows in runs.values()]
         p_hats = [generated_p_hat(rows) for rows in runs.values()]
         its = sorted({i for s in shares for i in s})
@@ -149,6 +149,7 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
 def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:
     """The report's section on the statistic: per-arm totals, the test, and the per-iteration table."""
     d = stat["difference"]
+    treated, control = list(stat["arms"])
 
     def pts(x):
         return "—" if x is None else f"{100 * x:+.1f}"
@@ -156,10 +157,10 @@ def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:
     def pv(x):
         return "—" if x is None else f"{x:.4f}"
 
-    lines = ["## Does the environment policy learn? (difficulty alignment, genenv vs random_env)", "",
+    lines = [f"## Does the environment policy learn? (difficulty alignment, {treated} vs {control})", "",
              f"In-band share = generations whose task's p̂ lies in [{alpha - k_min:g}, {alpha + k_min:g}] over all "
              "generations (rejections count as misses). Cells: (seed, iteration ≥ 1) both arms finished; value = "
-             "genenv's share − random_env's, in points.", "",
+             f"{treated}'s share − {control}'s, in points.", "",
              "| arm | seeds | in band / generated | admitted | in band / admitted | p̂ histogram of admitted tasks "
              "(10 bins of 0.1) |", "|---|---|---|---|---|---|"]
     for name, a in stat["arms"].items():

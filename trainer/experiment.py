@@ -33,6 +33,7 @@ Examples::
     genenv-experiment benchmark=twx arms=[genenv,random_env] agent.frozen=true eval.every=0 \
         env_policy.update_mode=grpo seeds=[0,1,2,3] iterations=10       # does the environment policy learn?
     genenv-experiment report experiments/bfcl          # rewrite summary.md / summary.json / curves.png
+    genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment of any two arm folders
 """
 from __future__ import annotations
 
@@ -181,7 +182,21 @@ def run_experiment(cfg, backend_factory=None) -> Path:
 
 
 def main() -> int:
-    """Dispatch ``report DIR`` or run Hydra's main with ``configs/experiment.yaml``."""
+    """Dispatch ``report DIR``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]`` or run Hydra's main with
+    ``configs/experiment.yaml``."""
+    if len(sys.argv) > 1 and sys.argv[1] == "compare":
+        import argparse
+
+        from genenv.trainer.experiment_report import compare_arms
+
+        ap = argparse.ArgumentParser(prog="genenv-experiment compare",
+                                     description="difficulty alignment of two arm folders, paired by seed")
+        ap.add_argument("treatment", type=Path, help="<experiment_dir>/<arm>, e.g. experiments/rwr/genenv")
+        ap.add_argument("control", type=Path, help="<experiment_dir>/<arm>, e.g. experiments/grpo/genenv")
+        ap.add_argument("--plot", type=Path, default=None, help="also draw the alignment plot to this file")
+        args = ap.parse_args(sys.argv[2:])
+        print(compare_arms(args.treatment, args.control, args.plot), end="")
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "report":
         if len(sys.argv) != 3:
             print("usage: genenv-experiment report EXPERIMENT_DIR", file=sys.stderr)

@@ -319,6 +319,51 @@ def plot_curves(data: dict[str, Any], out: Path) -> Path:
     return out
 
 
+def finished_runs(arm_folder: Path) -> dict[int, list[dict[str, Any]]]:
+    """``{seed: metric rows}`` of the finished runs (``seed<k>/done.json``) in one arm's folder
+    (``<experiment_dir>/<arm>``)."""
+    out = {}
+    for d in sorted(Path(arm_folder).glob("seed*")):
+        if (d / "done.json").is_file() and d.name[4:].isdigit():
+            out[int(d.name[4:])] = read_rows(d / "metrics.jsonl")
+    return out
+
+
+def compare_arms(treatment: Path, control: Path, plot_to: Path | None = None) -> str:
+    """The difficulty-alignment statistic (:func:`genenv.trainer.alignment.compare`) between two arm folders of
+    any experiments (``<experiment_dir>/<arm>``, e.g. the ``genenv`` arms of an ``rwr`` and a ``grpo``
+    experiment, or an arm against another experiment's ``random_env``), paired by seed; each arm is named
+    ``<experiment folder>/<arm>``. Returns the markdown section; ``plot_to``: also draw its ``alignment.png`` there.
+
+    Raises:
+        FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml``.
+        ValueError: the two experiments use different α bands (their in-band shares do not measure the same
+            thing), or share no finished seed.
+    """
+    from omegaconf import OmegaConf
+
+    runs, bands = [], []
+    for folder in (Path(treatment), Path(control)):
+        cfg_path = folder.parent / "experiment.yaml"
+        if not cfg_path.is_file():
+            raise FileNotFoundError(f"{cfg_path} not found: pass an arm folder, <experiment_dir>/<arm>")
+        cfg = OmegaConf.load(cfg_path)
+        bands.append((float(cfg.curriculum.alpha), float(cfg.curriculum.k_min)))
+        found = finished_runs(folder)
+        if not found:
+            raise FileNotFoundError(f"{folder}: no finished run (seed<k>/done.json)")
+        runs.append(found)
+    if bands[0] != bands[1]:
+        raise ValueError(f"different α bands (α, k_min): {bands[0]} and {bands[1]}; in-band shares are not comparable")
+    if not set(runs[0]) & set(runs[1]):
+        raise ValueError(f"no seed finished in both: {sorted(runs[0])} and {sorted(runs[1])}")
+    names = tuple(f"{Path(f).parent.name}/{Path(f).name}" for f in (treatment, control))
+    stat = alignment.compare(runs[0], runs[1], names)
+    if plot_to is not None:
+        alignment.plot(stat, *bands[0], plot_to)
+    return "\n".join(alignment.markdown(stat, *bands[0])) + "\n"
+
+
 def write_report(experiment_dir: Path) -> Path:
     """Write ``summary.json``, ``summary.md``, ``curves.png`` (and ``alignment.png`` when genenv and random_env
     ran) into ``experiment_dir``; returns it.
