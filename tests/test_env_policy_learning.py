@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -155,9 +157,14 @@ def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_differen
                                        "iterations=2", "eval.every=0", "agent.frozen=true",
                                        f"env_policy.update_mode={mode}", *_tiny_twx_overrides(tiny_model_dir)],
                                       config_name="experiment"))
-    md = compare_arms(exps["rwr"] / "genenv", exps["grpo"] / "genenv", plot_to=tmp_path / "a.png")
-    assert "difficulty alignment, rwr/genenv vs grpo/genenv" in md and "- cells: 1;" in md
-    assert "seed 1 " in md and "seed 0 " not in md and (tmp_path / "a.png").stat().st_size > 10_000
+    stat = compare_arms(exps["rwr"] / "genenv", exps["grpo"] / "genenv")
+    assert list(stat["arms"]) == ["rwr/genenv", "grpo/genenv"] and stat["band"] == (0.25, 0.15)  # the CPU profile's band
+    assert stat["n_cells"] == 1 and list(stat["per_seed"]) == [1] and stat["arms"]["grpo/genenv"]["seeds"] == [1]
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiment", "compare", str(exps["rwr"] / "genenv"),
+                          str(exps["grpo"] / "genenv"), "--plot", str(tmp_path / "a.png")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "difficulty alignment, rwr/genenv vs grpo/genenv" in out and "- cells: 1;" in out
+    assert (tmp_path / "a.png").stat().st_size > 10_000
     grpo_rows = read_rows(exps["grpo"] / "genenv/seed1/generations.jsonl")
     rwr_rows = read_rows(exps["rwr"] / "genenv/seed1/generations.jsonl")
     assert [r for r in grpo_rows if r["iteration"] == 0] == [r for r in rwr_rows if r["iteration"] == 0]

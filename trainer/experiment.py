@@ -187,6 +187,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 
+        from genenv.trainer import alignment
         from genenv.trainer.experiment_report import compare_arms
 
         ap = argparse.ArgumentParser(prog="genenv-experiment compare",
@@ -195,7 +196,10 @@ def main() -> int:
         ap.add_argument("control", type=Path, help="<experiment_dir>/<arm>, e.g. experiments/grpo/genenv")
         ap.add_argument("--plot", type=Path, default=None, help="also draw the alignment plot to this file")
         args = ap.parse_args(sys.argv[2:])
-        print(compare_arms(args.treatment, args.control, args.plot), end="")
+        stat = compare_arms(args.treatment, args.control)
+        print("\n".join(alignment.markdown(stat, *stat["band"])))
+        if args.plot:
+            alignment.plot(stat, *stat["band"], args.plot)
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "report":
         if len(sys.argv) != 3:

@@ -329,11 +329,12 @@ def finished_runs(arm_folder: Path) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def compare_arms(treatment: Path, control: Path, plot_to: Path | None = None) -> str:
+def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
     """The difficulty-alignment statistic (:func:`genenv.trainer.alignment.compare`) between two arm folders of
     any experiments (``<experiment_dir>/<arm>``, e.g. the ``genenv`` arms of an ``rwr`` and a ``grpo``
     experiment, or an arm against another experiment's ``random_env``), paired by seed; each arm is named
-    ``<experiment folder>/<arm>``. Returns the markdown section; ``plot_to``: also draw its ``alignment.png`` there.
+    ``<experiment folder>/<arm>``. Returns the statistic with ``band`` = (α, k_min) added (for
+    :func:`genenv.trainer.alignment.markdown` and :func:`~genenv.trainer.alignment.plot`).
 
     Raises:
         FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml``.
@@ -358,10 +359,7 @@ def compare_arms(treatment: Path, control: Path, plot_to: Path | None = None) ->
     if not set(runs[0]) & set(runs[1]):
         raise ValueError(f"no seed finished in both: {sorted(runs[0])} and {sorted(runs[1])}")
     names = tuple(f"{Path(f).parent.name}/{Path(f).name}" for f in (treatment, control))
-    stat = alignment.compare(runs[0], runs[1], names)
-    if plot_to is not None:
-        alignment.plot(stat, *bands[0], plot_to)
-    return "\n".join(alignment.markdown(stat, *bands[0])) + "\n"
+    return {**alignment.compare(runs[0], runs[1], names), "band": bands[0]}
 
 
 def write_report(experiment_dir: Path) -> Path:
