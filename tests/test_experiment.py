@@ -14,7 +14,8 @@ import pytest
 
 from genenv.trainer.cli import compose_config
 from genenv.trainer.experiment import ARMS, arm_config
-from genenv.trainer.experiment_report import area_under, read_rows, reach_static, seed_curve, write_report
+from genenv.trainer.experiment_report import (area_under, compare_arms, finished_runs, read_rows, reach_static,
+                                               seed_curve, write_report)
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
 from genenv.trainer.task_pool import TaskPool
@@ -301,6 +302,43 @@ def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says
 
     assert (truncated("genenv", 0, 4), truncated("genenv", 5, 9)) == (52, 12)
     assert (truncated("random_env", 0, 4), truncated("random_env", 5, 9)) == (93, 84)
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
+
+
+def _compared(treatment, control):
+    """``(cells, mean difference in points to 0.1, p over cells to 4 places)`` of two shipped arm folders."""
+    stat = compare_arms(SHIPPED / treatment, SHIPPED / control)
+    return stat["n_cells"], round(100 * stat["difference"]["mean"], 1), round(stat["p_value"], 4)
+
+
+def test_the_shipped_rwr_run_reports_what_the_results_page_says(tmp_path):
+    """``docs/curriculum/twx_env_policy_rwr`` (docs/results.md, "The paper's RWR update against GRPO"): the report
+    rebuilds; the rwr arm trained on a handful of in-band generations against GRPO's every generation; this
+    experiment's two arms wrote the same generations through iteration 1; the page's paired figures against the grpo experiment's arms."""
+    exp, ours = _rebuilt_shipped_run("twx_env_policy_rwr", tmp_path)
+    rwr = finished_runs(exp / "genenv")
+    assert sorted(rwr) == [0, 1, 2]
+    assert [sum(r.get("env_policy_update/samples", 0) for r in rows) for rows in rwr.values()] == [7, 7, 6]
+    assert all(sum(r.get("env_policy_update/samples", 0) for r in rows) >= 144
+               for rows in finished_runs(SHIPPED / "twx_env_policy/genenv").values())
+    assert _generations_part_after(exp, seed=0, iteration=1)  # the same generations (the sitting resumed at 2)
+    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/genenv") == (27, -9.5, 0.0002)
+    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/random_env") == (27, -3.2, 0.1228)
+    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy_rwr/random_env") == (9, -2.1, 0.5625)
+    assert _compared("twx_env_policy_rwr/random_env", "twx_env_policy/random_env") == (9, 3.5, 0.3125)
+
+
+def test_the_shipped_bamboogle_lever_runs_give_the_results_page_figures(tmp_path):
+    """``docs/curriculum/bamboogle_levers`` (docs/results.md, "Bamboogle: each lever alone"): every folder's report
+    rebuilds; each lever put back alone against the full setting and its random_env gives the page's figures."""
+    for name in ("full", "rwr", "lr1e-5", "beta2", "g4"):
+        _rebuilt_shipped_run(f"bamboogle_levers/{name}", tmp_path)
+    assert _compared("bamboogle_levers/full/genenv", "bamboogle_levers/full/random_env") == (10, 7.5, 0.1836)
+    for lever, (vs_full, vs_random) in {'rwr': ((10, -5.6, 0.25), (10, 1.9, 0.6875)), 'lr1e-5': ((10, -4.4, 0.3438), (10, 3.1, 0.5312)), 'beta2': ((10, -1.9, 0.8281), (10, 5.6, 0.3281)), 'g4': ((10, -9.4, 0.1484), (10, -1.9, 0.8047))}.items():
+        assert _compared(f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/genenv") == vs_full
+        assert _compared(f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/random_env") == vs_random
 
 
 def test_the_shipped_twx_outcome_run_reports_what_the_results_page_says(tmp_path):
