@@ -319,13 +319,13 @@ def test_the_shipped_rwr_run_reports_what_the_results_page_says(tmp_path):
     experiment's two arms wrote the same generations through iteration 1; the page's paired figures against the grpo experiment's arms."""
     exp, ours = _rebuilt_shipped_run("twx_env_policy_rwr", tmp_path)
     rwr = finished_runs(exp / "genenv")
-    assert sorted(rwr) == [0, 1, 2]
-    assert [sum(r.get("env_policy_update/samples", 0) for r in rows) for rows in rwr.values()] == [7, 7, 6]
+    assert sorted(rwr) == [0, 1, 2, 3]
+    assert [sum(r.get("env_policy_update/samples", 0) for r in rows) for rows in rwr.values()] == [7, 7, 6, 8]
     assert all(sum(r.get("env_policy_update/samples", 0) for r in rows) >= 144
                for rows in finished_runs(SHIPPED / "twx_env_policy/genenv").values())
     assert _generations_part_after(exp, seed=0, iteration=1)  # the same generations (the sitting resumed at 2)
-    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/genenv") == (27, -9.5, 0.0002)
-    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/random_env") == (27, -3.2, 0.1228)
+    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/genenv") == (36, -7.3, 0.0005)
+    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/random_env") == (36, -1.6, 0.3868)
     assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy_rwr/random_env") == (9, -2.1, 0.5625)
     assert _compared("twx_env_policy_rwr/random_env", "twx_env_policy/random_env") == (9, 3.5, 0.3125)
 
