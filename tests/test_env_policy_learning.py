@@ -158,7 +158,8 @@ def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_differen
                                        f"env_policy.update_mode={mode}", *_tiny_twx_overrides(tiny_model_dir)],
                                       config_name="experiment"))
     stat = compare_arms(exps["rwr"] / "genenv", exps["grpo"] / "genenv")
-    assert list(stat["arms"]) == ["rwr/genenv", "grpo/genenv"] and stat["band"] == (0.25, 0.15)  # the CPU profile's band
+    assert list(stat["arms"]) == ["rwr/genenv", "grpo/genenv"]
+    assert stat["band"] == (0.25, 0.15)  # the CPU profile's band
     assert stat["n_cells"] == 1 and list(stat["per_seed"]) == [1] and stat["arms"]["grpo/genenv"]["seeds"] == [1]
     out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiment", "compare", str(exps["rwr"] / "genenv"),
                           str(exps["grpo"] / "genenv"), "--plot", str(tmp_path / "a.png")],

@@ -20,6 +20,8 @@ from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
 from genenv.trainer.task_pool import TaskPool
 
+SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
+
 
 def _tiny(tiny_model_dir, exp, *extra):
     return [f"experiment_dir={exp}", "benchmark=bamboogle", "tensorboard=false", "threads=1",
@@ -192,7 +194,7 @@ def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, s
 def _rebuilt_shipped_run(name, tmp_path):
     """Copy ``docs/curriculum/<name>`` to ``tmp_path``, rewrite its report from its metrics, check the rewritten
     ``summary.json`` equals the shipped one; returns ``(copy's folder, summary dict)``."""
-    shipped = Path(__file__).resolve().parents[1] / "docs" / "curriculum" / name
+    shipped = SHIPPED / name
     exp = tmp_path / name
     shutil.copytree(shipped, exp)
     write_report(exp)
@@ -304,9 +306,6 @@ def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says
     assert (truncated("random_env", 0, 4), truncated("random_env", 5, 9)) == (93, 84)
 
 
-SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
-
-
 def _compared(treatment, control):
     """``(cells, mean difference in points to 0.1, p over cells to 4 places)`` of two shipped arm folders."""
     stat = compare_arms(SHIPPED / treatment, SHIPPED / control)
@@ -316,7 +315,8 @@ def _compared(treatment, control):
 def test_the_shipped_rwr_run_reports_what_the_results_page_says(tmp_path):
     """``docs/curriculum/twx_env_policy_rwr`` (docs/results.md, "The paper's RWR update against GRPO"): the report
     rebuilds; the rwr arm trained on a handful of in-band generations against GRPO's every generation; this
-    experiment's two arms wrote the same generations through iteration 1; the page's paired figures against the grpo experiment's arms."""
+    experiment's two arms wrote the same generations through iteration 1; the page's paired figures against the
+    grpo experiment's arms."""
     exp, ours = _rebuilt_shipped_run("twx_env_policy_rwr", tmp_path)
     rwr = finished_runs(exp / "genenv")
     assert sorted(rwr) == [0, 1, 2, 3]
@@ -336,7 +336,9 @@ def test_the_shipped_bamboogle_lever_runs_give_the_results_page_figures(tmp_path
     for name in ("full", "rwr", "lr1e-5", "beta2", "g4"):
         _rebuilt_shipped_run(f"bamboogle_levers/{name}", tmp_path)
     assert _compared("bamboogle_levers/full/genenv", "bamboogle_levers/full/random_env") == (10, 7.5, 0.1836)
-    for lever, (vs_full, vs_random) in {'rwr': ((10, -5.6, 0.25), (10, 1.9, 0.6875)), 'lr1e-5': ((10, -4.4, 0.3438), (10, 3.1, 0.5312)), 'beta2': ((10, -1.9, 0.8281), (10, 5.6, 0.3281)), 'g4': ((10, -9.4, 0.1484), (10, -1.9, 0.8047))}.items():
+    levers = {"rwr": ((10, -5.6, 0.25), (10, 1.9, 0.6875)), "lr1e-5": ((10, -4.4, 0.3438), (10, 3.1, 0.5312)),
+              "beta2": ((10, -1.9, 0.8281), (10, 5.6, 0.3281)), "g4": ((10, -9.4, 0.1484), (10, -1.9, 0.8047))}
+    for lever, (vs_full, vs_random) in levers.items():
         assert _compared(f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/genenv") == vs_full
         assert _compared(f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/random_env") == vs_random
 

@@ -56,6 +56,16 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [{RENAMED_KEYS.get(k, k): v for k, v in r.items()} for r in rows]
 
 
+def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None) -> dict[int, list[dict[str, Any]]]:
+    """``{seed: metric rows}`` of the finished runs (:func:`arm_dir` with a ``done.json``) in one arm's folder
+    (``<experiment_dir>/<arm>``), over ``seeds`` (default: every ``seed<k>`` folder there), in their order."""
+    folder = Path(arm_folder)
+    if seeds is None:
+        seeds = sorted(int(d.name[4:]) for d in folder.glob("seed*") if d.name[4:].isdigit())
+    dirs = {int(s): arm_dir(folder.parent, folder.name, s) for s in seeds}
+    return {s: read_rows(d / "metrics.jsonl") for s, d in dirs.items() if (d / "done.json").is_file()}
+
+
 def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score"
                ) -> tuple[list[float], list[float]]:
     """``(tasks consumed, held-out score)`` at 0 (the untrained agent's ``baseline``) and after every iteration
@@ -169,12 +179,10 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     rows_by_arm: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for arm in cfg.arms:
         runs = {}
-        for seed in cfg.seeds:
+        for seed, rows in finished_runs(exp / arm, cfg.seeds).items():
             d = arm_dir(exp, arm, seed)
-            if (d / "done.json").is_file():
-                state = json.loads((d / "final_state.json").read_text()) if (d / "final_state.json").is_file() else {}
-                runs[int(seed)] = {"rows": read_rows(d / "metrics.jsonl"), "state": state,
-                                   "sittings": read_rows(d / "sittings.jsonl")}
+            state = json.loads((d / "final_state.json").read_text()) if (d / "final_state.json").is_file() else {}
+            runs[seed] = {"rows": rows, "state": state, "sittings": read_rows(d / "sittings.jsonl")}
         if runs:
             arms[arm] = arm_summary(runs, baseline, alpha, key)
             rows_by_arm[arm] = {s: r["rows"] for s, r in runs.items()}
@@ -319,16 +327,6 @@ def plot_curves(data: dict[str, Any], out: Path) -> Path:
     return out
 
 
-def finished_runs(arm_folder: Path) -> dict[int, list[dict[str, Any]]]:
-    """``{seed: metric rows}`` of the finished runs (``seed<k>/done.json``) in one arm's folder
-    (``<experiment_dir>/<arm>``)."""
-    out = {}
-    for d in sorted(Path(arm_folder).glob("seed*")):
-        if (d / "done.json").is_file() and d.name[4:].isdigit():
-            out[int(d.name[4:])] = read_rows(d / "metrics.jsonl")
-    return out
-
-
 def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
     """The difficulty-alignment statistic (:func:`genenv.trainer.alignment.compare`) between two arm folders of
     any experiments (``<experiment_dir>/<arm>``, e.g. the ``genenv`` arms of an ``rwr`` and a ``grpo``
@@ -355,7 +353,8 @@ def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
             raise FileNotFoundError(f"{folder}: no finished run (seed<k>/done.json)")
         runs.append(found)
     if bands[0] != bands[1]:
-        raise ValueError(f"different α bands (α, k_min): {bands[0]} and {bands[1]}; in-band shares are not comparable")
+        raise ValueError(f"different α bands (α, k_min): {bands[0]} and {bands[1]}; "
+                         "in-band shares are not comparable")
     if not set(runs[0]) & set(runs[1]):
         raise ValueError(f"no seed finished in both: {sorted(runs[0])} and {sorted(runs[1])}")
     names = tuple(f"{Path(f).parent.name}/{Path(f).name}" for f in (treatment, control))
