@@ -5,28 +5,39 @@ llama.cpp's server answers one request at a time (measured: 8 concurrent request
 ones, ``shared/NOTES-verl-and-cpu.md``); a vLLM server batches concurrent requests. Start it from the command
 line::
 
-    python -m genenv.eval.serve --port 8011            # then: genenv-eval --policy openai:http://127.0.0.1:8011/v1#smollm2
+    python -m genenv.eval.serve --port 8011   # then: genenv-eval --policy openai:http://127.0.0.1:8011/v1#smollm2
+    python -m genenv.eval.serve --check       # start, stream one chat completion (tokens/s), stop
 
-Install: ``pip install "llama-cpp-python[server]==0.3.36"`` (built from its sdist: ~5 min on 2 cores; pip caches
-the wheel). ``.ci/install`` installs it, so the endpoint tests run in CI.
+Install: ``.ci/install`` builds ``llama-cpp-python[server]==0.3.36`` from its sdist **portably**
+(``CMAKE_ARGS="-DGGML_NATIVE=OFF"``: AVX2-level kernels that run on any x86-64 host of the last decade, ~5 min
+on 2 cores, kept in ``~/.cache/genenv/wheels``) and ends with ``--check``. A build tuned to the building host
+(``GGML_NATIVE=ON``, the sdist's default) died with SIGILL (illegal instruction) or SIGSEGV on the first chat
+request on Intel Xeon hosts with AVX-512 and AMX; :func:`exit_description` names those cases and the fix.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 SERVED_NAME = "smollm2"
 """The model name the server answers to (``openai:URL#smollm2``)."""
 
+PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall --no-deps '
+                    '"llama-cpp-python==0.3.36"  (or run .ci/install, which builds it so)')
+"""The command that replaces a host-tuned llama.cpp build with a portable one."""
+
 
 class ServerError(RuntimeError):
-    """The server could not be started (missing package, early exit, no answer in time); the message says why."""
+    """The server could not be started or died (missing package, exit, no answer in time); the message says why,
+    with the exit code and the end of the server's log."""
 
 
 def free_port() -> int:
@@ -36,27 +47,58 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def exit_description(code: int) -> str:
+    """``code`` as :attr:`subprocess.Popen.returncode` gives it, in words: ``"code 3"``, or for a negative code
+    (killed by a signal) ``"code -4 (SIGILL)"``, with what to do where the signal has a known cause here."""
+    if code >= 0:
+        return f"code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    text = f"code {code} ({name})"
+    if -code == signal.SIGILL:
+        text += (": an illegal instruction, i.e. llama.cpp was built for another CPU than this one (a native "
+                 f"build); rebuild it portably: {PORTABLE_REBUILD}")
+    elif -code == signal.SIGSEGV:
+        text += (": a crash; native llama.cpp builds made on Intel hosts with AVX-512 and AMX crashed so (SIGSEGV or "
+                 f"SIGILL) on chat requests: if this build is one, rebuild it portably: {PORTABLE_REBUILD}")
+    return text
+
+
 class LlamaServer:
     """``python -m llama_cpp.server`` on the embedded GGUF, as a context manager: started on entry (waits until
-    ``GET /v1/models`` answers), terminated on exit.
+    ``GET /v1/models`` answers, then sends one chat completion of one token, so that a build that dies on the chat
+    template's special tokens fails here), terminated on exit.
 
     Args:
         port: TCP port (default: a free one).
         threads: llama.cpp threads.
         n_ctx: context window in tokens (SmolLM2 was trained to 8192).
         startup_timeout: seconds to wait for the first answer.
-        log_path: file for the server's output (default: discarded).
+        log_path: file for the server's output (default: a new ``llama-server-*.log`` in the temp folder, kept, so
+            that a failure can show its tail).
+        model: the GGUF file to serve (default: the packaged SmolLM2-135M-Instruct Q4_1).
+        python: the interpreter that runs ``llama_cpp.server`` (default: this one; another environment's
+            interpreter serves that environment's llama.cpp build, e.g. to compare builds).
+        first_chat: send the one-token chat completion at start (default); ``False`` reports the server started
+            once ``GET /v1/models`` answers (to measure a build that serves plain text but dies on chat requests).
     Attributes:
         base_url: ``http://127.0.0.1:<port>/v1``; ``spec``: the ``--policy`` spec that evaluates against it.
     Raises:
-        ServerError: on entry, when ``llama_cpp`` is not installed, the process exits, or no answer comes in time.
+        ServerError: on entry, when ``llama_cpp`` is not installed, the process exits, no answer comes in time, or
+            the first chat completion fails; the message holds the exit code and the log's last lines.
     """
 
     def __init__(self, port: int | None = None, threads: int = 2, n_ctx: int = 8192, startup_timeout: float = 180.0,
-                 log_path: str | Path | None = None):
+                 log_path: str | Path | None = None, model: str | Path | None = None, python: str | None = None,
+                 first_chat: bool = True):
         self.port = port or free_port()
         self.threads, self.n_ctx, self.startup_timeout = threads, n_ctx, startup_timeout
-        self.log_path = log_path
+        self.log_path = Path(log_path) if log_path else None
+        self.model = model
+        self.python = python or sys.executable
+        self.first_chat = first_chat
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.spec = f"openai:{self.base_url}#{SERVED_NAME}"
         self.proc: subprocess.Popen | None = None
@@ -65,31 +107,86 @@ class LlamaServer:
         """The server's command line."""
         from genenv.runtime.models import smollm2_gguf_path
 
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf_path()),
+        return [self.python, "-m", "llama_cpp.server", "--model", str(self.model or smollm2_gguf_path()),
                 "--model_alias", SERVED_NAME, "--chat_format", "chatml", "--n_threads", str(self.threads),
                 "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port)]
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines of the server's log ("" when there is none yet)."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").rstrip().splitlines()
+        return "\n".join(text[-lines:])
+
+    def failure(self) -> str | None:
+        """``None`` while the server process runs (or before it was started); once it has exited, what happened:
+        the exit code in words (:func:`exit_description`), the log file and its last lines. Cheap (one
+        ``poll``): the endpoint policy calls it while requests are in flight."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        tail = self.log_tail()
+        return (f"the llama.cpp server (pid {self.proc.pid}) exited with {exit_description(self.proc.returncode)}; "
+                f"log: {self.log_path}" + (f"; its last lines:\n{tail}" if tail else ""))
+
+    def policy(self, **kwargs):
+        """An :class:`~genenv.runtime.policies.OpenAIPolicy` on this server that watches the process: when it dies,
+        the policy's ``generate`` raises at once with :meth:`failure`'s words instead of retrying a dead address.
+        ``kwargs`` go to the policy (``concurrency``, ``timeout``, ``max_retries``)."""
+        from genenv.runtime.policies import OpenAIPolicy
+
+        return OpenAIPolicy(self.base_url, SERVED_NAME, server_failure=self.failure, **kwargs)
 
     def __enter__(self) -> "LlamaServer":
         import importlib.util
 
-        import requests
-
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise ServerError('llama.cpp server missing: pip install "llama-cpp-python[server]==0.3.36"')
-        out = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 (closed in __exit__)
+        if self.python == sys.executable and importlib.util.find_spec("llama_cpp") is None:
+            raise ServerError('llama.cpp server missing: run .ci/install, or: ' + PORTABLE_REBUILD)
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        out = open(self.log_path, "w")  # noqa: SIM115 (the child holds it; closed with the process)
         self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        out.close()
+        try:
+            self._wait_listening()
+            if self.first_chat:
+                self._first_chat()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _wait_listening(self) -> None:
+        """Polls ``GET /v1/models`` until 200. Raises ServerError: the process exited, or no answer in time."""
+        import requests
+
         deadline = time.time() + self.startup_timeout
         while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerError(f"the llama.cpp server exited with code {self.proc.returncode} "
-                                  f"(command: {' '.join(self.command())}; log: {self.log_path or 'not kept'})")
+            if (why := self.failure()) is not None:
+                raise ServerError(f"{why}\n(command: {' '.join(self.command())})")
             with contextlib.suppress(requests.RequestException):  # not listening yet: ask again
                 if requests.get(f"{self.base_url}/models", timeout=2).status_code == 200:
-                    return self
+                    return
             time.sleep(0.5)
-        self.__exit__(None, None, None)
-        raise ServerError(f"the llama.cpp server did not answer at {self.base_url} within {self.startup_timeout} s")
+        raise ServerError(f"the llama.cpp server did not answer at {self.base_url} within {self.startup_timeout} s; "
+                          f"log: {self.log_path}")
+
+    def _first_chat(self) -> None:
+        """One chat completion of one token (its prompt holds the chat template's special tokens). Raises
+        ServerError: the server died on it or answered an error."""
+        import requests
+
+        body = {"model": SERVED_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        try:
+            resp = requests.post(f"{self.base_url}/chat/completions", json=body, timeout=self.startup_timeout)
+        except requests.RequestException as e:
+            time.sleep(0.5)  # let a dying process be reaped, so that its exit code is known
+            raise ServerError(f"the first chat completion failed ({type(e).__name__}): "
+                              f"{self.failure() or 'the server runs but did not answer'}") from e
+        if resp.status_code != 200:
+            raise ServerError(f"the first chat completion answered {resp.status_code}: {resp.text[:300]}")
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -99,20 +196,78 @@ class LlamaServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(15)
-        self.proc = None
+
+
+def stream_speed(base_url: str, max_tokens: int = 128, chat: bool = True,
+                 prompt: str = "Once upon a time") -> dict[str, float]:
+    """One streamed completion through the ``openai`` client, greedy: ``{"tokens", "first_token_s",
+    "tokens_per_s"}`` (tokens = streamed chunks with text, one token each on llama.cpp's server; the rate is
+    counted from the first chunk to the last, i.e. decoding). ``chat``: a chat completion (its prompt holds the
+    chat template's special tokens); else a plain-text completion of ``prompt``. Raises the ``openai`` client's
+    errors."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="EMPTY", max_retries=0, timeout=120)
+    t0 = time.perf_counter()
+    if chat:
+        stream = client.chat.completions.create(
+            model=SERVED_NAME, stream=True, temperature=0.0, max_tokens=max_tokens,
+            messages=[{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}])
+        texts = (c.choices[0].delta.content if c.choices else None for c in stream)
+    else:
+        stream = client.completions.create(model=SERVED_NAME, stream=True, temperature=0.0, max_tokens=max_tokens,
+                                           prompt=prompt)
+        texts = (c.choices[0].text if c.choices else None for c in stream)
+    stamps = [time.perf_counter() for t in texts if t]
+    client.close()
+    if not stamps:
+        return {"tokens": 0, "first_token_s": float("nan"), "tokens_per_s": 0.0}
+    rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
+    return {"tokens": len(stamps), "first_token_s": stamps[0] - t0, "tokens_per_s": rate}
+
+
+def check(threads: int = 2, max_tokens: int = 128, chat: bool = True) -> int:
+    """Start the server, stream one completion (:func:`stream_speed`), print the figures and stop: 0 when it
+    answered; 1 with the reason (the server's exit code, its log's last lines, what to do) on stderr when not.
+    ``.ci/install`` ends with it."""
+    try:
+        with LlamaServer(threads=threads) as server:
+            try:
+                speed = stream_speed(server.base_url, max_tokens=max_tokens, chat=chat)
+            except Exception as e:  # noqa: BLE001 (any failure of the request is reported, with the server's state)
+                time.sleep(0.5)
+                raise ServerError(f"the streamed completion failed ({type(e).__name__}: {e}); "
+                                  f"{server.failure() or 'the server still runs'}") from e
+    except ServerError as e:
+        print(f"llama.cpp server check FAILED: {e}", file=sys.stderr)
+        return 1
+    kind = "chat completion" if chat else "text completion"
+    print(f"llama.cpp server check: one {kind} stream of {speed['tokens']} tokens, first token after "
+          f"{speed['first_token_s']:.2f} s, {speed['tokens_per_s']:.1f} tokens/s ({threads} threads)", flush=True)
+    return 0 if speed["tokens"] > 0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve the embedded model until interrupted (Ctrl-C)."""
+    """Serve the embedded model until interrupted (Ctrl-C), or ``--check`` it once (exit status 0 / 1)."""
     p = argparse.ArgumentParser(description="Serve the embedded SmolLM2 GGUF with llama.cpp's OpenAI server.")
     p.add_argument("--port", type=int, default=8011)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--check", action="store_true",
+                   help="start the server, stream one chat completion, print tokens/s and stop (exit 1 on failure)")
+    p.add_argument("--max-tokens", type=int, default=128, help="--check: tokens to stream")
+    p.add_argument("--plain", action="store_true",
+                   help="--check: a plain-text completion instead of a chat completion (no special tokens)")
     args = p.parse_args(argv)
+    if args.check:
+        return check(threads=args.threads, max_tokens=args.max_tokens, chat=not args.plain)
     with LlamaServer(port=args.port, threads=args.threads) as server:
-        print(f"serving: --policy {server.spec}", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops serving; __exit__ stops the server
+        print(f"serving: --policy {server.spec} (log: {server.log_path})", flush=True)
+        try:
             server.proc.wait()
-    return 0
+        except KeyboardInterrupt:  # Ctrl-C stops serving; __exit__ stops the server
+            return 0
+        print(server.failure(), file=sys.stderr)  # the server ended by itself
+    return 1
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ for its GRPO / RWR updates.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from genenv.envs.task import Task
 
@@ -329,13 +329,18 @@ class OpenAIPolicy:
         concurrency: requests in flight at once (default 32: a vLLM server batches them; a one-at-a-time server
             such as llama.cpp's gains only the overlap of client work).
         max_retries: retries per request after the first try.
+        server_failure: for a server process this program started, a check that returns ``None`` while it runs
+            and, once it has died, what happened (exit code, log tail; e.g.
+            :meth:`genenv.eval.serve.LlamaServer.failure`): polled every 0.25 s while requests are in flight, so a
+            dead server ends the call at once with its reason instead of retries against a dead address.
     Raises (from generate):
-        RuntimeError: the endpoint could not be reached, or answered an error that retries did not cure; the
-            message names the URL, the status and the server's words.
+        RuntimeError: the endpoint could not be reached, or answered an error that retries did not cure, or the
+            watched server process died; the message names the URL, the status and the server's words (or the
+            process's exit code and log tail).
     """
 
     def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", timeout: float = 120.0,
-                 concurrency: int = 32, max_retries: int = 4):
+                 concurrency: int = 32, max_retries: int = 4, server_failure: Callable[[], str | None] | None = None):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.base_url = base_url.rstrip("/")
@@ -344,6 +349,7 @@ class OpenAIPolicy:
         self.timeout = float(timeout)
         self.concurrency = int(concurrency)
         self.max_retries = int(max_retries)
+        self.server_failure = server_failure
         self.name = f"openai:{model}"
         self.requests = 0  # chat-completion calls answered, over the policy's life
 
@@ -385,11 +391,12 @@ class OpenAIPolicy:
             while len(gens) < n:
                 async with gate:
                     try:
-                        resp = await client.chat.completions.create(n=n - len(gens), **body)
+                        resp = await self._unless_server_died(client.chat.completions.create(n=n - len(gens), **body))
                     except openai.APIStatusError as e:
                         raise RuntimeError(f"{self.base_url} answered {e.status_code} after {self.max_retries} "
                                            f"retries: {str(e)[:300]}") from e
                     except openai.APIConnectionError as e:  # includes timeouts
+                        self._raise_if_server_died(e)
                         raise RuntimeError(f"{self.base_url} could not be reached after {self.max_retries} "
                                            f"retries ({type(e).__name__}: {e})") from e
                 self.requests += 1
@@ -408,6 +415,32 @@ class OpenAIPolicy:
             return list(await asyncio.gather(*(one(p) for p in prompts)))
         finally:
             await client.close()
+
+    def _raise_if_server_died(self, cause: BaseException | None = None) -> None:
+        """Raises RuntimeError with ``server_failure``'s words when the watched server process has died."""
+        why = self.server_failure() if self.server_failure else None
+        if why is not None:
+            raise RuntimeError(f"{self.base_url}: {why}") from cause
+
+    async def _unless_server_died(self, request: Awaitable[Any]) -> Any:
+        """``await request``, but with a watched server (``server_failure``) check every 0.25 s whether its process
+        died and, if so, cancel the request (and the ``openai`` client's retries) and raise RuntimeError."""
+        import asyncio
+
+        if self.server_failure is None:
+            return await request
+        task = asyncio.ensure_future(request)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.25)
+            if done:
+                return task.result()
+            try:
+                self._raise_if_server_died()
+            except RuntimeError:
+                task.cancel()
+                with suppress(asyncio.CancelledError, Exception):
+                    await task
+                raise
 
 
 def make_policy(name: str, dtype: str | None = None, device: str | None = None, batch_size: int | None = None,

@@ -93,9 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         entries.append(entry)
         print(table(entries[-1:]), flush=True)
     with LlamaServer() if args.server else nullcontext() as server:
-        spec = server.spec if server else args.url
         for level in [int(x) for x in args.levels.split(",")]:
-            policy = make_policy(spec, concurrency=level, timeout=args.timeout, max_retries=args.max_retries)
+            kwargs = dict(concurrency=level, timeout=args.timeout, max_retries=args.max_retries)
+            policy = server.policy(**kwargs) if server else make_policy(args.url, **kwargs)
             res, entry = run(policy, f"endpoint, concurrency {level}", benchmarks, **eval_kwargs)
             if reference is not None:
                 entry["agreement"] = agreement(reference, res)

@@ -1,15 +1,21 @@
 """The endpoint policy (``openai:URL#MODEL``) against a real OpenAI-compatible server (llama.cpp's, serving the
-embedded GGUF), and its retries, concurrency and errors against a scripted HTTP server."""
+embedded GGUF), its retries, concurrency and errors against a scripted HTTP server, and what the server's owner
+(:class:`LlamaServer`, the install check) says when the server process fails (a scripted stand-in for
+``llama_cpp.server`` in ``tests/fake_llama_cpp``)."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
-from genenv.eval.serve import LlamaServer, free_port
+from genenv.eval.serve import LlamaServer, ServerError, free_port
 from genenv.runtime.evaluation import evaluate
 from genenv.runtime.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy
 
@@ -101,7 +107,7 @@ def test_a_turns_requests_are_in_flight_together_up_to_the_concurrency(scripted)
 
 def test_endpoint_evaluation_on_a_real_server(llama_server, data_dir):
     """BFCL and Bamboogle slices and multi-step episodes (TextWorldExpress) through the endpoint, with usage."""
-    policy = make_policy(llama_server.spec, concurrency=4)
+    policy = llama_server.policy(concurrency=4)
     res = evaluate(policy, ["bfcl", "bamboogle"], data_dir=data_dir, limit=4, progress=False,
                    options={"bfcl": {"category": "simple_python"}}, max_new_tokens=48)
     assert [(u, t["tasks"]) for u, t in res.timing.items()] == [("bfcl/simple_python", 4), ("bamboogle", 4)]
@@ -119,9 +125,69 @@ def test_greedy_endpoint_agrees_with_the_local_policy(llama_server, data_dir, sm
     from bench_endpoint import agreement
 
     kwargs = dict(data_dir=data_dir, limit=12, progress=False, max_new_tokens=24)
-    remote = evaluate(make_policy(llama_server.spec), ["bamboogle"], **kwargs)
+    remote = evaluate(llama_server.policy(), ["bamboogle"], **kwargs)
     local = evaluate(TransformersPolicy(str(smollm2_dir), dtype="float32"), ["bamboogle"], **kwargs)
     agree = agreement(local, remote)
     print(f"agreement with the local policy: {agree}")
     assert agree["n"] == 12
     assert agree["first_word"] >= 0.5
+
+
+def test_the_spec_reaches_the_same_server(llama_server):
+    """``--policy openai:URL#smollm2`` (another process's view of the server) answers like ``server.policy()``."""
+    p = prompts(1)
+    spec_text = make_policy(llama_server.spec, max_retries=0).generate(p, max_new_tokens=8)[0][0].text
+    assert spec_text == llama_server.policy().generate(p, max_new_tokens=8)[0][0].text != ""
+
+
+FAKE_LLAMA = Path(__file__).parent / "fake_llama_cpp"
+
+
+@pytest.fixture
+def fake_llama(monkeypatch):
+    """Puts the scripted ``llama_cpp`` stand-in first on the import path of this process and its children;
+    returns a function that sets its ``FAKE_LLAMA_MODE``."""
+    monkeypatch.syspath_prepend(str(FAKE_LLAMA))
+    monkeypatch.setenv("PYTHONPATH", str(FAKE_LLAMA))
+    return lambda mode: monkeypatch.setenv("FAKE_LLAMA_MODE", mode)
+
+
+def test_a_server_that_dies_on_its_first_chat_fails_at_start_naming_sigill_and_the_fix(fake_llama, tmp_path):
+    fake_llama("die_after:0")
+    with pytest.raises(ServerError) as err, LlamaServer(model="unused.gguf", log_path=tmp_path / "s.log"):
+        pass
+    msg = str(err.value)
+    assert "exited with code -4 (SIGILL)" in msg and "illegal instruction" in msg
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in msg  # what to do
+    assert "fake llama.cpp server: illegal instruction on a chat request" in msg  # the log's tail
+
+
+def test_the_endpoint_policy_says_when_its_server_died_mid_run(fake_llama, tmp_path):
+    fake_llama("die_after:2")  # the start-up chat and one request, then SIGILL
+    with LlamaServer(model="unused.gguf", log_path=tmp_path / "s.log") as server:
+        policy = server.policy(concurrency=1, max_retries=4)
+        assert policy.generate(prompts(1))[0][0].text == "ok"
+        with pytest.raises(RuntimeError, match=r"exited with code -4 \(SIGILL\)") as err:
+            policy.generate(prompts(2))
+        assert server.base_url in str(err.value) and "illegal instruction on a chat request" in str(err.value)
+        assert "could not be reached" not in str(err.value)
+
+
+@pytest.mark.parametrize("mode, words", [("exit:3", "exited with code 3"), ("die_after:0", "code -4 (SIGILL)")])
+def test_the_install_check_fails_on_a_broken_server(fake_llama, mode, words):
+    """``python -m genenv.eval.serve --check`` (the last step of ``.ci/install``) exits 1 naming the server's exit
+    code, against a server that exits at once and one that dies on its first chat request."""
+    fake_llama(mode)
+    out = subprocess.run([sys.executable, "-m", "genenv.eval.serve", "--check"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "llama.cpp server check FAILED" in out.stderr and words in out.stderr
+
+
+def test_the_install_check_streams_a_chat_completion_from_the_real_server():
+    """The same check against the installed llama.cpp build: it streams tokens and exits 0."""
+    out = subprocess.run([sys.executable, "-m", "genenv.eval.serve", "--check", "--max-tokens", "16"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    streamed = re.search(r"one chat completion stream of (\d+) tokens", out.stdout)
+    assert streamed and 0 < int(streamed.group(1)) <= 16, out.stdout
