@@ -7,21 +7,24 @@ levels 1-2, ``lv3_evaluator.py`` for level 3), with the parts that need a model 
 (``sentence_transformers`` for ToolSearcher, ``googletrans``; ToolSearcher, Dictionary, Translate and the other
 calls that reach the network are therefore not scored by it).
 
-Cases: every official task of levels 1-3 (:func:`genenv.benchmarks.api_bank.env.load_api_bank_tasks`), its gold
-call and, for every string or number argument, the argument padded with spaces (``pad``), upper-cased (``upper``),
+Cases: every official task of levels 1-3 (:func:`genenv.benchmarks.api_bank.env.load_api_bank_tasks`), its gold call
+and, for every string or number argument, the argument padded with spaces (``pad``), upper-cased (``upper``),
 lower-cased (``lower``), without spaces (``nospace``), with spaces around operators and commas (``spaced``) and
-replaced (``wrong``); a variant is kept when it changes the text. Each case is written as the benchmark's
-``API-Request: [Name(k='v', ...)]`` line. The released side: ``get_api_call`` + ``parse_api_call`` on that text,
-a fresh ``ToolManager`` (``./apis`` or ``./lv3_apis``), ``api_call``, then the gold API's
-``check_api_call_correctness`` against the recorded result (the exceptions its evaluators catch count as
-wrong). Ours: ``genenv/APIBank-v0`` under ``parsing=official`` and ``parsing=lenient``.
+replaced (``wrong``); a variant is kept when it changes the text. For every argument (lists too), the call without
+it (``omit``) and with it given as ``''`` (``empty``; written last, where the released parser drops it rather than
+misreading the next argument). Each case is written as the benchmark's ``API-Request: [Name(k='v', ...)]`` line. The
+released side: ``get_api_call`` + ``parse_api_call`` on that text, a fresh ``ToolManager`` (``./apis`` or
+``./lv3_apis``), ``api_call``, then the gold API's ``check_api_call_correctness`` against the recorded result (the
+exceptions its evaluators catch count as wrong). Ours: ``genenv/APIBank-v0`` under ``parsing=official`` and
+``parsing=lenient``.
 
-A case is *comparable* when the released code scores the unperturbed gold call of its task correct and parses
-the case's text into the intended arguments (its regex truncates values with quotes); agreement is computed over
-comparable cases. Output: a JSON file with the per-level / per-reading figures, every disagreement of the official
-reading (those of the lenient reading counted by variant), the gold calls the released code does not score
-correct (with its message), and the released verdict of every comparable case, ``{task_id: {variant: verdict}}``
-(what ``tests/test_api_bank.py`` replays).
+Figures per level: cases, comparable cases, agreement of each reading, and the same over the ``omit`` / ``empty``
+cases alone (``.../omit_or_empty``). A case is *comparable* when the released code scores the unperturbed gold call
+of its task correct and parses the case's text into the intended arguments (its regex truncates values with quotes);
+agreement is computed over comparable cases. Output: a JSON file with the per-level / per-reading figures, every
+disagreement of the official reading (those of the lenient reading counted by variant), the gold calls the released
+code does not score correct (with its message), and the released verdict of every comparable case, ``{task_id:
+{variant: verdict}}`` (what ``tests/test_api_bank.py`` replays).
 
 Usage::
 
@@ -64,12 +67,22 @@ def perturbations(value: Any) -> Iterator[tuple[str, Any]]:
             yield name, new
 
 
+ARGUMENT_CASES = ("omit", "empty")
+"""The perturbations of every argument, whatever its value: left out, or given as ``''``."""
+
+
 def case_call(task: Task, variant: str) -> ToolCall:
-    """The call of a case: the gold call, or ``"<perturbation>:<argument>"`` applied to it."""
+    """The call of a case: the gold call, or ``"<perturbation>:<argument>"`` applied to it (``omit`` removes the
+    argument; ``empty`` gives it as ``''``, moved last)."""
     args = dict(task.gold.get("arguments") or {})
     if variant != "gold":
         kind, param = variant.split(":", 1)
-        args[param] = dict(perturbations(args[param]))[kind]
+        if kind in ARGUMENT_CASES:
+            del args[param]
+            if kind == "empty":
+                args[param] = ""
+        else:
+            args[param] = dict(perturbations(args[param]))[kind]
     return ToolCall(task.gold["name"], args)
 
 
@@ -78,6 +91,13 @@ def case_text(task: Task, variant: str) -> str:
     call = case_call(task, variant)
     args = ", ".join(f"{k}={_quoted(v)}" for k, v in call.arguments.items())
     return f"API-Request: [{call.name}({args})]"
+
+
+def intended_parse(task: Task, variant: str) -> dict[str, str]:
+    """The arguments the released parser should read from the case's text, as text: the case's arguments with
+    an empty one left out (its value pattern needs one character or more)."""
+    return {k: _quoted(v).strip("'\"") if not isinstance(v, (list, dict)) else repr(v)
+            for k, v in case_call(task, variant).arguments.items() if v != ""}
 
 
 def _quoted(value: Any) -> str:
@@ -93,6 +113,7 @@ def cases(tasks: list[Task]) -> list[tuple[Task, str]]:
         out.append((task, "gold"))
         for param, value in (task.gold.get("arguments") or {}).items():
             out += [(task, f"{kind}:{param}") for kind, _ in perturbations(value)]
+            out += [(task, f"{kind}:{param}") for kind in ARGUMENT_CASES]
     return out
 
 
@@ -219,8 +240,7 @@ def study(official: Path, data_dir: str | None = None) -> dict[str, Any]:
     disagreements: list[dict[str, Any]] = []
     per_case: dict[str, dict[str, bool]] = collections.defaultdict(dict)
     for (task, variant), row, rel in zip(all_cases, rows, released):
-        intended = {k: _quoted(v).strip("'\"") if not isinstance(v, (list, dict)) else repr(v)
-                    for k, v in case_call(task, variant).arguments.items()}
+        intended = intended_parse(task, variant)
         parsed_ok = rel["parsed"] is not None and {k: str(v) for k, v in rel["parsed"].items()} == intended
         comparable = gold_ok[task.id] and rel["verdict"] is not None and parsed_ok
         if comparable:
@@ -233,18 +253,23 @@ def study(official: Path, data_dir: str | None = None) -> dict[str, Any]:
             summary[level][f"not comparable: {why}"] += 1
             continue
         summary[level]["comparable"] += 1
+        left_out = variant.split(":")[0] in ARGUMENT_CASES
+        summary[level]["comparable/omit_or_empty"] += left_out
         for reading in READINGS:
             mine = ours(task, row["text"], reading) == 1.0
             if mine == rel["verdict"]:
                 summary[level][f"agree/{reading}"] += 1
+                summary[level][f"agree/{reading}/omit_or_empty"] += left_out
             else:
                 disagreements.append({"task_id": task.id, "variant": variant, "reading": reading, "ours": mine,
                                       "released": rel["verdict"], "released_note": rel["note"], "text": row["text"]})
     figures = {}
     for level, counts in sorted(summary.items()):
-        n = counts["comparable"]
+        n, m = counts["comparable"], counts["comparable/omit_or_empty"]
         figures[level] = {**dict(counts), **{f"agreement/{r}": round(counts[f"agree/{r}"] / n, 4) if n else None
-                                             for r in READINGS}}
+                                             for r in READINGS},
+                          **{f"agreement/{r}/omit_or_empty": round(counts[f"agree/{r}/omit_or_empty"] / m, 4)
+                             if m else None for r in READINGS}}
     lenient = [d for d in disagreements if d["reading"] == "lenient"]
     return {"released": "AlibabaResearch/DAMO-ConvAI api-bank (commit 483554ea)", "figures": figures,
             "disagreements": [d for d in disagreements if d["reading"] == "official"],

@@ -273,7 +273,8 @@ def test_official_reading_agrees_with_the_released_checkers_per_api():
     for task_id, verdicts in study["cases"].items():
         for variant, verdict in verdicts.items():
             if task_id in tasks:
-                key = (tasks[task_id].gold["name"], variant.split(":")[0], verdict)
+                kind = variant.split(":")[0]  # an argument left out or emptied: one case per API and argument
+                key = (tasks[task_id].gold["name"], variant if kind in script.ARGUMENT_CASES else kind, verdict)
                 picked.setdefault(key, (task_id, variant, verdict))
     assert len(picked) >= (200 if FULL_DATA else 10)
     wrong = []
@@ -282,8 +283,59 @@ def test_official_reading_agrees_with_the_released_checkers_per_api():
         if got != (verdict != ((task_id, variant) in known)):
             wrong.append((task_id, variant, verdict, got))
     assert not wrong, wrong[:5]
-    kinds = collections.Counter(k[1] for k in picked)
-    assert {"gold", "pad", "upper", "lower", "nospace", "wrong"} <= set(kinds), kinds
+    kinds = collections.Counter(k[1].split(":")[0] for k in picked)
+    assert {"gold", "pad", "upper", "lower", "nospace", "wrong", "omit", "empty"} <= set(kinds), kinds
+
+
+def test_a_required_argument_left_out_or_empty_scores_0_under_both_readings():
+    """The released ``DeleteAgenda.call(token, content, time, location)`` has no defaults: without ``location``, or
+    with it empty (the released parser drops ``''``), the call raises TypeError there (MISS_INPUT_ARGUMENT); it
+    scores 0 here under both readings, with that reason. An argument the released ``call`` gives a default
+    (ModifyRegistration's new date or doctor) may be left out."""
+    task = _task(1, "official", lambda t: t.gold["name"] == "DeleteAgenda")
+    gold = task.gold["arguments"]
+    without = {k: v for k, v in gold.items() if k != "location"}
+    texts = {"gold": ToolCall("DeleteAgenda", gold), "left out": ToolCall("DeleteAgenda", without),
+             "empty": ToolCall("DeleteAgenda", {**without, "location": ""})}
+    for parsing in ("official", "lenient"):
+        for case, call in texts.items():
+            env = TextActionWrapper(APIBankEnv(tasks=[task], parsing=parsing))
+            env.reset(options={"task_index": 0})
+            _, reward, _, _, info = env.step(f"API-Request: [{call.to_python()}]")
+            assert reward == (1.0 if case == "gold" else 0.0), (parsing, case, info["error"])
+            if case != "gold":
+                assert info["error"].startswith("MISS_INPUT_ARGUMENT") and "'location'" in info["error"]
+    blank = ToolCall("DeleteAgenda", {**without, "location": "  "})  # white space only: lenient empties it
+    errors = []
+    for parsing in ("official", "lenient"):
+        env = APIBankEnv(tasks=[task], parsing=parsing)
+        env.reset(options={"task_index": 0})
+        errors.append(env.step([blank])[4]["error"])
+    assert [e.startswith("MISS_INPUT_ARGUMENT") for e in errors] == [False, True], errors
+    runtime = make_runtime(ROOT, "lv12")
+    record = runtime.execute("ModifyRegistration", {"appointment_id": "90123456"})
+    assert not str(record["exception"] or "").startswith("MISS_INPUT_ARGUMENT")
+
+
+@pytest.mark.parametrize("suite", ["lv12", "lv3"])
+def test_every_backend_runs_on_the_required_arguments_alone(suite):
+    """Our backends take what the released classes take: every argument the released ``call`` may go without
+    (``checks.CHECKS``' ``optional``) has a default in our ``run``, every parameter of ``run`` without one is a
+    declared input parameter, and every API has a table entry."""
+    import inspect
+
+    from genenv.benchmarks.api_bank.apis.base import API_CLASSES
+    from genenv.benchmarks.api_bank.apis.checks import CHECKS
+
+    runtime = make_runtime(ROOT, suite)
+    for name, cls in API_CLASSES[suite].items():
+        assert name in CHECKS[suite], name
+        declared = list(runtime.catalogue.get(name, {}).get("input_parameters", {}))
+        params = list(inspect.signature(cls.run).parameters.values())[2:]  # after self, rt
+        no_default = {p.name for p in params if p.default is inspect.Parameter.empty}
+        assert not no_default & set(CHECKS[suite][name].optional), (name, no_default)
+        if declared:  # the packaged sample's catalogue describes only the APIs its tasks call
+            assert no_default <= set(declared) and set(CHECKS[suite][name].optional) <= set(declared), name
 
 
 def test_toolrl_protocol_is_exact_match():

@@ -16,13 +16,16 @@ Data (``<data_dir>/api_bank/``, see ``shared/data/SOURCES.md``), by ``protocol``
   ToolRL's ``benchmarks/API-Bank/evaluate.py`` rule.
 
 Reading model text (the env's ``parsing`` option): both settings read ``API-Request: [...]`` lines, ``<tool_call>``
-blocks and JSON (:func:`genenv.envs.parsing.parse_tool_calls`; the released evaluator's own request regex
-truncates values with apostrophes or unquoted floats, a bug we do not copy). ``official`` (default): of several
+blocks and JSON (:func:`genenv.envs.parsing.parse_tool_calls`; the released evaluator's own request regex truncates
+values with apostrophes or unquoted floats, a bug we do not copy). ``official`` (default): of several
 ``<tool_call>`` blocks only the last is read (ToolRL's reading), each argument is compared as the gold API's
 released checker compares it (raw, stripped, lower-cased, without spaces, date-normalised, word overlap, or not at
-all: :data:`~genenv.benchmarks.api_bank.apis.checks.CHECKS`), and numbers written as strings are type-checked as
-the released ToolManager does. ``lenient``: every ``<tool_call>`` block is read, surrounding white space of every
-string argument is ignored and Python's number reading applies. ``docs/official-differences.md`` lists every
+all: :data:`~genenv.benchmarks.api_bank.apis.checks.CHECKS`), and numbers written as strings are type-checked as the
+released ToolManager does. ``lenient``: every ``<tool_call>`` block is read, surrounding white space of every string
+argument is ignored and Python's number reading applies. Under both, a call that leaves out a required argument (one
+the released API's ``call`` has no default for), or gives it empty, fails with ``MISS_INPUT_ARGUMENT`` and scores 0,
+as the released ``ToolManager`` raises TypeError on it
+(:func:`~genenv.benchmarks.api_bank.apis.checks.required_missing`). ``docs/official-differences.md`` lists every
 other difference.
 
 Gold calls that contradict the API description shown in their prompt are excluded from the official sets and

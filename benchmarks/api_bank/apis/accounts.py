@@ -78,7 +78,6 @@ class ForgotPassword(Api):
     code; ``status="Verification Code"`` with that code and ``new_password`` sets the password."""
 
     name, database = "ForgotPassword", "Account"
-    optional = ("username", "email", "verification_code", "new_password")
 
     def run(self, rt, status: str, username: str | None = None, email: str | None = None,
             verification_code: int | None = None, new_password: str | None = None) -> Any:

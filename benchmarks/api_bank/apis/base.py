@@ -17,7 +17,7 @@ import copy
 import datetime as dt
 from typing import Any, ClassVar
 
-from genenv.benchmarks.api_bank.apis.checks import READINGS, check_result
+from genenv.benchmarks.api_bank.apis.checks import MISSING_ARGUMENT, READINGS, check_result, is_empty, required_missing
 
 SUITES = ("lv12", "lv3")  # the level-1/2 APIs and the level-3 APIs (two API sets; some names occur in both)
 API_CLASSES: dict[str, dict[str, type["Api"]]] = {suite: {} for suite in SUITES}
@@ -67,10 +67,6 @@ def month_day(value: Any) -> str:
             dt.datetime.strptime(f"2000-{text}", "%Y-%m-%d").strftime("%m-%d")
     except (ApiError, ValueError) as exc:
         raise ApiError(f"invalid date {text!r}: {exc}") from None
-
-
-def _is_blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
 
 
 # ---------- argument conversion ----------
@@ -130,9 +126,9 @@ class Api:
     """One API-Bank API.
 
     Class attributes: ``name`` (the API name), ``suite`` (``"lv12"`` or ``"lv3"``), ``database`` (stem of its
-    ``init_database/*.json`` table, or empty), ``optional`` (parameters that may be omitted; the others are
-    required). How a result is compared with the gold result is the API's entry in
-    :data:`genenv.benchmarks.api_bank.apis.checks.CHECKS`.
+    ``init_database/*.json`` table, or empty). Which parameters a call must give, and how a result is compared
+    with the gold result, is the API's entry in :data:`genenv.benchmarks.api_bank.apis.checks.CHECKS` (from the
+    released class); :meth:`run` receives only the arguments given.
 
     Subclasses implement :meth:`run`, which receives the converted arguments, reads and mutates the runtime's
     tables, and returns the output or raises :class:`ApiError`.
@@ -141,7 +137,6 @@ class Api:
     name: ClassVar[str] = ""
     suite: ClassVar[str] = "lv12"
     database: ClassVar[str] = ""
-    optional: ClassVar[tuple[str, ...]] = ()
 
     def run(self, rt: "ApiRuntime", **kwargs: Any) -> Any:
         """Execute the call on ``rt``'s state; returns the output."""
@@ -204,10 +199,15 @@ class ApiRuntime:
         raise ApiError("The token is invalid.")
 
     def convert(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Arguments of a call to ``name`` converted to their declared types, in the description's order.
+        """Arguments of a call to ``name`` converted to their declared types, in the description's order. An
+        argument given empty (``None`` or ``""``; under the lenient reading also white space only:
+        :func:`~genenv.benchmarks.api_bank.apis.checks.is_empty`) counts as not given, as the released parser
+        drops it.
 
         Raises:
-            ApiError: unknown API, unknown parameter, missing required parameter, or an unconvertible value.
+            ApiError: unknown API, unknown parameter, an unconvertible value, or a required parameter (one the
+                released ``call`` has no default for: :func:`~genenv.benchmarks.api_bank.apis.checks.required_missing`)
+                left out or given empty; the last one's message starts with ``MISS_INPUT_ARGUMENT``.
         """
         if name not in self.apis or name not in self.catalogue:
             raise ApiError(f"invalid tool name {name!r}")
@@ -215,11 +215,12 @@ class ApiRuntime:
         unknown = [k for k in arguments if k not in declared]
         if unknown:
             raise ApiError(f"invalid parameter name(s) {unknown} for {name}; expected {list(declared)}")
-        missing = [k for k in declared if k not in arguments and k not in self.apis[name].optional]
+        missing = required_missing(self.suite, name, declared, arguments, self.reading)
         if missing:
-            raise ApiError(f"{name} is missing required parameter(s) {missing}")
+            raise ApiError(f"{MISSING_ARGUMENT}: {name} is missing required argument(s) {missing} (left out or "
+                           f"empty; the released {name}.call has no default for them)")
         return {k: convert_argument(arguments[k], str(declared[k].get("type", "str")), k, self.reading)
-                for k in declared if k in arguments}
+                for k in declared if k in arguments and not is_empty(arguments[k], self.reading)}
 
     def execute(self, name: Any, arguments: Any) -> dict[str, Any]:
         """Run one call; returns its result record (never raises)."""
@@ -244,6 +245,6 @@ class ApiRuntime:
 
 def require_text(value: Any, message: str) -> str:
     """``value`` stripped; :class:`ApiError` ``message`` when it is blank."""
-    if _is_blank(value):
+    if is_empty(value, "lenient"):
         raise ApiError(message)
     return str(value).strip()

@@ -23,7 +23,6 @@ def _find(table: dict[str, Any], user: str, matches) -> str | None:
 # ---------- agenda ----------
 class _Agenda(Api):
     database = "Agenda"
-    optional = ("location",)
 
     def locate(self, rt, token: str, content: str, time: str) -> tuple[dict, str | None]:
         if time:
@@ -69,15 +68,12 @@ class DeleteAgenda(_Agenda):
         del table[key]
         return "success"
 
-    optional = ("content", "time", "location")
-
 
 @register_api
 class ModifyAgenda(_Agenda):
     """``ModifyAgenda(token, content, time, location)``: the record matching content or time gets the new values."""
 
     name = "ModifyAgenda"
-    optional = ("content", "time", "location")
 
     def run(self, rt, token: str, content: str = "", time: str = "", location: str = "") -> Any:
         table, key = self.locate(rt, token, content, time)
@@ -92,7 +88,6 @@ class QueryAgenda(_Agenda):
     """``QueryAgenda(token, content, time, location)`` -> the stored record matching content or time."""
 
     name = "QueryAgenda"
-    optional = ("content", "time", "location")
 
     def run(self, rt, token: str, content: str = "", time: str = "", location: str = "") -> Any:
         table, key = self.locate(rt, token, content, time)
@@ -236,7 +231,6 @@ class QueryReminder(_Reminder):
 # ---------- meeting ----------
 class _Meeting(Api):
     database = "Meeting"
-    optional = ("meeting_topic", "start_time", "end_time", "location", "attendees")
 
     @staticmethod
     def find(rt, token: str, meeting_topic: str, start_time: str, end_time: str) -> tuple[dict, str]:
@@ -259,7 +253,6 @@ class AddMeeting(_Meeting):
     """``AddMeeting(token, meeting_topic, start_time, end_time, location, attendees)`` -> ``"success"``."""
 
     name = "AddMeeting"
-    optional = ("location", "attendees")
 
     def run(self, rt, token: str, meeting_topic: str, start_time: str, end_time: str, location: str = "",
             attendees: list | None = None) -> Any:

@@ -59,7 +59,6 @@ class ModifyRegistration(Api):
     """``ModifyRegistration(appointment_id, new_appointment_date, new_appointment_doctor)`` -> ``"success"``."""
 
     name, database = "ModifyRegistration", "Appointments"
-    optional = ("new_appointment_date", "new_appointment_doctor")
 
     def run(self, rt, appointment_id: str, new_appointment_date: str | None = None,
             new_appointment_doctor: str | None = None) -> Any:
@@ -107,7 +106,7 @@ class RecordHealthData(Api):
 
     name, database = "RecordHealthData", "HealthData"
 
-    def run(self, rt, user_id: str, time: str, health_data: list) -> Any:
+    def run(self, rt, user_id: str, time: str, health_data: list | None = None) -> Any:
         user = require_text(user_id, "The user id cannot be empty.").upper()
         when = norm_date(time, DATETIME)
         if not health_data:

@@ -262,7 +262,6 @@ class Translate(_Recorded):
     """``Translate(src, src_lang, tgt_lang)`` -> the translation (recorded Google Translate answers)."""
 
     name = "Translate"
-    optional = ("src_lang", "tgt_lang")
 
     def run(self, rt, src: str, src_lang: str | None = None, tgt_lang: str | None = None) -> Any:
         return self.lookup(rt, recorded_key(self.name, {"src": src, "tgt_lang": tgt_lang}))
