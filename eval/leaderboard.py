@@ -79,7 +79,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     """The options every evaluation command shares (``genenv-eval``, ``bench_parsing``, ``bench_endpoint``):
     ``--benchmarks``, ``--policy`` and its settings (local: ``--batch-size``, ``--dtype``, ``--device``;
     endpoint: ``--concurrency``, ``--timeout``, ``--max-retries``), ``--option`` / ``--env-option``, ``--split``,
-    ``--limit``, ``--data-dir``, ``--max-new-tokens``, ``--env-workers``."""
+    ``--limit``, ``--data-dir``, ``--max-new-tokens``, ``--env-workers``, ``--threads``."""
     p.add_argument("--benchmarks", default="bfcl,bamboogle",
                    help="comma-separated registry names; paper = the paper's protocols on all five Table 1 benchmarks")
     p.add_argument("--policy", default="smollm2",
@@ -105,12 +105,18 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                         "(exponential backoff)")
     p.add_argument("--env-workers", type=int, default=0,
                    help="multi-step envs: worker processes for the episodes (the envs' CPU budget; 0 = in-process)")
+    p.add_argument("--threads", default="auto",
+                   help="CPU threads of the local model: a number, or auto = the usable cores less those other "
+                        "processes keep busy now (genenv.runtime.threads)")
 
 
 def policy_from_args(args: argparse.Namespace):
-    """The policy that :func:`add_eval_arguments`' options name
-    (:func:`~genenv.runtime.policies.make_policy`)."""
+    """The policy that :func:`add_eval_arguments`' options name (:func:`~genenv.runtime.policies.make_policy`),
+    after this process's CPU threads are set from ``--threads`` (:func:`~genenv.runtime.threads.prepare_cpu`)."""
     from genenv.runtime.policies import make_policy
+    from genenv.runtime.threads import prepare_cpu
+
+    prepare_cpu(getattr(args, "threads", "auto"))
 
     return make_policy(args.policy, dtype=args.dtype, device=args.device, batch_size=args.batch_size,
                        concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries)

@@ -73,7 +73,8 @@ class LlamaServer:
 
     Args:
         port: TCP port (default: a free one).
-        threads: llama.cpp threads.
+        threads: llama.cpp threads: a number, or ``"auto"``: the usable cores less those other processes keep busy
+            now (:func:`~genenv.runtime.threads.resolve_threads`, counted when the server is made).
         n_ctx: context window in tokens (SmolLM2 was trained to 8192).
         startup_timeout: seconds to wait for the first answer.
         log_path: file for the server's output (default: a new ``llama-server-*.log`` in the temp folder, kept, so
@@ -90,11 +91,14 @@ class LlamaServer:
             the first chat completion fails; the message holds the exit code and the log's last lines.
     """
 
-    def __init__(self, port: int | None = None, threads: int = 2, n_ctx: int = 8192, startup_timeout: float = 180.0,
+    def __init__(self, port: int | None = None, threads: int | str = "auto", n_ctx: int = 8192,
+                 startup_timeout: float = 180.0,
                  log_path: str | Path | None = None, model: str | Path | None = None, python: str | None = None,
                  first_chat: bool = True):
         self.port = port or free_port()
-        self.threads, self.n_ctx, self.startup_timeout = threads, n_ctx, startup_timeout
+        from genenv.runtime.threads import resolve_threads
+
+        self.threads, self.n_ctx, self.startup_timeout = resolve_threads(threads), n_ctx, startup_timeout
         self.log_path = Path(log_path) if log_path else None
         self.model = model
         self.python = python or sys.executable
@@ -226,12 +230,13 @@ def stream_speed(base_url: str, max_tokens: int = 128, chat: bool = True,
     return {"tokens": len(stamps), "first_token_s": stamps[0] - t0, "tokens_per_s": rate}
 
 
-def check(threads: int = 2, max_tokens: int = 128, chat: bool = True) -> int:
+def check(threads: int | str = "auto", max_tokens: int = 128, chat: bool = True) -> int:
     """Start the server, stream one completion (:func:`stream_speed`), print the figures and stop: 0 when it
     answered; 1 with the reason (the server's exit code, its log's last lines, what to do) on stderr when not.
     ``.ci/install`` ends with it."""
     try:
         with LlamaServer(threads=threads) as server:
+            threads = server.threads
             try:
                 speed = stream_speed(server.base_url, max_tokens=max_tokens, chat=chat)
             except Exception as e:  # noqa: BLE001 (any failure of the request is reported, with the server's state)
@@ -251,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     """Serve the embedded model until interrupted (Ctrl-C), or ``--check`` it once (exit status 0 / 1)."""
     p = argparse.ArgumentParser(description="Serve the embedded SmolLM2 GGUF with llama.cpp's OpenAI server.")
     p.add_argument("--port", type=int, default=8011)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", default="auto", help="a number, or auto: the cores other processes leave free")
     p.add_argument("--check", action="store_true",
                    help="start the server, stream one chat completion, print tokens/s and stop (exit 1 on failure)")
     p.add_argument("--max-tokens", type=int, default=128, help="--check: tokens to stream")

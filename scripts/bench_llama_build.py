@@ -24,7 +24,7 @@ from typing import Any
 from genenv.eval.serve import LlamaServer, ServerError, stream_speed
 
 
-def measure(python: str, threads: int, max_tokens: int, repeats: int, prompt: str) -> list[dict[str, Any]]:
+def measure(python: str, threads: int | str, max_tokens: int, repeats: int, prompt: str) -> list[dict[str, Any]]:
     """One row per request kind (``chat``, ``text``): median tokens/s and first-token seconds over ``repeats``
     streams, or the failure (``error``) when the server died or would not start (the server is restarted for
     the other kind)."""
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--python", action="append", required=True, help="LABEL=INTERPRETER (repeatable)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", default="2", help="llama.cpp threads (a number, or auto)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--prompt", default="Once upon a time", help="the plain-text request's prompt")

@@ -30,6 +30,9 @@ def main() -> int:
 
     @hydra.main(config_path="../configs", config_name="train", version_base="1.3")
     def _run(cfg) -> None:
+        from genenv.runtime.threads import prepare_cpu
+
+        prepare_cpu(cfg.get("threads"))  # before torch loads: the thread count and OpenMP's passive wait
         from genenv.trainer.loop import CoEvolutionTrainer
 
         logging.basicConfig(level=logging.INFO)

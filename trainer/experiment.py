@@ -211,6 +211,9 @@ def main() -> int:
 
     @hydra.main(config_path="../configs", config_name="experiment", version_base="1.3")
     def _run(cfg) -> None:
+        from genenv.runtime.threads import prepare_cpu
+
+        prepare_cpu(cfg.get("threads"))  # before torch loads: the thread count and OpenMP's passive wait
         logging.basicConfig(level=logging.INFO)
         exp = run_experiment(cfg)
         print((exp / "summary.md").read_text())

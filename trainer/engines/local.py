@@ -36,15 +36,17 @@ class LocalBackend:
         autocast_dtype: ``"auto"`` (default: bfloat16 where the device computes it natively, else float32;
             :func:`~genenv.runtime.models.resolve_dtype`), ``"bfloat16"``, or ``None`` / ``"float32"`` for
             pure float32.
-        threads: torch intra-op threads on CPU (both roles share them; they never run at the same time).
+        threads: torch intra-op threads on CPU (both roles share them; they never run at the same time): a
+            number, or ``"auto"`` / ``None``: the usable cores less those other processes keep busy when the run
+            starts (:func:`~genenv.runtime.threads.prepare_cpu`).
     """
 
     def __init__(self, roles: dict[str, RoleConfig], device: str = "cpu", autocast_dtype: str | None = "auto",
-                 threads: int | None = None):
+                 threads: int | str | None = "auto"):
         from genenv.runtime.models import resolve_dtype
+        from genenv.runtime.threads import prepare_cpu
 
-        if threads:
-            torch.set_num_threads(threads)
+        self.threads = prepare_cpu(threads)
         self.roles = roles
         self.device = device
         dtype = resolve_dtype(autocast_dtype, device)
