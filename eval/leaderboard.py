@@ -116,7 +116,7 @@ def policy_from_args(args: argparse.Namespace):
     from genenv.runtime.policies import make_policy
     from genenv.runtime.threads import prepare_cpu
 
-    prepare_cpu(getattr(args, "threads", "auto"))
+    prepare_cpu(args.threads)
 
     return make_policy(args.policy, dtype=args.dtype, device=args.device, batch_size=args.batch_size,
                        concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries)

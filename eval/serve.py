@@ -92,12 +92,11 @@ class LlamaServer:
     """
 
     def __init__(self, port: int | None = None, threads: int | str = "auto", n_ctx: int = 8192,
-                 startup_timeout: float = 180.0,
-                 log_path: str | Path | None = None, model: str | Path | None = None, python: str | None = None,
-                 first_chat: bool = True):
-        self.port = port or free_port()
+                 startup_timeout: float = 180.0, log_path: str | Path | None = None, model: str | Path | None = None,
+                 python: str | None = None, first_chat: bool = True):
         from genenv.runtime.threads import resolve_threads
 
+        self.port = port or free_port()
         self.threads, self.n_ctx, self.startup_timeout = resolve_threads(threads), n_ctx, startup_timeout
         self.log_path = Path(log_path) if log_path else None
         self.model = model
@@ -122,11 +121,16 @@ class LlamaServer:
         text = self.log_path.read_text(errors="replace").rstrip().splitlines()
         return "\n".join(text[-lines:])
 
-    def failure(self) -> str | None:
+    def failure(self, wait: float = 0.0) -> str | None:
         """``None`` while the server process runs (or before it was started); once it has exited, what happened:
-        the exit code in words (:func:`exit_description`), the log file and its last lines. Cheap (one
-        ``poll``): the endpoint policy calls it while requests are in flight."""
-        if self.proc is None or self.proc.poll() is None:
+        the exit code in words (:func:`exit_description`), the log file and its last lines. ``wait``: seconds to
+        give a dying process to exit first (after a request failed); with 0 it is one ``poll``, cheap enough for
+        the endpoint policy to call while requests are in flight."""
+        if self.proc is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(wait) if wait > 0 else self.proc.poll()
+        if self.proc.returncode is None:
             return None
         tail = self.log_tail()
         return (f"the llama.cpp server (pid {self.proc.pid}) exited with {exit_description(self.proc.returncode)}; "
@@ -186,11 +190,19 @@ class LlamaServer:
         try:
             resp = requests.post(f"{self.base_url}/chat/completions", json=body, timeout=self.startup_timeout)
         except requests.RequestException as e:
-            time.sleep(0.5)  # let a dying process be reaped, so that its exit code is known
             raise ServerError(f"the first chat completion failed ({type(e).__name__}): "
-                              f"{self.failure() or 'the server runs but did not answer'}") from e
+                              f"{self.failure(wait=1.0) or 'the server runs but did not answer'}") from e
         if resp.status_code != 200:
             raise ServerError(f"the first chat completion answered {resp.status_code}: {resp.text[:300]}")
+
+    def stream_speed(self, **kwargs) -> dict[str, float]:
+        """:func:`stream_speed` against this server (``kwargs`` go to it). Raises ServerError when the request
+        fails, with what happened to the server (:meth:`failure`)."""
+        try:
+            return stream_speed(self.base_url, **kwargs)
+        except Exception as e:  # noqa: BLE001 (any failure of the request is reported, with the server's state)
+            raise ServerError(f"the streamed completion failed ({type(e).__name__}: {str(e)[:200]}); "
+                              f"{self.failure(wait=1.0) or 'the server still runs'}") from e
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -237,12 +249,7 @@ def check(threads: int | str = "auto", max_tokens: int = 128, chat: bool = True)
     try:
         with LlamaServer(threads=threads) as server:
             threads = server.threads
-            try:
-                speed = stream_speed(server.base_url, max_tokens=max_tokens, chat=chat)
-            except Exception as e:  # noqa: BLE001 (any failure of the request is reported, with the server's state)
-                time.sleep(0.5)
-                raise ServerError(f"the streamed completion failed ({type(e).__name__}: {e}); "
-                                  f"{server.failure() or 'the server still runs'}") from e
+            speed = server.stream_speed(max_tokens=max_tokens, chat=chat)
     except ServerError as e:
         print(f"llama.cpp server check FAILED: {e}", file=sys.stderr)
         return 1

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from genenv.eval.serve import LlamaServer, ServerError, stream_speed
+from genenv.eval.serve import LlamaServer, ServerError
 
 
 def measure(python: str, threads: int | str, max_tokens: int, repeats: int, prompt: str) -> list[dict[str, Any]]:
@@ -33,12 +33,7 @@ def measure(python: str, threads: int | str, max_tokens: int, repeats: int, prom
         kind = "chat" if chat else "text"
         try:
             with LlamaServer(threads=threads, python=python, first_chat=chat) as server:
-                runs = []
-                for _ in range(repeats):
-                    try:
-                        runs.append(stream_speed(server.base_url, max_tokens=max_tokens, chat=chat, prompt=prompt))
-                    except Exception as e:  # noqa: BLE001 (a dead server is a result here)
-                        raise ServerError(f"{type(e).__name__}; {server.failure() or 'server still running'}") from e
+                runs = [server.stream_speed(max_tokens=max_tokens, chat=chat, prompt=prompt) for _ in range(repeats)]
         except ServerError as e:
             rows.append({"kind": kind, "error": " ".join(str(e).split("; log:")[0].split())[:300]})
             continue

@@ -154,8 +154,8 @@ def fake_llama(monkeypatch):
 
 def test_a_server_that_dies_on_its_first_chat_fails_at_start_naming_sigill_and_the_fix(fake_llama, tmp_path):
     fake_llama("die_after:0")
-    with pytest.raises(ServerError) as err, LlamaServer(model="unused.gguf", log_path=tmp_path / "s.log"):
-        pass
+    with pytest.raises(ServerError) as err:
+        LlamaServer(model="unused.gguf", log_path=tmp_path / "s.log").__enter__()  # entering is the start-up
     msg = str(err.value)
     assert "exited with code -4 (SIGILL)" in msg and "illegal instruction" in msg
     assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in msg  # what to do

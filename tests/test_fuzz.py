@@ -1,6 +1,6 @@
 """A fast slice of the fuzz benchmark (``python scripts/bench_fuzz.py``): random and adversarial texts
 (huge integer literals, deep nesting, oversized text, mutated gold texts) through every registered env's step
-and every benchmark spec's ``parse_generated``; none may raise (issue 20)."""
+and every benchmark spec's ``parse_generated``; none may raise."""
 from __future__ import annotations
 
 import pytest

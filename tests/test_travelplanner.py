@@ -510,7 +510,7 @@ def test_taxi_in_a_leg_text_does_not_hide_a_flight_or_self_driving():
 
 
 def test_format_variants_follow_the_harness_verdict():
-    """Format leniencies decided in issue 20 (docs/travelplanner.md): formats the harness fails, fail here."""
+    """Format leniencies (docs/travelplanner.md, "Where we differ"): formats the harness fails, fail here."""
     flight, drive = _flight_and_drive_plans()
     q, gold = flight.metadata["query"], flight.gold
     assert evaluate_plan(q, gold, DB).final_pass

@@ -23,7 +23,7 @@ Protocols (loader option ``protocol``):
   as history; the task is the one turn, correct iff its calls equal the gold calls as a multiset (order-free)
   and the checker's state and response checks pass on the gold prefix plus this turn.
 
-Where our verdict can differ from bfcl-eval's on plausible model output (issue 20 review):
+Where our verdict can differ from bfcl-eval's on plausible model output:
 
 - decoding: bfcl-eval's prompt-mode handlers decode one Python-syntax list ``[f(a=1), g(b=2)]``; we also accept
   ``<tool_call>`` JSON, a JSON list and ``API-Request:`` forms (:func:`~genenv.envs.parsing.parse_tool_calls`),

@@ -212,8 +212,8 @@ def transport_mode(text: str) -> str | None:
 
     This is the order of the harness's sandbox check and ``get_total_cost`` ("flight number", then
     "self-driving", then "taxi"). Its ``transportation_match`` (Non-conflicting Transportation) tests "taxi"
-    first, and so did we until issue 20: a flight leg that mentions a taxi then passed "no flight", and a
-    self-driving leg that mentions a taxi was priced as a taxi.
+    first; reading legs that way, a flight leg that mentions a taxi would pass "no flight", and a self-driving
+    leg that mentions a taxi would be priced as a taxi.
     """
     modes = transport_modes(text)
     return next((mode for mode in MODES if mode in modes), None)
@@ -595,8 +595,7 @@ def transportation(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: Tr
     self-driving``: "self-driving"), case-insensitively, whatever else the leg mentions.
 
     Differs: the harness matches "Flight" / "Self-driving" case-sensitively, so "flight number: F1" passes its
-    "no flight" rule. (Before issue 20 we read one mode per leg with "taxi" first, so a flight leg that mentioned
-    a taxi passed "no flight": regression-tested.)
+    "no flight" rule. A flight leg that also mentions a taxi fails "no flight" here (regression-tested).
     """
     banned = {"no flight": "flight", "no self-driving": "self-driving"}[query["local_constraint"]["transportation"]]
     for i, day in enumerate(_days(query, plan), 1):

@@ -276,8 +276,8 @@ class TravelDB:
         name exactly (case and inner spaces included; surrounding spaces ignored, as the harness strips the
         plan's name); the first such row in database order wins. The official harness accepts any row whose
         name *contains* the given text (case-sensitively), so a one-letter "name" would pass; for an RL reward
-        that is an exploit, so we require the whole name. Until issue 20 we also ignored case and repeated
-        spaces, which the harness fails (a format difference, now following the harness).
+        that is an exploit, so we require the whole name. Case and repeated spaces count, as in the harness
+        (which fails a name written in another case or with doubled spaces).
         """
         if not isinstance(name, str):
             return None
