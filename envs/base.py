@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import gymnasium as gym
-from genenv.envs.parsing import ActionParseError, check_parsing
+from genenv.envs.parsing import ActionParseError, ToolCall, check_parsing
 from genenv.envs.spaces import UnicodeText
 from genenv.envs.task import Task
 
@@ -71,6 +71,8 @@ class TaskEnv(gym.Env, abc.ABC):
     benchmark: ClassVar[str] = ""
     action_kind: ClassVar[str] = "structured"
     multi_step: ClassVar[bool] = False
+    accepts_tool_calls: ClassVar[bool] = False  # a list of ToolCall is an action (action_from_calls), not only text
+    thread_safe: ClassVar[bool] = True  # False: episodes of this class in one process run one call at a time
     prompt_window: ClassVar[int | None] = None  # earlier exchanges kept in the prompt (None: all; PromptWindow)
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
@@ -135,6 +137,20 @@ class TaskEnv(gym.Env, abc.ABC):
     def gold_text(cls, task: Task, turn: int = 0) -> str:
         """The gold action of ``turn`` (0-based; single-step envs have only turn 0) as model text that
         :meth:`parse_action` turns back into the gold action."""
+
+    @classmethod
+    def action_from_calls(cls, calls: list[ToolCall]) -> Any:
+        """The env's action for structured tool calls (a client that sends calls instead of model text): the list
+        itself where :attr:`accepts_tool_calls` is set, for envs whose actions are lists of calls.
+
+        Raises:
+            ValueError: this env takes model text only (its actions are not tool calls), or ``calls`` is empty.
+        """
+        if not cls.accepts_tool_calls:
+            raise ValueError(f"{cls.__name__} takes model text, not tool calls")
+        if not calls:
+            raise ValueError("no tool call given")
+        return list(calls)
 
     @classmethod
     def past_observation(cls, text: str) -> str:

@@ -105,6 +105,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                         "(exponential backoff)")
     p.add_argument("--env-workers", type=int, default=0,
                    help="multi-step envs: worker processes for the episodes (the envs' CPU budget; 0 = in-process)")
+    p.add_argument("--env-server", default=None, metavar="URL",
+                   help="play the episodes on a genenv-serve server at URL (http://host:port) instead of in this "
+                        "process; the server's data directory must hold the same tasks")
     p.add_argument("--threads", default="auto",
                    help="CPU threads of the local model: a number, or auto = the usable cores less those other "
                         "processes keep busy now (genenv.runtime.threads)")
@@ -160,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     result = evaluate(policy, benchmarks, split=args.split, data_dir=data_dir, limit=args.limit,
                       options=options, max_new_tokens=args.max_new_tokens,
                       env_kwargs=parse_options(args.env_option), env_workers=args.env_workers,
+                      env_server=args.env_server,
                       parsing=args.parsing, log=log, save_every=args.save_every)
     write_results(result, out, data_dir=data_dir, split=args.split)
     print(leaderboard_markdown(result, data_dir=data_dir))

@@ -184,10 +184,19 @@ def encoder_of(policy: Policy) -> Callable[[list[dict[str, str]]], list[int]] | 
     return getattr(policy, "encode_prompt", None)
 
 
+def remote_runner(url: str):
+    """:class:`~genenv.runtime.remote_episodes.RemoteEpisodes` on the server at ``url`` (imported on use: it needs
+    ``openenv-core``)."""
+    from genenv.runtime.remote_episodes import RemoteEpisodes
+
+    return RemoteEpisodes(url)
+
+
 def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
                   max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
                   chunk_size: int = 16, progress: Any = None, stats: dict[str, float] | None = None,
-                  env_workers: int | None = None, max_response_tokens: int | None = None) -> list[Trajectory]:
+                  env_workers: int | None = None, max_response_tokens: int | None = None,
+                  env_server: str | None = None) -> list[Trajectory]:
     """Play ``n`` episodes per task in lock step (any mix of benchmarks, single- and multi-step envs).
 
     Args:
@@ -203,10 +212,12 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
             added to it.
         env_workers: worker processes for the envs (``None`` / 0: this process; :mod:`genenv.envs.workers`).
         max_response_tokens: each episode's response budget (see the module docstring; ``None``: none).
+        env_server: the URL of a ``genenv-serve`` server to play the episodes on
+            (:class:`~genenv.runtime.remote_episodes.RemoteEpisodes`; ``env_workers`` is then unused).
     Returns:
         ``len(tasks) * n`` trajectories, grouped by task in input order.
     """
-    runner = episode_runner(env_workers)
+    runner = episode_runner(env_workers) if not env_server else remote_runner(env_server)
     encode = encoder_of(policy)
     episodes = [Episode(t, k, encode, max_new_tokens, max_response_tokens) for t in tasks for k in range(n)]
     bar = None if isinstance(progress, str) else progress

@@ -99,7 +99,8 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
              limit: int | None = None, options: dict[str, dict[str, Any]] | None = None,
              max_new_tokens: int = 256, progress: bool = True,
              env_kwargs: dict[str, dict[str, Any]] | None = None, env_workers: int | None = None,
-             parsing: str = "official", log: ResultLog | None = None, save_every: int = 64) -> EvalResult:
+             parsing: str = "official", log: ResultLog | None = None, save_every: int = 64,
+             env_server: str | None = None) -> EvalResult:
     """Greedy single-sample evaluation of ``policy`` on each benchmark's units (multi-step envs: one episode
     per task, played to the end).
 
@@ -120,6 +121,8 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
         log: a :class:`ResultLog`: tasks it already holds are not played again (their records give their
             results), the others' records are appended every ``save_every`` tasks.
         save_every: tasks per chunk of episodes (the most work a kill can lose when ``log`` is given).
+        env_server: play the episodes on the ``genenv-serve`` server at this URL (the same rewards as in this
+            process; :class:`~genenv.runtime.remote_episodes.RemoteEpisodes`).
     Returns:
         the :class:`EvalResult`; ``rows`` in task order, ``timing`` over the tasks played now (``resumed``: how
         many came from the log).
@@ -146,7 +149,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
                     chunk = todo[k:k + max(1, save_every)]
                     trajs = play_episodes([tasks[i] for i in chunk], policy, n=1, temperature=0.0,
                                           max_new_tokens=max_new_tokens, progress=bar, env_kwargs=kwargs,
-                                          env_workers=env_workers, chunk_size=per_call)
+                                          env_workers=env_workers, chunk_size=per_call, env_server=env_server)
                     played.update(zip(chunk, trajs))
                     new = [task_row(unit, i, t) for i, t in zip(chunk, trajs)]
                     if log is not None:

@@ -76,3 +76,44 @@ def kill_when():
                 proc.kill()
 
     return _kill
+
+
+def start_env_server(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0):
+    """Start ``genenv-serve`` (``python -m genenv.runtime.env_server``) on a free loopback port with ``args``;
+    returns ``(process, base URL)`` once ``/health`` answers. Raises ``RuntimeError`` with its output if it exits
+    first."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = ["--data-dir", str(DATA_DIR)] if DATA_DIR else []
+    proc = subprocess.Popen([sys.executable, "-m", "genenv.runtime.env_server", "--port", str(port), *data, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"genenv-serve exited with {proc.returncode}: {proc.stdout.read()[-3000:]}")
+        try:
+            headers = {"Authorization": f"Bearer {env['GENENV_SERVE_TOKEN']}"} if env and env.get(
+                "GENENV_SERVE_TOKEN") else {}
+            with urllib.request.urlopen(urllib.request.Request(url + "/health", headers=headers), timeout=2):
+                return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("genenv-serve did not answer /health in time")
+
+
+@pytest.fixture(scope="session")
+def env_server_url():
+    """The base URL of one ``genenv-serve`` (every benchmark, the data under test) shared by the session's tests."""
+    proc, url = start_env_server()
+    yield url
+    proc.terminate()
+    proc.wait(30)

@@ -154,6 +154,7 @@ class ALFWorldEnv(MultiStepTaskEnv):
 
     benchmark = "alfworld"
     action_kind = "structured"
+    thread_safe = False  # TextWorld's game loading and PDDL state are shared by the games of one process
     default_max_steps = 50
     idle_text = "look"
     prompt_window = 4  # earlier exchanges kept in the prompt (PromptWindow; observations carry the state)

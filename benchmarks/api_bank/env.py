@@ -185,6 +185,7 @@ class APIBankEnv(TaskEnv):
 
     benchmark = "api_bank"
     action_kind = "structured"
+    accepts_tool_calls = True
 
     def __init__(self, tasks: list[Task] | None = None, level: int = 1, protocol: str = "official",
                  split: str | None = "test", data_dir: str | None = None, limit: int | None = None,

@@ -102,6 +102,7 @@ class APIBankPlanEnv(MultiStepTaskEnv):
 
     benchmark = "api_bank_plan"
     action_kind = "structured"
+    accepts_tool_calls = True
     default_max_steps = 10
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = "test", data_dir: str | None = None,

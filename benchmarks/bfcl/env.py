@@ -189,6 +189,7 @@ class BFCLEnv(TaskEnv):
 
     benchmark = "bfcl"
     action_kind = "structured"
+    accepts_tool_calls = True
 
     def __init__(self, tasks: list[Task] | None = None, category: str | list[str] | None = "simple_python",
                  split: str | None = "test", data_dir: str | None = None, limit: int | None = None,

@@ -276,6 +276,7 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
 
     benchmark = "bfcl_multi_turn"
     action_kind = "structured"
+    accepts_tool_calls = True
     idle_text = END_OF_TURN
     default_max_steps = 200
 

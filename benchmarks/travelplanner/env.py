@@ -123,6 +123,28 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
 
     benchmark = "travelplanner_two_stage"
     action_kind = "structured"
+    accepts_tool_calls = True
+
+    @classmethod
+    def action_from_calls(cls, calls: list[ToolCall]) -> ToolCall:
+        """One database call (a step runs one tool); its arguments by the tool's parameter names in
+        :data:`~genenv.benchmarks.travelplanner.db.TOOLS` order, or in the order given when they are unnamed.
+
+        Raises:
+            ValueError: not exactly one call, an unknown tool, or arguments that are not the tool's parameters.
+        """
+        if len(calls) != 1:
+            raise ValueError(f"one tool call per step, got {len(calls)}")
+        call = calls[0]
+        name = TOOL_ALIASES.get(call.name, call.name)
+        if name not in TOOLS:
+            raise ValueError(f"unknown tool {call.name!r}; the tools are {', '.join(TOOLS)}")
+        params, given = TOOLS[name], dict(call.arguments)
+        if set(given) == set(params):
+            given = {p: given[p] for p in params}
+        elif len(given) != len(params):
+            raise ValueError(f"{name} takes {', '.join(params)}, got {', '.join(given) or 'no argument'}")
+        return ToolCall(name, given)
     default_max_steps = 30
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = "validation", data_dir: str | None = None,

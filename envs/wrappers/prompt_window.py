@@ -55,7 +55,8 @@ class PromptWindow(gym.Wrapper, gym.utils.RecordConstructorArgs):
         """Step the env with ``action`` (model text); unless the episode ended, ``info["messages"]`` is the next
         turn's prompt."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.conversation.append({"role": "assistant", "content": action if isinstance(action, str) else repr(action)})
+        self.conversation.append({"role": "assistant", "content": info.get("raw_action", repr(action))
+                                  if not isinstance(action, str) else action})
         if not (terminated or truncated):
             self.conversation.append({"role": "user", "content": obs})
             info["messages"] = self.prompt()

@@ -1,0 +1,145 @@
+"""Episodes played against a ``genenv-serve`` session server instead of in this process.
+
+:class:`RemoteEpisodes` has the interface of :class:`~genenv.envs.workers.LocalEpisodes` (``open``, ``step``,
+``close``, ``shutdown``; reset and step outputs in Gymnasium's form, ``info["messages"]`` the next turn's prompt),
+so :func:`~genenv.runtime.episodes.play_episodes` (evaluation and local training) and the veRL agent loop play
+the same episodes either way. Each episode is one WebSocket session of OpenEnv's own client
+(``openenv.core.generic_client.GenericEnvClient``); the sessions of one round are stepped concurrently on one event
+loop in a background thread.
+
+A task travels as the server needs it (:func:`reset_arguments`): a seed task by its id and split, a generated one
+as its generation JSON (:meth:`~genenv.benchmarks.spec.BenchmarkSpec.as_generation`, validated again on the
+server) with its parent's id; both with the task's digest (:func:`~genenv.runtime.env_protocol.task_sha256`), so a
+server whose data differ from the client's refuses the task instead of playing another one. Env options travel
+as ``reading`` (``parsing``) and ``env_options``; ``data_dir`` stays on each side (the server has its own).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import Any, Sequence
+
+from openenv.core.generic_client import GenericEnvClient
+from websockets.asyncio.client import connect as ws_connect
+
+from genenv.benchmarks.registry import get_benchmark
+from genenv.envs.task import Task
+from genenv.runtime.env_protocol import MAX_MESSAGE_BYTES, task_sha256
+
+TOKEN_ENV = "GENENV_SERVE_TOKEN"
+
+
+class SessionClient(GenericEnvClient):
+    """OpenEnv's generic client that also sends ``Authorization: Bearer <token>`` (``token``, default
+    ``$GENENV_SERVE_TOKEN``) when it opens its WebSocket.
+
+    Raises (from ``connect``): ``ConnectionError`` naming the URL when the server cannot be reached or refuses.
+    """
+
+    def __init__(self, base_url: str, token: str | None = None, message_timeout_s: float = 600.0, **kwargs: Any):
+        super().__init__(base_url, message_timeout_s=message_timeout_s, **kwargs)
+        self._token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+
+    async def connect(self) -> "SessionClient":
+        """Open the session's WebSocket (with the bearer token when one is set)."""
+        if self._ws is not None:
+            return self
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
+        try:
+            self._ws = await ws_connect(self._ws_url, open_timeout=self._connect_timeout,
+                                        max_size=self._max_message_size, additional_headers=headers,
+                                        proxy=None)
+        except Exception as exc:  # noqa: BLE001 - one clear error for every way the connection fails
+            raise ConnectionError(f"cannot open a session at {self._ws_url}: {exc}") from exc
+        return self
+
+
+def reset_arguments(task: Task, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``reset`` data that starts ``task``'s episode on the server (see the module docstring).
+
+    Raises:
+        ValueError: a generated task whose benchmark cannot write it as generation JSON.
+    """
+    options = dict(env_kwargs or {})
+    options.pop("data_dir", None)
+    data: dict[str, Any] = {"benchmark": task.benchmark, "split": task.split,
+                            "reading": options.pop("parsing", "official"), "task_sha256": task_sha256(task.to_dict())}
+    if options:
+        data["env_options"] = options
+    if task.origin == "generated":
+        data.update(task=get_benchmark(task.benchmark).as_generation(task), task_id=task.id,
+                    parent_task_id=task.parent_id)
+        data.pop("split")  # the parent may come from any split
+    else:
+        data["task_id"] = task.id
+    return data
+
+
+class RemoteEpisodes:
+    """Episodes on a ``genenv-serve`` server at ``url`` (see the module docstring).
+
+    Args:
+        url: the server's base URL (``http://host:port``). token: bearer token (default ``$GENENV_SERVE_TOKEN``).
+        timeout_s: the longest wait for one answer.
+    Raises (from its methods):
+        ConnectionError: the server cannot be reached or closed a session. RuntimeError: the server answered an
+            error (OpenEnv's ``Server error: <message> (code: <code>)``).
+    """
+
+    def __init__(self, url: str, token: str | None = None, timeout_s: float = 600.0):
+        self.url, self.token, self.timeout_s = url, token, timeout_s
+        self.clients: dict[int, SessionClient] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="genenv-remote-episodes", daemon=True)
+        self._thread.start()
+
+    def _run(self, coro) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _gather(self, coros) -> list[Any]:
+        results = await asyncio.gather(*coros, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return results
+
+    async def _open_one(self, eid: int, task: Task, env_kwargs: dict[str, Any] | None) -> tuple[str, dict]:
+        client = SessionClient(self.url, token=self.token, message_timeout_s=self.timeout_s,
+                               max_message_size_mb=64 * MAX_MESSAGE_BYTES / 2**20)
+        self.clients[eid] = client
+        await client.connect()
+        result = await client.reset(**reset_arguments(task, env_kwargs))
+        obs = result.observation
+        return obs["prompt"], {**obs["info"], "task_id": obs["task_id"], "messages": obs["messages"],
+                               "tools": task.tools}
+
+    async def _step_one(self, eid: int, text: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        result = await self.clients[eid].step({"text": text})
+        obs = result.observation
+        info = dict(obs["info"])
+        truncated = bool(info.pop("truncated", False))
+        if not result.done:
+            info["messages"] = obs["messages"]
+        return obs["prompt"], float(result.reward or 0.0), bool(result.done) and not truncated, truncated, info
+
+    def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
+        """Open one session per ``(episode id, task, env kwargs)`` and reset it; returns each reset output."""
+        return self._run(self._gather([self._open_one(eid, task, kw) for eid, task, kw in items]))
+
+    def step(self, items: Sequence[tuple[int, str]]) -> list[tuple[str, float, bool, bool, dict[str, Any]]]:
+        """One step per ``(episode id, text)``, all sessions at once; results in input order."""
+        return self._run(self._gather([self._step_one(eid, text) for eid, text in items]))
+
+    def close(self, eid: int) -> None:
+        """Close one episode's session."""
+        client = self.clients.pop(eid, None)
+        if client is not None:
+            self._run(client.close())
+
+    def shutdown(self) -> None:
+        """Close every session and stop the event loop thread."""
+        for eid in list(self.clients):
+            self.close(eid)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
