@@ -50,7 +50,7 @@ from verl.workers.rollout.replica import TokenOutput
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import task_extra_info
 from genenv.envs.workers import LocalEpisodes
-from genenv.runtime.episodes import Episode, Segment, Trajectory, Turn
+from genenv.runtime.episodes import Episode, Segment, Trajectory, Turn, remote_runner
 from genenv.runtime.models import chat_prompt_ids
 from genenv.runtime.policies import Generation
 
@@ -70,8 +70,10 @@ class GymAgentLoop(AgentLoopBase):
     """Plays one episode of a genenv Gymnasium env per ``run`` call (see module docstring).
 
     Config: ``actor_rollout_ref.rollout.response_length`` (veRL's key: the episode's response budget) and
-    ``genenv.{env_kwargs, max_new_tokens}``; ``max_new_tokens`` (tokens per turn) applies when the caller's sampling
-    parameters carry no ``max_tokens`` (veRL's ``AgentLoopWorker`` passes none).
+    ``genenv.{env_kwargs, max_new_tokens, env_server}``; ``max_new_tokens`` (tokens per turn) applies when the
+    caller's sampling parameters carry no ``max_tokens`` (veRL's ``AgentLoopWorker`` passes none); ``env_server``:
+    the URL of a ``genenv-serve`` server on which the episodes are played
+    (:class:`~genenv.runtime.remote_episodes.RemoteEpisodes`, the same rewards; ``None``: in this process).
     """
 
     def __init__(self, *args, **kwargs):
@@ -82,13 +84,15 @@ class GymAgentLoop(AgentLoopBase):
         env_kwargs = genenv_cfg.get("env_kwargs") or {}
         self.env_kwargs = (OmegaConf.to_container(env_kwargs, resolve=True) if OmegaConf.is_config(env_kwargs)
                            else dict(env_kwargs))
+        self.env_server = genenv_cfg.get("env_server") or None
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         """Play the episode of ``kwargs["extra_info"]["task_json"]``; returns veRL's :class:`AgentLoopOutput`."""
         task = Task.from_json(kwargs["extra_info"]["task_json"])
         per_turn = int(sampling_params.get("max_tokens") or self.max_new_tokens or self.response_length)
         episode = Episode(task, 0, lambda m: chat_prompt_ids(self.tokenizer, m), per_turn, self.response_length)
-        runner, request_id = LocalEpisodes(), uuid4().hex
+        runner = remote_runner(self.env_server) if self.env_server else LocalEpisodes()
+        request_id = uuid4().hex
         try:
             opened = await _off_loop(runner.open, [(0, task, self.env_kwargs.get(task.benchmark))])
             episode.opened(*opened[0])
@@ -177,12 +181,13 @@ class LocalGenerateClient:
 
 
 def agent_loop_config(prompt_length: int = 4096, response_length: int = 1024,
-                      env_kwargs: dict[str, Any] | None = None, max_new_tokens: int | None = None):
+                      env_kwargs: dict[str, Any] | None = None, max_new_tokens: int | None = None,
+                      env_server: str | None = None):
     """The slice of veRL's trainer config an agent loop reads, with veRL's key names."""
     return OmegaConf.create({
         "actor_rollout_ref": {"rollout": {"prompt_length": prompt_length, "response_length": response_length}},
         "data": {"apply_chat_template_kwargs": {}},
-        "genenv": {"env_kwargs": env_kwargs or {}, "max_new_tokens": max_new_tokens},
+        "genenv": {"env_kwargs": env_kwargs or {}, "max_new_tokens": max_new_tokens, "env_server": env_server},
     })
 
 
@@ -200,15 +205,18 @@ def make_agent_loop(tokenizer, server_manager, config=None) -> GymAgentLoop:
 
 def rollout_agent_loop(tasks: Sequence[Task], policy, n: int = 1, temperature: float = 0.0,
                        max_new_tokens: int = 256, env_kwargs: dict[str, Any] | None = None,
-                       server_manager=None, response_length: int = 8192) -> list[Trajectory]:
+                       server_manager=None, response_length: int = 8192,
+                       env_server: str | None = None) -> list[Trajectory]:
     """``n`` episodes per task through :class:`GymAgentLoop` in this process, all concurrently (batched by the
     client; default: :class:`LocalGenerateClient` over ``policy``), as veRL's agent-loop workers would play them.
 
-    ``response_length`` is the episode's response budget (veRL's ``rollout.response_length``). Returns
-    trajectories like :func:`~genenv.runtime.episodes.play_episodes`'.
+    ``response_length`` is the episode's response budget (veRL's ``rollout.response_length``); ``env_server``: play
+    the episodes on that ``genenv-serve`` server. Returns trajectories like
+    :func:`~genenv.runtime.episodes.play_episodes`'.
     """
     client = server_manager or LocalGenerateClient(policy, max_new_tokens)
-    cfg = agent_loop_config(response_length=response_length, env_kwargs=env_kwargs, max_new_tokens=max_new_tokens)
+    cfg = agent_loop_config(response_length=response_length, env_kwargs=env_kwargs, max_new_tokens=max_new_tokens,
+                            env_server=env_server)
     sampling = {"temperature": temperature, "max_tokens": max_new_tokens}
 
     async def _all():

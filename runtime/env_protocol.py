@@ -33,6 +33,7 @@ from typing import Any
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 RESET_KEYS = ("benchmark", "split", "options", "task_id", "task", "parent_task_id", "seed", "episode_id", "reading",
               "env_options", "task_sha256")
@@ -57,7 +58,9 @@ class SessionAction(Action):
     @model_validator(mode="after")
     def _one_kind(self) -> "SessionAction":
         if (self.text is None) == (self.tool_calls is None):
-            raise ValueError("give exactly one of 'text' (model text) or 'tool_calls' (structured calls)")
+            # a custom error keeps the error list JSON (a ValueError would sit in it as an object)
+            raise PydanticCustomError("one_action_kind",
+                                      "give exactly one of 'text' (model text) or 'tool_calls' (structured calls)")
         return self
 
 

@@ -88,9 +88,10 @@ class TaskCatalog:
             raise ValueError(f"unknown benchmark {name!r}; this server serves {', '.join(self.benchmarks)}")
         return name
 
-    def loader_options(self, benchmark: str, split: Any, options: Any) -> list[dict[str, Any]]:
+    def loader_options(self, benchmark: str, split: Any, options: Any, every: bool = False) -> list[dict[str, Any]]:
         """The registered splits of ``benchmark`` whose loader options include ``split`` and ``options``, in
-        registration order (with neither: the first, the benchmark's default evaluation split).
+        registration order (with neither: the first, the benchmark's default evaluation split; with ``every``:
+        all of them).
 
         Raises:
             ValueError: ``options`` not an object, or no registered split of the benchmark matches.
@@ -104,7 +105,7 @@ class TaskCatalog:
         matches = [dict(c) for c in registered if all(c.get(k) == v for k, v in wanted.items())]
         if not matches:
             raise ValueError(f"{benchmark} has no split matching {wanted}; its splits: {list(registered)}")
-        return matches if wanted else matches[:1]
+        return matches if wanted or every else matches[:1]
 
     def find(self, benchmark: str, loaders: list[dict[str, Any]], task_id: Any, sha256: str | None = None) -> Task:
         """The task ``task_id`` of the first of ``loaders`` that holds it (with ``sha256``: the first whose record
@@ -230,7 +231,8 @@ class BenchmarkSession(Environment):
         sha = kwargs.get("task_sha256")
         if kwargs.get("task") is not None:
             parent_id = kwargs.get("parent_task_id")
-            parent = self.catalog.find(benchmark, loaders, parent_id) if parent_id is not None else None
+            everywhere = self.catalog.loader_options(benchmark, kwargs.get("split"), kwargs.get("options"), every=True)
+            parent = self.catalog.find(benchmark, everywhere, parent_id) if parent_id is not None else None
             task = self.catalog.inline_task(benchmark, kwargs["task"], kwargs.get("task_id"), parent)
         elif kwargs.get("task_id") is not None:
             return self.catalog.find(benchmark, loaders, kwargs["task_id"], sha)

@@ -91,14 +91,17 @@ def start_env_server(*args: str, env: dict[str, str] | None = None, timeout: flo
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     data = ["--data-dir", str(DATA_DIR)] if DATA_DIR else []
+    import tempfile
+
+    log = tempfile.NamedTemporaryFile("w+", prefix="genenv-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen([sys.executable, "-m", "genenv.runtime.env_server", "--port", str(port), *data, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+                            stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
+    proc.log_path = log.name  # a file, not a pipe: a full pipe would block the server (the TWX JVM writes to it)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"genenv-serve exited with {proc.returncode}: {proc.stdout.read()[-3000:]}")
+            raise RuntimeError(f"genenv-serve exited with {proc.returncode}: {open(log.name).read()[-3000:]}")
         try:
             headers = {"Authorization": f"Bearer {env['GENENV_SERVE_TOKEN']}"} if env and env.get(
                 "GENENV_SERVE_TOKEN") else {}

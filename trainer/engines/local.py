@@ -39,14 +39,17 @@ class LocalBackend:
         threads: torch intra-op threads on CPU (both roles share them; they never run at the same time): a
             number, or ``"auto"`` / ``None``: the usable cores less those other processes keep busy when the run
             starts (:func:`~genenv.runtime.threads.prepare_cpu`).
+        env_server: the URL of a ``genenv-serve`` server on which the agent's episodes are played (``None``: in
+            this process); the rewards are the same either way.
     """
 
     def __init__(self, roles: dict[str, RoleConfig], device: str = "cpu", autocast_dtype: str | None = "auto",
-                 threads: int | str | None = "auto"):
+                 threads: int | str | None = "auto", env_server: str | None = None):
         from genenv.runtime.models import resolve_dtype
         from genenv.runtime.threads import prepare_cpu
 
         self.threads = prepare_cpu(threads)
+        self.env_server = env_server or None
         self.roles = roles
         self.device = device
         dtype = resolve_dtype(autocast_dtype, device)
@@ -127,7 +130,7 @@ class LocalBackend:
         """The agent's episodes through :func:`~genenv.runtime.episodes.play_episodes` (lock step)."""
         return play_episodes(tasks, self.policies["agent"], n=n, temperature=temperature,
                              max_new_tokens=max_new_tokens, env_kwargs=env_kwargs,
-                             max_response_tokens=max_response_tokens, stats=stats)
+                             max_response_tokens=max_response_tokens, stats=stats, env_server=self.env_server)
 
     def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
         """One :func:`~genenv.trainer.updates.policy_update` of ``role``, then a refresh of its sampling copy."""
@@ -184,9 +187,10 @@ class LocalBackend:
 
 def build_local_backend(cfg) -> LocalBackend:
     """The ``local`` engine from the config: ``agent.policy`` and ``env_policy.policy`` role settings, ``device``
-    (``auto``: one GPU when present, else the CPU), ``autocast_dtype``, ``threads``."""
+    (``auto``: one GPU when present, else the CPU), ``autocast_dtype``, ``threads``, ``env_server``."""
     roles = {role: RoleConfig.of(cfg, role) for role in ("agent", "env_policy")}
     device = cfg.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    return LocalBackend(roles, device=device, autocast_dtype=cfg.get("autocast_dtype"), threads=cfg.get("threads"))
+    return LocalBackend(roles, device=device, autocast_dtype=cfg.get("autocast_dtype"), threads=cfg.get("threads"),
+                        env_server=cfg.get("env_server"))

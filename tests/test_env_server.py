@@ -1,0 +1,257 @@
+"""genenv-serve with real clients: OpenEnv's own client plays every benchmark, evaluation over the wire gives the
+in-process rewards, inline tasks are validated as generated tasks are, and bad input is answered while the
+session and the server go on."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import gymnasium as gym
+import pytest
+from conftest import DATA_DIR, start_env_server
+from openenv.core.generic_client import GenericEnvClient
+from websockets.sync.client import connect
+
+from genenv.benchmarks.registry import BENCHMARKS, get_benchmark
+from genenv.envs.registry import env_entry, load_plugins
+from genenv.runtime.env_protocol import task_sha256
+from genenv.runtime.episodes import play_episodes
+from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.remote_episodes import RemoteEpisodes, reset_arguments
+
+load_plugins()
+DIR = str(DATA_DIR) if DATA_DIR else None
+
+
+def first_task(benchmark: str, index: int = 0):
+    entry = env_entry(benchmark)
+    return entry.env_class.load_tasks(data_dir=DIR, **entry.split_options[0])[index]
+
+
+class Raw:
+    """One raw WebSocket session: send any frame, read the answer."""
+
+    def __init__(self, url: str, headers: dict | None = None):
+        self.ws = connect(url.replace("http", "ws") + "/ws", additional_headers=headers, max_size=2**24)
+
+    def ask(self, message) -> dict:
+        self.ws.send(message if isinstance(message, str) else json.dumps(message))
+        return json.loads(self.ws.recv(timeout=120))
+
+    def close(self):
+        self.ws.close()
+
+
+@pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))
+def test_openenv_client_plays_the_oracle_and_a_bad_action(env_server_url, benchmark):
+    """OpenEnv's own client: the oracle's episode earns reward 1 (success); a bad action earns 0 with the reason."""
+    task = first_task(benchmark)
+    cls = env_entry(benchmark).env_class
+    with GenericEnvClient(base_url=env_server_url).sync() as client:
+        result = client.reset(**reset_arguments(task))
+        assert result.observation["task_id"] == task.id and result.observation["messages"]
+        total, turn = 0.0, 0
+        while not result.done:
+            result = client.step({"text": cls.gold_text(task, turn)})
+            total, turn = total + result.reward, turn + 1
+        assert total == pytest.approx(1.0) and result.observation["info"]["success"] is True
+        result = client.reset(**reset_arguments(task))
+        result = client.step({"text": "\x00 {{{ not an answer"})
+        assert result.reward == 0.0
+        info = result.observation["info"]
+        assert info["success"] is False and "error" in info  # the reason where the text could not be read
+
+
+def test_evaluation_over_the_server_equals_in_process(env_server_url):
+    """The same policy and tasks give the same rewards and texts in-process and over the wire (multi-step too)."""
+    for benchmark in ("bamboogle", "bfcl_multi_turn", "twx", "api_bank_plan"):
+        entry = env_entry(benchmark)
+        tasks = entry.env_class.load_tasks(data_dir=DIR, **entry.split_options[0])[:3]
+        here = play_episodes(tasks, OraclePolicy(), env_kwargs={benchmark: {"data_dir": DIR}})
+        there = play_episodes(tasks, OraclePolicy(), env_kwargs={benchmark: {"data_dir": DIR}},
+                              env_server=env_server_url)
+        assert [t.reward for t in here] == [t.reward for t in there]
+        assert [t.text for t in here] == [t.text for t in there]
+        assert [t.messages for t in here] == [t.messages for t in there]
+
+
+def test_seed_draws_the_task_the_gymnasium_env_draws(env_server_url):
+    entry = env_entry("bfcl")
+    env = gym.make(entry.env_id, data_dir=DIR, **entry.split_options[0])
+    with GenericEnvClient(base_url=env_server_url).sync() as client:
+        for seed in (0, 7, 123):
+            _, info = env.reset(seed=seed)
+            first = client.reset(benchmark="bfcl", seed=seed).observation
+            again = client.reset(benchmark="bfcl", seed=seed).observation
+            assert first["task_id"] == again["task_id"] == info["task_id"]
+            assert first["messages"] == again["messages"]
+
+
+def test_inline_task_is_validated_as_a_generated_task(env_server_url):
+    """A generation the spec admits is played (its gold answer earns 1); a rejected one is answered with the
+    spec's rejection reason and leaves the session's episode as it was."""
+    seed_task = first_task("bamboogle")
+    generation = {"question": "Which river flows through the city where the Eiffel Tower stands?",
+                  "answer": "Seine"}
+    spec_view = get_benchmark("bamboogle", DIR).parse_generated(json.dumps(generation), "x", 0, seed_task)
+    raw = Raw(env_server_url)
+    try:
+        answer = raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", "task": generation,
+                                                    "task_id": "mine-1", "parent_task_id": seed_task.id}})
+        assert answer["type"] == "observation", answer
+        assert answer["data"]["observation"]["task_id"] == "mine-1"
+        assert answer["data"]["observation"]["prompt"] == env_entry("bamboogle").env_class.render_messages(
+            spec_view)[-1]["content"]
+        bad = raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", "task": {"question": "Who?",
+                                                                                     "answer": ""}}})
+        assert bad["type"] == "error" and bad["data"]["message"].startswith("task rejected (")
+        state = raw.ask({"type": "state"})
+        assert state["data"]["task_id"] == "mine-1"  # unchanged by the rejected reset
+        step = raw.ask({"type": "step", "data": {"text": "<answer>Seine</answer>"}})
+        assert step["data"]["reward"] == 1.0 and step["data"]["done"] is True
+    finally:
+        raw.close()
+
+
+def test_generated_pool_task_travels_and_a_different_one_is_refused(env_server_url):
+    """A generated task of the trainer's pool is rebuilt on the server from its generation JSON with the same
+    digest; a task whose record differs from the server's is refused instead of played."""
+    seed_task = env_entry("twx").env_class.load_tasks(data_dir=DIR, split="train")[0]  # generated games: train fold
+    spec = get_benchmark("twx", DIR)
+    generated = spec.parse_generated(json.dumps(spec.as_generation(seed_task)), "gen-1-0-0", 1, seed_task)
+    runner = RemoteEpisodes(env_server_url)
+    try:
+        (_, info), = runner.open([(0, generated, {"data_dir": DIR})])
+        assert info["task_id"] == "gen-1-0-0"
+        changed = type(seed_task)(**{**seed_task.to_dict(), "prompt": seed_task.prompt + " (changed)"})
+        with pytest.raises(RuntimeError, match="task_sha256"):
+            runner.open([(1, changed, None)])
+    finally:
+        runner.shutdown()
+    assert task_sha256(generated.to_dict()) != task_sha256(changed.to_dict())
+
+
+def test_structured_calls_and_mcp_tools(env_server_url):
+    """BFCL's gold calls as structured ``tool_calls`` earn 1; over MCP the session lists the task's tools and a
+    ``tools/call`` is one step; a text-only env refuses tool calls with the reason."""
+    task = first_task("bfcl")
+    cls = env_entry("bfcl").env_class
+    calls = [c.to_json() for c in cls.gold_action(task)]
+    raw = Raw(env_server_url)
+    try:
+        raw.ask({"type": "reset", "data": reset_arguments(task)})
+        step = raw.ask({"type": "step", "data": {"tool_calls": calls}})
+        assert step["data"]["reward"] == 1.0, step
+        raw.ask({"type": "reset", "data": reset_arguments(task)})
+        listed = raw.ask({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}})
+        names = [t["name"] for t in listed["data"]["result"]["tools"]]
+        assert names == [t["name"] for t in task.tools]
+        if len(calls) == 1:
+            called = raw.ask({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                                      "params": {"name": calls[0]["name"],
+                                                                 "arguments": calls[0]["arguments"]}}})
+            assert called["data"]["result"]["structuredContent"]["reward"] == 1.0
+        raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 1}})
+        refused = raw.ask({"type": "step", "data": {"tool_calls": [{"name": "f", "arguments": {}}]}})
+        assert refused["data"]["reward"] == 0.0
+        assert "takes model text" in refused["data"]["observation"]["info"]["error"]
+    finally:
+        raw.close()
+
+
+def test_bad_input_is_answered_and_the_session_goes_on(env_server_url):
+    raw, other = Raw(env_server_url), Raw(env_server_url)
+    try:
+        assert other.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 2}})["type"] == "observation"
+        step_first = raw.ask({"type": "step", "data": {"text": "x"}})
+        assert step_first["type"] == "error" and "reset before step" in step_first["data"]["message"]
+        cases = {
+            "{not json": "INVALID_JSON",
+            "[1, 2]": "INVALID_JSON",
+            '{"type": "reset", "data": {"benchmark": "bamboogle", "seed": ' + "9" * 5000 + "}}": "INVALID_JSON",
+            json.dumps({"type": "reset", "data": {"benchmark": "bamboogle", "pad": "x" * (1 << 21)}}):
+                "MESSAGE_TOO_LARGE",
+            json.dumps({"type": "dance"}): "UNKNOWN_TYPE",
+            json.dumps({"type": "reset", "data": {"benchmark": "nope"}}): "EXECUTION_ERROR",
+            json.dumps({"type": "reset", "data": {"benchmark": "bamboogle", "task_id": "nope"}}): "EXECUTION_ERROR",
+            json.dumps({"type": "reset", "data": {"benchmark": "bamboogle", "sed": 1}}): "EXECUTION_ERROR",
+        }
+        for message, code in cases.items():
+            answer = raw.ask(message)
+            assert answer["type"] == "error" and answer["data"]["code"] == code, (message[:60], answer)
+        assert raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 2}})["type"] == "observation"
+        for action in ({"foo": 1}, {"text": 5}, {"text": "a", "tool_calls": []}):
+            answer = raw.ask({"type": "step", "data": action})
+            assert answer["type"] == "error" and answer["data"]["code"] == "VALIDATION_ERROR", answer
+        payload = "__import__('os').system('touch /tmp/genenv-pwned') " + "9" * 5000
+        done = raw.ask({"type": "step", "data": {"text": payload}})
+        assert done["data"]["reward"] == 0.0 and done["data"]["done"] is True
+        after = raw.ask({"type": "step", "data": {"text": "x"}})
+        assert after["type"] == "error" and "episode is over" in after["data"]["message"]
+        assert other.ask({"type": "step", "data": {"text": "<answer>x</answer>"}})["type"] == "observation"
+    finally:
+        raw.close()
+        other.close()
+    assert not os.path.exists("/tmp/genenv-pwned")
+
+
+def test_capacity_and_token():
+    """Over ``--max-sessions`` a connection gets OpenEnv's CAPACITY_REACHED; with a token every request without it
+    is refused; another interface than loopback without a token does not start."""
+    token = "s3cret-for-test"
+    proc, url = start_env_server("--max-sessions", "1", "--benchmarks", "bamboogle",
+                                 env={"GENENV_SERVE_TOKEN": token})
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url + "/health", timeout=10)
+        assert refused.value.code == 401
+        with pytest.raises(Exception):
+            Raw(url).ask({"type": "state"})
+        first = Raw(url, headers={"Authorization": f"Bearer {token}"})
+        assert first.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 0}})["type"] == "observation"
+        second = Raw(url, headers={"Authorization": f"Bearer {token}"})
+        answer = json.loads(second.ws.recv(timeout=30))
+        assert answer["type"] == "error" and answer["data"]["code"] == "CAPACITY_REACHED"
+        first.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    out = subprocess.run([sys.executable, "-m", "genenv.runtime.env_server", "--host", "0.0.0.0"],
+                         capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != "GENENV_SERVE_TOKEN"})
+    assert out.returncode != 0 and "GENENV_SERVE_TOKEN" in out.stderr
+
+
+def test_training_over_the_server_gives_the_same_rewards(tmp_path, tiny_model_dir, env_server_url):
+    """One co-evolution iteration (tiny random model, soft-similarity rewards) with ``env_server`` set plays the
+    same episodes and gets the same rewards as in-process."""
+    from genenv.trainer.cli import compose_config
+    from genenv.trainer.loop import CoEvolutionTrainer
+
+    def run(name: str, *extra: str) -> tuple[dict, list[float]]:
+        cfg = compose_config([f"run_dir={tmp_path}/{name}", "benchmark=bamboogle", "iterations=1", "seed=3",
+                              "tensorboard=false", "threads=1", f"agent.policy.model={tiny_model_dir}",
+                              f"env_policy.policy.model={tiny_model_dir}", "generation.prompts_per_iteration=1",
+                              "generation.generations_per_prompt=2", "generation.max_new_tokens=8",
+                              "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=8", "agent.temperature=1.0",
+                              "reward.free_text_metric=fuzz", *extra])
+        trainer = CoEvolutionTrainer(cfg)
+        rewards, rollout = [], trainer.rollout_batch
+
+        def spy(*args, **kwargs):
+            out = rollout(*args, **kwargs)
+            rewards.extend(t.reward for t in out[0])
+            return out
+
+        trainer.rollout_batch = spy
+        return trainer.run()[0], rewards
+
+    here, here_rewards = run("here")
+    there, there_rewards = run("there", f"env_server={env_server_url}")
+    assert len(here_rewards) == 6 and any(r > 0 for r in here_rewards)
+    assert there_rewards == here_rewards
+    assert there["agent/reward_mean"] == here["agent/reward_mean"]
