@@ -255,3 +255,35 @@ def test_training_over_the_server_gives_the_same_rewards(tmp_path, tiny_model_di
     assert len(here_rewards) == 6 and any(r > 0 for r in here_rewards)
     assert there_rewards == here_rewards
     assert there["agent/reward_mean"] == here["agent/reward_mean"]
+
+
+def verifiers_python() -> str:
+    """The verifiers client venv's interpreter (``.ci/install`` builds it; ``GENENV_CLIENT_VENVS`` moves it)."""
+    from pathlib import Path
+
+    root = Path(os.environ.get("GENENV_CLIENT_VENVS", Path.home() / ".cache/genenv/venvs"))
+    python = root / "verifiers-0.4.0" / "bin" / "python"
+    assert python.exists(), f"{python} missing: .ci/install builds the verifiers client venv"
+    return str(python)
+
+
+def test_verifiers_openenv_taskset_scores_episodes(env_server_url):
+    """verifiers' ``OpenEnvTaskset`` (its own venv: its pins conflict with ours) reads the server's schema, parses
+    scripted replies with its own ``parse_action`` and scores episodes with its own ``OpenEnvEnv.run``: the gold
+    answer 1, a wrong one 0; BFCL's gold calls as structured ``tool_calls`` 1."""
+    from pathlib import Path
+
+    script = str(Path(__file__).resolve().parents[1] / "scripts" / "client_verifiers.py")
+    bamboogle, bfcl = first_task("bamboogle"), first_task("bfcl")
+    calls = [c.to_json() for c in env_entry("bfcl").env_class.gold_action(bfcl)]
+    gold = env_entry("bamboogle").env_class.gold_text(bamboogle)
+    cases = [(bamboogle, {"text": gold}, 1.0), (bamboogle, {"text": "<answer>nobody</answer>"}, 0.0),
+             (bfcl, {"tool_calls": calls}, 1.0)]
+    for task, reply, reward in cases:
+        reset = {k: v for k, v in reset_arguments(task).items() if k != "task_sha256"}
+        out = subprocess.run([verifiers_python(), script, "--base-url", env_server_url, "--reset", json.dumps(reset),
+                              "--reply", json.dumps(reply)], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["action_schema_title"] == "SessionAction" and result["parsed"] == [reply]
+        assert result["reward"] == reward, (task.id, reply, result)
