@@ -252,3 +252,22 @@ def test_env_steps_run_off_the_event_loop(tokenizer, monkeypatch):
     out, loop_thread = asyncio.run(main())
     assert out.reward_score == 1.0
     assert len(STEPS) == 1 and STEPS[0][0] != loop_thread and STEPS[0][1], STEPS
+
+
+def test_agent_loop_plays_on_a_session_server(smollm2_policy, env_server_url):
+    """With ``genenv.env_server`` set, veRL's agent loop plays its episodes on ``genenv-serve``: a multi-step
+    episode (TextWorldExpress, scripted replies) gets the same reward, turns and token masks as in-process."""
+    from genenv.benchmarks.twx.env import TextWorldExpressEnv
+
+    task = TextWorldExpressEnv.load_tasks(split="test")[0]
+    gold = TextWorldExpressEnv.gold_action(task)
+    script = ["look around"] + gold  # one turn that is not a gold command, then the gold sequence
+
+    def play(**kw):
+        client = ScriptedClient(smollm2_policy.tokenizer, {task.prompt: list(script)})
+        return rollout_agent_loop([task], smollm2_policy, n=1, server_manager=client, **kw)[0]
+
+    here, there = play(), play(env_server=env_server_url)
+    assert here.reward == there.reward == 1.0 and len(there.turns) == len(script)
+    assert [s.response_mask for s in here.segments()] == [s.response_mask for s in there.segments()]
+    assert [s.response_ids for s in here.segments()] == [s.response_ids for s in there.segments()]

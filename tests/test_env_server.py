@@ -216,7 +216,16 @@ def test_capacity_and_token():
         second = Raw(url, headers={"Authorization": f"Bearer {token}"})
         answer = json.loads(second.ws.recv(timeout=30))
         assert answer["type"] == "error" and answer["data"]["code"] == "CAPACITY_REACHED"
-        first.close()
+        import socket
+        import time
+
+        first.ws.socket.shutdown(socket.SHUT_RDWR)  # a client that drops mid-episode, without a close frame
+        deadline, opened = time.time() + 10, None
+        while opened is None and time.time() < deadline:
+            third = Raw(url, headers={"Authorization": f"Bearer {token}"})
+            answer = third.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 0}})
+            opened = answer if answer["type"] == "observation" else time.sleep(0.2)
+        assert opened is not None, "the dropped client's session was not freed"
     finally:
         proc.terminate()
         proc.wait(30)

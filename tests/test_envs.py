@@ -88,3 +88,30 @@ def test_missing_and_malformed_files_name_the_file_and_line(tmp_path):
         load_bamboogle_tasks(data_dir=str(tmp_path))
     with pytest.raises(DataError, match="not a directory"):
         load_bamboogle_tasks(data_dir=str(tmp_path / "nope"))
+
+
+def test_structured_tool_calls_go_to_the_env_unparsed():
+    """A list of ToolCall reaches an env whose actions are calls as they are (BFCL's gold calls score 1); a
+    text-only env scores them 0 with the reason; TravelPlanner two-stage takes one call a step, its arguments
+    named in any order or given in the tool's order."""
+    from genenv.benchmarks.bfcl.env import BFCLEnv
+    from genenv.benchmarks.travelplanner.env import TravelPlannerTwoStageEnv
+    from genenv.envs.parsing import ToolCall
+    from genenv.envs.wrappers import make_text_env
+
+    task = load_bfcl_tasks("simple_python")[0]
+    env = make_text_env([task])
+    env.reset(options={"task_id": task.id})
+    _, reward, done, _, info = env.step(BFCLEnv.gold_action(task))
+    assert reward == 1.0 and done and info["raw_action"].startswith("[{")
+    answer = load_bamboogle_tasks()[0]
+    env = make_text_env([answer])
+    env.reset(options={"task_id": answer.id})
+    _, reward, _, _, info = env.step([ToolCall("search", {"q": "x"})])
+    assert reward == 0.0 and "takes model text" in info["error"]
+    call = TravelPlannerTwoStageEnv.action_from_calls(
+        [ToolCall("FlightSearch", {"Date": "2022-03-16", "Destination City": "Atlanta", "Departure City": "Sarasota"})])
+    assert list(call.arguments) == ["Departure City", "Destination City", "Date"]
+    for bad in ([], [call, call], [ToolCall("Teleport", {})], [ToolCall("CitySearch", {"a": 1, "b": 2})]):
+        with pytest.raises(ValueError):
+            TravelPlannerTwoStageEnv.action_from_calls(bad)

@@ -229,7 +229,7 @@ class VerlRayBackend:
         if max_response_tokens is not None and int(max_response_tokens) != int(rollout_cfg.response_length):
             raise ValueError(f"the episode budget {max_response_tokens} is not actor_rollout_ref.rollout."
                              f"response_length {rollout_cfg.response_length}")
-        config = agent_loop_worker_config(rt.config, max_new_tokens, env_kwargs)
+        config = agent_loop_worker_config(rt.config, max_new_tokens, env_kwargs, self.cfg.get("env_server"))
         settings = OmegaConf.to_container(config.genenv)
         if self._agent_loop is None or settings != self._agent_loop_settings:
             if self._agent_loop is not None:

@@ -161,12 +161,14 @@ def ref_in_actor(model_cfg) -> bool:
     return lora_rank(model_cfg) > 0 or model_cfg.get("lora_adapter_path") is not None
 
 
-def agent_loop_worker_config(rcfg: DictConfig, max_new_tokens: int,
-                             env_kwargs: dict[str, Any] | None = None) -> DictConfig:
+def agent_loop_worker_config(rcfg: DictConfig, max_new_tokens: int, env_kwargs: dict[str, Any] | None = None,
+                             env_server: str | None = None) -> DictConfig:
     """The config veRL's agent-loop workers get: the agent's resolved veRL config plus the ``genenv`` block
     :class:`~genenv.runtime.agent_loop.GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
-    ``env_kwargs``); the episode's response budget is veRL's own ``rollout.response_length``."""
+    ``env_kwargs``, ``env_server``: a ``genenv-serve`` URL to play the episodes on); the episode's response budget
+    is veRL's own ``rollout.response_length``."""
     config = OmegaConf.create(OmegaConf.to_container(rcfg, resolve=True))
     with open_dict(config):
-        config.genenv = {"max_new_tokens": int(max_new_tokens), "env_kwargs": json.loads(json.dumps(env_kwargs or {}))}
+        config.genenv = {"max_new_tokens": int(max_new_tokens), "env_kwargs": json.loads(json.dumps(env_kwargs or {})),
+                         "env_server": env_server or None}
     return config
