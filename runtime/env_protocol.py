@@ -18,7 +18,7 @@ Messages follow OpenEnv's WebSocket protocol at ``/ws``: ``{"type": "reset" | "s
   ``"official"`` (default; the official harness's reading of model text) or ``"lenient"``. ``env_options``: env
   constructor options (``max_steps``, Bamboogle's ``metric``, ...). ``task_sha256``: when given, the server
   refuses a task whose record differs (so a remote trainer knows both sides hold the same data).
-* **step** ``data``: :class:`SessionAction`: ``{"text": "<model text>"}`` (read under the session's reading) or
+* **step** ``data``: :class:`SessionAction`: ``{"text": "<model text>"}`` (read under its session's reading) or
   ``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` (structured calls, for the tool benchmarks).
 * **observation**: :class:`SessionObservation`: ``prompt`` (the latest observation text), ``messages`` (the chat
   messages of the agent's next turn), ``tools`` (the task's tools as OpenAI function schemas), ``task_id``,
@@ -37,7 +37,7 @@ from pydantic_core import PydanticCustomError
 
 RESET_KEYS = ("benchmark", "split", "options", "task_id", "task", "parent_task_id", "seed", "episode_id", "reading",
               "env_options", "task_sha256")
-MAX_MESSAGE_BYTES = 1 << 20  # a client message over this is refused with an error (the session goes on)
+MAX_MESSAGE_BYTES = 1 << 20  # a client message over this is refused with an error (its session goes on)
 
 
 class ToolCallModel(BaseModel):
@@ -51,7 +51,7 @@ class ToolCallModel(BaseModel):
 class SessionAction(Action):
     """One agent action: model ``text`` or structured ``tool_calls`` (exactly one of the two)."""
 
-    text: str | None = Field(default=None, description="model text, read under the session's reading")
+    text: str | None = Field(default=None, description="model text, read under its session's reading")
     tool_calls: list[ToolCallModel] | None = Field(default=None, max_length=64,
                                                    description="structured calls (the tool benchmarks)")
 
@@ -76,7 +76,7 @@ class SessionObservation(Observation):
 
 
 class SessionState(State):
-    """The session's episode: ``benchmark``, ``task_id``, ``reading``, ``done`` and ``total_reward`` beside OpenEnv's
+    """A session's episode: ``benchmark``, ``task_id``, ``reading``, ``done`` and ``total_reward`` beside OpenEnv's
     ``episode_id`` and ``step_count``."""
 
     benchmark: str = ""

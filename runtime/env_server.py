@@ -4,7 +4,7 @@ Built on ``openenv-core``'s own server (``openenv.core.env_server.http_server.cr
 ``/ws`` (one :class:`BenchmarkSession` per connection: reset, step, state, close; a connection over
 ``max_sessions`` gets OpenEnv's ``CAPACITY_REACHED`` error), ``/health``, ``/schema``, ``/metadata``, OpenEnv's
 stateless HTTP ``/reset`` and ``/step``, and MCP JSON-RPC (``tools/list``, ``tools/call``) over ``/mcp`` and as
-``{"type": "mcp"}`` messages on a session, where the session's task's tools are listed and a call is one step.
+``{"type": "mcp"}`` messages on a session, where its task's tools are listed and a call is one step.
 The wire types and the reset arguments are in :mod:`genenv.runtime.env_protocol`.
 
 A session's episode is exactly the in-process one: the env is made by
@@ -12,9 +12,9 @@ A session's episode is exactly the in-process one: the env is made by
 it for evaluation and training, and reset with ``options={"task_id": ...}``; so a step over the wire returns the
 reward, observation and info of the same step in-process. Inline tasks are validated by the benchmark's spec
 (:meth:`~genenv.benchmarks.spec.BenchmarkSpec.parse_generated`, as :func:`genenv.trainer.generation.write_tasks`
-validates generated tasks); a rejected one is answered with its rejection reason and leaves the session as it was.
+validates generated tasks); a rejected one is answered with its rejection reason and leaves its session as it was.
 
-Around OpenEnv's app, :class:`WireGuard` (ASGI middleware) answers, without passing them on and with the session
+Around OpenEnv's app, :class:`WireGuard` (ASGI middleware) answers, without passing them on and with their session
 kept: a message over :data:`~genenv.runtime.env_protocol.MAX_MESSAGE_BYTES`, text that is not a JSON object, and
 JSON that Python refuses to read (e.g. an integer over 4,300 digits); with a bearer token set it refuses every
 request and connection without ``Authorization: Bearer <token>`` (HTTP 401; a WebSocket is closed before it opens).
@@ -146,8 +146,8 @@ class TaskCatalog:
 
 
 class McpTool:
-    """One of the session task's tools as OpenEnv's MCP handler reads a tool (``name``, ``description``,
-    ``parameters``, ``fn``); calling it is one step of the session with that call."""
+    """One of a session task's tools as OpenEnv's MCP handler reads a tool (``name``, ``description``,
+    ``parameters``, ``fn``); calling it is one step of its session with that call."""
 
     def __init__(self, session: "BenchmarkSession", schema: dict[str, Any]):
         self.name = str(schema.get("name", ""))
@@ -156,7 +156,7 @@ class McpTool:
         self._session = session
 
     def fn(self, **arguments: Any) -> dict[str, Any]:
-        """Step the session with this call; an MCP ``tools/call`` result (``content``, ``structuredContent`` with
+        """Step its session with this call; an MCP ``tools/call`` result (``content``, ``structuredContent`` with
         ``reward``, ``done`` and ``info``, ``isError`` when the step reported an error)."""
         obs = self._session.step(SessionAction(tool_calls=[{"name": self.name, "arguments": arguments}]))
         error = obs.info.get("error", "")
@@ -166,7 +166,7 @@ class McpTool:
 
 
 class SessionTools:
-    """The ``mcp_server`` OpenEnv's MCP handler asks for tools: the session task's tools (none before reset)."""
+    """The ``mcp_server`` OpenEnv's MCP handler asks for tools: its session task's tools (none before reset)."""
 
     def __init__(self, session: "BenchmarkSession"):
         self._session = session
@@ -182,7 +182,7 @@ class BenchmarkSession(Environment):
     """One client's session: the episode of one task at a time, of any served benchmark (see the module
     docstring and :mod:`genenv.runtime.env_protocol` for the arguments).
 
-    Errors (each answered to the client as OpenEnv's error message, the session unchanged): ``ValueError`` for an
+    Errors (each answered to the client as OpenEnv's error message, their session unchanged): ``ValueError`` for an
     unknown reset key, benchmark, split, task id, reading or env option, a rejected inline task or a task whose
     digest differs from ``task_sha256``; ``RuntimeError`` for a step before reset or after the episode ended.
     """
@@ -273,7 +273,7 @@ class BenchmarkSession(Environment):
 
     @property
     def state(self) -> SessionState:
-        """The session's :class:`~genenv.runtime.env_protocol.SessionState`."""
+        """Its :class:`~genenv.runtime.env_protocol.SessionState`."""
         return self._state
 
     def get_metadata(self) -> EnvironmentMetadata:

@@ -42,7 +42,7 @@ class SessionClient(GenericEnvClient):
         self._token = token if token is not None else os.environ.get(TOKEN_ENV) or None
 
     async def connect(self) -> "SessionClient":
-        """Open the session's WebSocket (with the bearer token when one is set)."""
+        """Open its WebSocket (with the bearer token when one is set)."""
         if self._ws is not None:
             return self
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
