@@ -93,7 +93,7 @@ def test_seed_draws_the_task_the_gymnasium_env_draws(env_server_url):
 
 def test_inline_task_is_validated_as_a_generated_task(env_server_url):
     """A generation the spec admits is played (its gold answer earns 1); a rejected one is answered with the
-    spec's rejection reason and leaves the session's episode as it was."""
+    spec's rejection reason and leaves its session's episode as it was."""
     seed_task = first_task("bamboogle")
     generation = {"question": "Which river flows through the city where the Eiffel Tower stands?",
                   "answer": "Seine"}
@@ -136,7 +136,7 @@ def test_generated_pool_task_travels_and_a_different_one_is_refused(env_server_u
 
 
 def test_structured_calls_and_mcp_tools(env_server_url):
-    """BFCL's gold calls as structured ``tool_calls`` earn 1; over MCP the session lists the task's tools and a
+    """BFCL's gold calls as structured ``tool_calls`` earn 1; over MCP a session lists the task's tools and a
     ``tools/call`` is one step; a text-only env refuses tool calls with the reason."""
     task = first_task("bfcl")
     cls = env_entry("bfcl").env_class
