@@ -8,9 +8,9 @@ Messages follow OpenEnv's WebSocket protocol at ``/ws``: ``{"type": "reset" | "s
 
 * **reset** ``data`` (:data:`RESET_KEYS`): ``benchmark`` (a registered name: ``bfcl``, ``bfcl_multi_turn``,
   ``api_bank``, ``api_bank_plan``, ``api_bank_response``, ``alfworld``, ``bamboogle``, ``travelplanner``,
-  ``travelplanner_two_stage``, ``twx``, or a plugin's), ``split`` (the loader's split name; default: the
+  ``travelplanner_two_stage``, ``twx``, or a plugin's; optional on a server of one benchmark), ``split`` (the loader's split name; default: the
   benchmark's default evaluation split), ``options`` (other loader options of that split, e.g.
-  ``{"category": "simple"}`` for BFCL, ``{"level": 2}`` for API-Bank), then one of ``task_id`` (a task of that
+  ``{"category": "simple_python"}`` for BFCL, ``{"level": 2}`` for API-Bank), then one of ``task_id`` (a task of that
   split), ``task`` (an *inline* task: a generated task in the benchmark's generation JSON, the format its
   environment policy writes, validated as the trainer validates generated tasks; ``parent_task_id`` names the
   seed task it derives from where the benchmark's validation uses one) or ``seed`` alone (the task drawn as the

@@ -83,7 +83,10 @@ class TaskCatalog:
         self._inline = itertools.count()
 
     def check_benchmark(self, name: Any) -> str:
-        """``name`` if it is served. Raises ``ValueError`` naming the served ones."""
+        """``name`` if it is served (``None``: the one benchmark of a server that serves one). Raises
+        ``ValueError`` naming the served ones."""
+        if name is None and len(self.benchmarks) == 1:
+            return self.benchmarks[0]
         if name not in self.benchmarks:
             raise ValueError(f"unknown benchmark {name!r}; this server serves {', '.join(self.benchmarks)}")
         return name
@@ -217,8 +220,13 @@ class BenchmarkSession(Environment):
             env = make_text_env([task], {"data_dir": self.catalog.data_dir, "parsing": reading, **env_options})
         except TypeError as exc:  # an env option the benchmark's env does not take
             raise ValueError(f"{benchmark}: {exc}") from exc
-        with env_lock(env):
-            obs, info = env.reset(seed=seed, options={"task_id": task.id})
+        try:
+            with env_lock(env):
+                obs, info = env.reset(seed=seed, options={"task_id": task.id})
+        except Exception:
+            with env_lock(env):
+                env.close()
+            raise
         self.close()
         self.env, self.task = env, task
         self._state = SessionState(episode_id=episode_id or str(uuid.uuid4()), benchmark=benchmark,
@@ -369,6 +377,44 @@ def create_server_app(data_dir: str | None = None, benchmarks: list[str] | None 
     app = create_app(lambda: BenchmarkSession(catalog), SessionAction, SessionObservation, env_name="genenv",
                      max_concurrent_envs=int(max_sessions))
     return WireGuard(app, token=token, max_bytes=max_bytes)
+
+
+def spawn(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0):
+    """Start ``genenv-serve`` with ``args`` in a subprocess on a free loopback port; returns ``(process, base URL)``
+    once ``/health`` answers (with ``GENENV_SERVE_TOKEN`` from ``env`` when set). Its output goes to a temporary
+    file (``process.log_path``): a pipe nobody reads would block it once full.
+
+    Raises:
+        RuntimeError: it exited first (with its output's tail) or did not answer within ``timeout`` seconds.
+    """
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, **(env or {})}
+    log = tempfile.NamedTemporaryFile("w+", prefix="genenv-serve-", suffix=".log", delete=False)
+    proc = subprocess.Popen([sys.executable, "-m", "genenv.runtime.env_server", "--port", str(port), *args],
+                            stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+    proc.log_path = log.name
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {env[TOKEN_ENV]}"} if env.get(TOKEN_ENV) else {}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"genenv-serve exited with {proc.returncode}: {open(log.name).read()[-3000:]}")
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url + "/health", headers=headers), timeout=2):
+                return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"genenv-serve did not answer /health within {timeout:.0f} s; its log: {log.name}")
 
 
 def main(argv: list[str] | None = None) -> None:

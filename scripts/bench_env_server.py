@@ -20,18 +20,22 @@ import json
 import os
 import signal
 import statistics
-import sys
 import time
 from pathlib import Path
 
 from websockets.asyncio.client import connect
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import start_env_server  # noqa: E402
+from genenv.envs.data import resolve_data_dir
+from genenv.envs.registry import env_entry, load_plugins
+from genenv.envs.wrappers import make_text_env
+from genenv.runtime.env_server import spawn
+from genenv.runtime.remote_episodes import reset_arguments
 
-from genenv.envs.registry import env_entry, load_plugins  # noqa: E402
-from genenv.envs.wrappers import make_text_env  # noqa: E402
-from genenv.runtime.remote_episodes import reset_arguments  # noqa: E402
+def start_env_server(*args: str):
+    """``genenv-serve`` on this process's data directory (``$GENENV_DATA_DIR``, else the samples)."""
+    data = resolve_data_dir()
+    return spawn(*(["--data-dir", str(data)] if data else []), *args)
+
 
 MIX = ("bamboogle", "bfcl", "api_bank", "twx", "travelplanner_two_stage", "bfcl_multi_turn")
 
@@ -223,7 +227,8 @@ def part_bad_input() -> list[dict]:
                              "message": (data.get("message") or data.get("observation", {}).get("info", {}).get(
                                  "error", ""))[:120]})
             session_ok = (await ask(ws, reset))["type"] == "observation"
-            other_ok = (await ask(other, {"type": "step", "data": {"text": "<answer>x</answer>"}}))["type"] == "observation"
+            answer = await ask(other, {"type": "step", "data": {"text": "<answer>x</answer>"}})
+            other_ok = answer["type"] == "observation"
             for row in rows:
                 row["session_goes_on"], row["other_session_goes_on"] = session_ok, other_ok
             return rows

@@ -4,7 +4,8 @@ Runs in the verifiers client venv that ``.ci/install`` builds (``verifiers[opene
 with the project's, so it has a venv of its own and imports nothing of ``genenv``)::
 
     ~/.cache/genenv/venvs/verifiers-0.4.0/bin/python scripts/client_verifiers.py --base-url http://127.0.0.1:8011 \\
-        --reset '{"benchmark": "bamboogle", "task_id": "bamboogle_1"}' --reply '{"text": "<answer>James Madison</answer>"}'
+        --reset '{"benchmark": "bamboogle", "task_id": "bamboogle_1"}' \\
+        --reply '{"text": "<answer>James Madison</answer>"}'
 
 What it does, all with verifiers' classes (``verifiers.v1.tasksets.openenv``): builds ``OpenEnvTaskset`` with the
 reset arguments as its one task, reads the server's ``/schema`` as verifiers does, parses each scripted model

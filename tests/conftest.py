@@ -78,39 +78,11 @@ def kill_when():
     return _kill
 
 
-def start_env_server(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0):
-    """Start ``genenv-serve`` (``python -m genenv.runtime.env_server``) on a free loopback port with ``args``;
-    returns ``(process, base URL)`` once ``/health`` answers. Raises ``RuntimeError`` with its output if it exits
-    first."""
-    import socket
-    import subprocess
-    import time
-    import urllib.request
+def start_env_server(*args: str, env: dict[str, str] | None = None):
+    """``genenv-serve`` with ``args`` on the data under test (:func:`genenv.runtime.env_server.spawn`)."""
+    from genenv.runtime.env_server import spawn
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = ["--data-dir", str(DATA_DIR)] if DATA_DIR else []
-    import tempfile
-
-    log = tempfile.NamedTemporaryFile("w+", prefix="genenv-serve-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "-m", "genenv.runtime.env_server", "--port", str(port), *data, *args],
-                            stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
-    proc.log_path = log.name  # a file, not a pipe: a full pipe would block the server (the TWX JVM writes to it)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"genenv-serve exited with {proc.returncode}: {open(log.name).read()[-3000:]}")
-        try:
-            headers = {"Authorization": f"Bearer {env['GENENV_SERVE_TOKEN']}"} if env and env.get(
-                "GENENV_SERVE_TOKEN") else {}
-            with urllib.request.urlopen(urllib.request.Request(url + "/health", headers=headers), timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("genenv-serve did not answer /health in time")
+    return spawn(*(["--data-dir", str(DATA_DIR)] if DATA_DIR else []), *args, env=env)
 
 
 @pytest.fixture(scope="session")
