@@ -38,6 +38,7 @@ from pydantic_core import PydanticCustomError
 RESET_KEYS = ("benchmark", "split", "options", "task_id", "task", "parent_task_id", "seed", "episode_id", "reading",
               "env_options", "task_sha256")
 MAX_MESSAGE_BYTES = 1 << 20  # a client message over this is refused with an error (its session goes on)
+MAX_NESTING = 64  # arrays / objects nested deeper are refused (OpenEnv's error answer cannot serialize ~300 levels)
 
 
 class ToolCallModel(BaseModel):

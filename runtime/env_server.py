@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import threading
 import uuid
 from typing import Any
@@ -43,7 +44,7 @@ from genenv.envs.parsing import PARSING_MODES, ToolCall
 from genenv.envs.registry import env_entry, load_plugins
 from genenv.envs.task import Task
 from genenv.envs.wrappers import make_text_env
-from genenv.runtime.env_protocol import (MAX_MESSAGE_BYTES, RESET_KEYS, SessionAction, SessionObservation,
+from genenv.runtime.env_protocol import (MAX_MESSAGE_BYTES, MAX_NESTING, RESET_KEYS, SessionAction, SessionObservation,
                                          SessionState, json_safe, openai_tools, task_sha256)
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ TOKEN_ENV = "GENENV_SERVE_TOKEN"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _FORBIDDEN_ENV_OPTIONS = {"tasks", "data_dir", "split", "limit", "render_mode", "parsing"}
 _CLASS_LOCKS: dict[type, threading.Lock] = {}
+_JSON_MARKS = re.compile(r'\\.|[\[\]{}"]', re.S)
 
 
 def env_lock(env: Any) -> Any:
@@ -351,6 +353,8 @@ class WireGuard:
             return "INVALID_JSON", "send messages as text frames of JSON, not binary frames"
         if len(raw.encode("utf-8", errors="replace")) > self.max_bytes:
             return "MESSAGE_TOO_LARGE", f"message of {len(raw)} characters is over the limit of {self.max_bytes} bytes"
+        if nesting(raw) > MAX_NESTING:
+            return "INVALID_JSON", f"JSON nested deeper than {MAX_NESTING} levels"
         try:
             data = json.loads(raw)
         except ValueError as exc:  # JSONDecodeError, and numbers Python refuses (over 4,300 digits)
@@ -358,6 +362,25 @@ class WireGuard:
         if not isinstance(data, dict):
             return "INVALID_JSON", "a message is a JSON object {\"type\": ..., \"data\": {...}}"
         return None
+
+
+def nesting(text: str) -> int:
+    """The deepest nesting of JSON arrays and objects in ``text`` (brackets inside strings not counted), read in
+    one pass over its brackets, quotes and escapes without parsing (a message of 100,000 ``[`` costs no recursion)."""
+    depth = deepest = 0
+    in_string = False
+    for match in _JSON_MARKS.finditer(text):
+        mark = match.group()
+        if in_string:
+            in_string = mark != '"'  # escapes are matched whole (\\ and \"), so a lone quote ends the string
+        elif mark == '"':
+            in_string = True
+        elif mark in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif mark in "]}":
+            depth -= 1
+    return deepest
 
 
 def create_server_app(data_dir: str | None = None, benchmarks: list[str] | None = None, max_sessions: int = 64,

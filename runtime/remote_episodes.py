@@ -16,12 +16,14 @@ as ``reading`` (``parsing``) and ``env_options``; ``data_dir`` stays on each sid
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 from typing import Any, Sequence
 
 from openenv.core.generic_client import GenericEnvClient
 from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.task import Task
@@ -32,9 +34,11 @@ TOKEN_ENV = "GENENV_SERVE_TOKEN"
 
 class SessionClient(GenericEnvClient):
     """OpenEnv's generic client that also sends ``Authorization: Bearer <token>`` (``token``, default
-    ``$GENENV_SERVE_TOKEN``) when it opens its WebSocket.
+    ``$GENENV_SERVE_TOKEN``) when it opens its WebSocket, and says more when something fails.
 
-    Raises (from ``connect``): ``ConnectionError`` naming the URL when the server cannot be reached or refuses.
+    Raises (from its methods): ``ConnectionError`` naming the URL when the server cannot be reached, refuses, or
+    closes the session (a killed server; an error the server sent just before closing, such as
+    ``CAPACITY_REACHED``, is named); ``RuntimeError`` with the server's message, code and validation details.
     """
 
     def __init__(self, base_url: str, token: str | None = None, message_timeout_s: float = 600.0, **kwargs: Any):
@@ -53,6 +57,36 @@ class SessionClient(GenericEnvClient):
         except Exception as exc:  # noqa: BLE001 - one clear error for every way the connection fails
             raise ConnectionError(f"cannot open a session at {self._ws_url}: {exc}") from exc
         return self
+
+    async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+        await self._ensure_connected()
+        try:
+            await self._ws.send(json.dumps(message))
+            response = json.loads(await asyncio.wait_for(self._ws.recv(), timeout=self._message_timeout))
+        except ConnectionClosed as exc:
+            raise ConnectionError(f"the session at {self._ws_url} was closed"
+                                  f"{await self._last_words()}: {exc}") from exc
+        if response.get("type") == "error":
+            raise RuntimeError(server_error(response.get("data") or {}))
+        return response
+
+    async def _last_words(self) -> str:
+        """The error the server sent before it closed the connection (e.g. ``CAPACITY_REACHED``), if one is
+        still buffered."""
+        try:
+            data = json.loads(await asyncio.wait_for(self._ws.recv(), timeout=1)).get("data") or {}
+        except Exception:  # noqa: BLE001 - nothing buffered: the connection just ended
+            return ""
+        return f" after the server's error: {server_error(data)}"
+
+
+def server_error(data: dict[str, Any]) -> str:
+    """OpenEnv's error ``data`` as one line: ``Server error: <message> (code: <code>)`` and the validation
+    details (``field: reason``) when there are any."""
+    details = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}"
+                        for e in data.get("errors") or [] if isinstance(e, dict))
+    return (f"Server error: {data.get('message', 'unknown error')} (code: {data.get('code', 'UNKNOWN')})"
+            + (f" [{details}]" if details else ""))
 
 
 def reset_arguments(task: Task, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -54,6 +54,8 @@ class ServerEnvironment:
             self._client = SessionClient(self.url, token=self.token).sync()
             self._client.connect()
         data = {k: v for k, v in row.items() if k in RESET_KEYS and v is not None}
+        if isinstance(data.get("options"), dict):  # `datasets` fills a struct column's missing keys with None
+            data["options"] = {k: v for k, v in data["options"].items() if v is not None}
         data.setdefault("reading", self.reading)
         obs = self._client.reset(**data).observation
         self.reward, self.done = 0.0, False

@@ -65,7 +65,7 @@ def oracle_tasks(k: int = 8) -> dict[str, list]:
 
 
 async def ask(ws, message) -> dict:
-    await ws.send(message if isinstance(message, str) else json.dumps(message))
+    await ws.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
     return json.loads(await ws.recv())
 
 
@@ -193,6 +193,9 @@ BAD = {
     "over 1 MiB": json.dumps({"type": "reset", "data": {"benchmark": "bamboogle", "pad": "x" * (2 << 20)}}),
     "5,000-digit integer": '{"type": "reset", "data": {"benchmark": "bamboogle", "seed": ' + "9" * 5000 + "}}",
     "unknown message type": {"type": "dance"},
+    "arrays nested 300 deep (634 bytes)": '{"type": "step", "data": {"text": "a", "x": ' + "[" * 300 + "]" * 300 + "}}",
+    "100,000 [": "[" * 100_000,
+    "binary frame": b'{"type": "state"}',
     "unknown benchmark": {"type": "reset", "data": {"benchmark": "nope"}},
     "unknown task id": {"type": "reset", "data": {"benchmark": "bamboogle", "task_id": "nope"}},
     "unknown reset argument": {"type": "reset", "data": {"benchmark": "bamboogle", "sed": 1}},

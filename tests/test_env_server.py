@@ -21,7 +21,7 @@ from genenv.envs.registry import env_entry, load_plugins
 from genenv.runtime.env_protocol import task_sha256
 from genenv.runtime.episodes import play_episodes
 from genenv.runtime.policies import OraclePolicy
-from genenv.runtime.remote_episodes import RemoteEpisodes, reset_arguments
+from genenv.runtime.remote_episodes import RemoteEpisodes, SessionClient, reset_arguments
 
 load_plugins()
 DIR = str(DATA_DIR) if DATA_DIR else None
@@ -39,7 +39,7 @@ class Raw:
         self.ws = connect(url.replace("http", "ws") + "/ws", additional_headers=headers, max_size=2**24)
 
     def ask(self, message) -> dict:
-        self.ws.send(message if isinstance(message, str) else json.dumps(message))
+        self.ws.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
         return json.loads(self.ws.recv(timeout=120))
 
     def close(self):
@@ -176,6 +176,9 @@ def test_bad_input_is_answered_and_the_session_goes_on(env_server_url):
             json.dumps({"type": "reset", "data": {"benchmark": "bamboogle", "pad": "x" * (1 << 21)}}):
                 "MESSAGE_TOO_LARGE",
             json.dumps({"type": "dance"}): "UNKNOWN_TYPE",
+            '{"type": "step", "data": {"text": "a", "x": ' + "[" * 300 + "]" * 300 + "}}": "INVALID_JSON",
+            "[" * 100_000: "INVALID_JSON",
+            b'{"type": "state"}': "INVALID_JSON",  # a binary frame
             json.dumps({"type": "reset", "data": {"benchmark": "nope"}}): "EXECUTION_ERROR",
             json.dumps({"type": "reset", "data": {"benchmark": "bamboogle", "task_id": "nope"}}): "EXECUTION_ERROR",
             json.dumps({"type": "reset", "data": {"benchmark": "bamboogle", "sed": 1}}): "EXECUTION_ERROR",
@@ -226,8 +229,22 @@ def test_capacity_and_token():
             answer = third.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 0}})
             opened = answer if answer["type"] == "observation" else time.sleep(0.2)
         assert opened is not None, "the dropped client's session was not freed"
+        client = SessionClient(url, token=token).sync()  # over capacity: our client names the server's error
+        with pytest.raises((ConnectionError, RuntimeError), match="CAPACITY_REACHED"):
+            client.connect()
+            client.reset(benchmark="bamboogle", seed=0)
+        third.close()
+        client = SessionClient(url, token=token).sync()
+        client.connect()
+        client.reset(benchmark="bamboogle", seed=0)
+        with pytest.raises(RuntimeError, match=r"VALIDATION_ERROR.*text: Input should be a valid string"):
+            client.step({"text": 5})
+        proc.kill()  # the server dies: the client's next call fails at once, naming the session
+        proc.wait(30)
+        with pytest.raises(ConnectionError, match="was closed"):
+            client.step({"text": "x"})
     finally:
-        proc.terminate()
+        proc.kill()
         proc.wait(30)
     out = subprocess.run([sys.executable, "-m", "genenv.runtime.env_server", "--host", "0.0.0.0"],
                          capture_output=True, text=True, timeout=120,
