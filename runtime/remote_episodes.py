@@ -138,12 +138,12 @@ class RemoteEpisodes:
                 raise r
         return results
 
-    async def _open_one(self, eid: int, task: Task, env_kwargs: dict[str, Any] | None) -> tuple[str, dict]:
+    async def _open_one(self, eid: int, task: Task, reset: dict[str, Any]) -> tuple[str, dict]:
         client = SessionClient(self.url, token=self.token, message_timeout_s=self.timeout_s,
                                max_message_size_mb=64 * MAX_MESSAGE_BYTES / 2**20)
         self.clients[eid] = client
         await client.connect()
-        result = await client.reset(**reset_arguments(task, env_kwargs))
+        result = await client.reset(**reset)
         obs = result.observation
         return obs["prompt"], {**obs["info"], "task_id": obs["task_id"], "messages": obs["messages"],
                                "tools": task.tools}
@@ -158,8 +158,13 @@ class RemoteEpisodes:
         return obs["prompt"], float(result.reward or 0.0), bool(result.done) and not truncated, truncated, info
 
     def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
-        """Open one session per ``(episode id, task, env kwargs)`` and reset it; returns each reset output."""
-        return self._run(self._gather([self._open_one(eid, task, kw) for eid, task, kw in items]))
+        """Open one session per ``(episode id, task, env kwargs)`` and reset it; returns each reset output. A
+        group's ``n`` episodes of one task share its reset arguments (the digest is computed once)."""
+        resets: dict[tuple[int, int], dict[str, Any]] = {}
+        for _, task, kw in items:
+            resets.setdefault((id(task), id(kw)), reset_arguments(task, kw))
+        return self._run(self._gather([self._open_one(eid, task, resets[id(task), id(kw)])
+                                       for eid, task, kw in items]))
 
     def step(self, items: Sequence[tuple[int, str]]) -> list[tuple[str, float, bool, bool, dict[str, Any]]]:
         """One step per ``(episode id, text)``, all sessions at once; results in input order."""

@@ -11,7 +11,7 @@ games, and episode throughput with env worker processes.
    commands as model text (parsing, matching to the admissible commands, observation text, ``info``,
    goal progress at the end).
 
-Prints, for both, the mean step time (ms; the issue's criterion: ours ≤ 1.1× raw), the episode time (load +
+Prints, for both, the mean step time (ms; the goal: ours ≤ 1.1× raw), the episode time (load +
 reset + steps, s), the time of a second episode on the same game, and the ratios; then oracle episodes/s through
 the lock-step runner with 0 (in-process), 1, 2, … env worker processes.
 """

@@ -25,17 +25,10 @@ from pathlib import Path
 
 from websockets.asyncio.client import connect
 
-from genenv.envs.data import resolve_data_dir
 from genenv.envs.registry import env_entry, load_plugins
 from genenv.envs.wrappers import make_text_env
 from genenv.runtime.env_server import spawn
 from genenv.runtime.remote_episodes import reset_arguments
-
-def start_env_server(*args: str):
-    """``genenv-serve`` on this process's data directory (``$GENENV_DATA_DIR``, else the samples)."""
-    data = resolve_data_dir()
-    return spawn(*(["--data-dir", str(data)] if data else []), *args)
-
 
 MIX = ("bamboogle", "bfcl", "api_bank", "twx", "travelplanner_two_stage", "bfcl_multi_turn")
 
@@ -50,7 +43,7 @@ def rss_mib(pid: int) -> float:
             total += int(next(x for x in status.splitlines() if x.startswith("VmRSS")).split()[1]) / 1024
             todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
         except (OSError, StopIteration):
-            pass
+            continue  # the process ended between listing and reading: it holds no memory any more
     return total
 
 
@@ -65,6 +58,7 @@ def oracle_tasks(k: int = 8) -> dict[str, list]:
 
 
 async def ask(ws, message) -> dict:
+    """Send ``message`` (an object, its text, or bytes as a binary frame) and return the server's answer."""
     await ws.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
     return json.loads(await ws.recv())
 
@@ -97,7 +91,7 @@ async def session_load(url: str, index: int, tasks: dict, steps: int, latencies:
 def part_load(sessions: int, steps: int) -> dict:
     """The ``load`` part (see the module docstring)."""
     tasks = oracle_tasks()
-    proc, url = start_env_server("--max-sessions", str(sessions))
+    proc, url = spawn("--max-sessions", str(sessions))
     try:
         warm = asyncio.run(_warm(url, tasks))
         rss_start = rss_mib(proc.pid)
@@ -152,7 +146,7 @@ async def _one_step_both_ways(url: str, bamboogle, repeats: int = 200) -> tuple[
 
 def part_faults() -> dict:
     """The ``faults`` part (see the module docstring)."""
-    proc, url = start_env_server("--max-sessions", "1", "--benchmarks", "bamboogle")
+    proc, url = spawn("--max-sessions", "1", "--benchmarks", "bamboogle")
     ws_url = url.replace("http", "ws") + "/ws"
     reset = {"type": "reset", "data": {"benchmark": "bamboogle", "seed": 0}}
 
@@ -211,7 +205,7 @@ BAD = {
 
 def part_bad_input() -> list[dict]:
     """The ``bad-input`` part (see the module docstring)."""
-    proc, url = start_env_server("--benchmarks", "bamboogle")
+    proc, url = spawn("--benchmarks", "bamboogle")
     ws_url = url.replace("http", "ws") + "/ws"
     reset = {"type": "reset", "data": {"benchmark": "bamboogle", "seed": 1}}
 
@@ -246,6 +240,7 @@ def part_bad_input() -> list[dict]:
 
 
 def main() -> None:
+    """The command line of the module docstring: prints each part's figures and writes them to ``--out``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", default="all", choices=["all", "load", "faults", "bad-input"])
     ap.add_argument("--sessions", type=int, default=64)

@@ -8,8 +8,8 @@ config's ``agent.batch_tasks`` tasks of the seed pool x ``agent.n`` episodes at 
 ``agent.max_new_tokens`` per turn, the response budget and the run's env options), through
 :func:`~genenv.runtime.episodes.play_episodes` with the local policy, as the trainer's rollout runs it. ``engine`` seconds are the policy's ``generate`` calls inside the loop
 (the same calls on the same token streams), ``env`` seconds the env resets and steps (parsing, execution and the
-reward), ``other`` the rest (prompt building, chat-template encoding, bookkeeping). Goals of the rollout-speed
-issue: loop tokens/s ≥ 0.9 x engine tokens/s, env ≤ 5 % of the wall time. ``prompt tokens reused``: the share of
+reward), ``other`` the rest (prompt building, chat-template encoding, bookkeeping). Speed goals:
+loop tokens/s ≥ 0.9 x engine tokens/s, env ≤ 5 % of the wall time. ``prompt tokens reused``: the share of
 prompt tokens whose KV states came from an earlier turn (:mod:`~genenv.runtime.prefix_cache`) instead of a
 new prefill. ``--before-reuse`` runs the engine as it was before that reuse and the CPU decoding attention
 (:mod:`~genenv.runtime.attention`), for before/after tables. ``--out DIR`` writes ``bench_rollout.json``.

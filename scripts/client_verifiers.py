@@ -39,12 +39,15 @@ class ScriptedPlayer:
         self.stop_reason = None
 
     def stop(self, reason) -> None:
+        """verifiers' trace: the episode stopped for ``reason``."""
         self.stop_reason = str(reason)
 
     def record_reward(self, name: str, value: float, weight: float = 1.0) -> None:
+        """verifiers' trace: reward ``name`` is ``value`` (``openenv_reward``: the sum of the step rewards)."""
         self.rewards[name] = float(value)
 
     async def turn(self, message: str):
+        """One user turn (the observation and action schema as JSON): the next scripted reply."""
         self.turns.append(message)
         if len(self.turns) > self.max_turns:
             return SimpleNamespace(terminated=True, last_reply="")
@@ -52,11 +55,13 @@ class ScriptedPlayer:
 
     @contextlib.asynccontextmanager
     async def interaction(self, task):
+        """verifiers' player interaction for ``task``: this player, which is also its own trace."""
         self.trace = self
         yield self
 
 
 async def main(argv: list[str] | None = None) -> int:
+    """The command line of the module docstring; prints the result line and returns 0 (verifiers' errors raise)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--reset", default="{}", help="the reset arguments (JSON object)")

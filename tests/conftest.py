@@ -78,17 +78,13 @@ def kill_when():
     return _kill
 
 
-def start_env_server(*args: str, env: dict[str, str] | None = None):
-    """``genenv-serve`` with ``args`` on the data under test (:func:`genenv.runtime.env_server.spawn`)."""
-    from genenv.runtime.env_server import spawn
-
-    return spawn(*(["--data-dir", str(DATA_DIR)] if DATA_DIR else []), *args, env=env)
-
-
 @pytest.fixture(scope="session")
 def env_server_url():
-    """The base URL of one ``genenv-serve`` (every benchmark, the data under test) shared by the session's tests."""
-    proc, url = start_env_server()
+    """The base URL of one ``genenv-serve`` (every benchmark; it reads ``$GENENV_DATA_DIR`` as the tests do) shared
+    by the test run."""
+    from genenv.runtime.env_server import spawn
+
+    proc, url = spawn()
     yield url
     proc.terminate()
     proc.wait(30)

@@ -130,7 +130,8 @@ def test_relative_links_of_the_readme_and_docs_resolve():
 
 def test_the_readme_is_short_and_speaks_of_the_project_only():
     """README.md is at most 200 lines, none over 300 characters; README and docs name no work item, stop or
-    session of how the project was made (``issue #24``, ``stop 28``, ``this session``)."""
+    working session of how the project was made (the pattern below: a numbered work item or stop, and the
+    words for a working session or work item)."""
     import re
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()

@@ -12,13 +12,14 @@ import urllib.request
 
 import gymnasium as gym
 import pytest
-from conftest import DATA_DIR, start_env_server
+from conftest import DATA_DIR
 from openenv.core.generic_client import GenericEnvClient
 from websockets.sync.client import connect
 
 from genenv.benchmarks.registry import BENCHMARKS, get_benchmark
 from genenv.envs.registry import env_entry, load_plugins
 from genenv.runtime.env_protocol import task_sha256
+from genenv.runtime.env_server import spawn
 from genenv.runtime.episodes import play_episodes
 from genenv.runtime.policies import OraclePolicy
 from genenv.runtime.remote_episodes import RemoteEpisodes, SessionClient, reset_arguments
@@ -206,7 +207,7 @@ def test_capacity_and_token():
     """Over ``--max-sessions`` a connection gets OpenEnv's CAPACITY_REACHED; with a token every request without it
     is refused; another interface than loopback without a token does not start."""
     token = "s3cret-for-test"
-    proc, url = start_env_server("--max-sessions", "1", "--benchmarks", "bamboogle",
+    proc, url = spawn("--max-sessions", "1", "--benchmarks", "bamboogle",
                                  env={"GENENV_SERVE_TOKEN": token})
     try:
         with pytest.raises(urllib.error.HTTPError) as refused:

@@ -1,6 +1,6 @@
 """`genenv-experiment`: arms that differ only in the task source, a resumable experiment, its report; the static
 augmentation written up front. The kill/resume test and the arm mechanics use a tiny random model (quality does
-not matter); one end-to-end test runs the issue's command with the embedded model on real Bamboogle data."""
+not matter); one end-to-end test runs the README's experiment command with the embedded model on real Bamboogle data."""
 from __future__ import annotations
 
 import json

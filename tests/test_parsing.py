@@ -111,8 +111,8 @@ def test_api_bank_request_inside_prose_and_toolrl_json_lines():
     '{"name": "f", "arguments": {"x": ' + "[" * 40 + "]" * 40 + "}}",
 ])
 def test_huge_numbers_and_deep_nesting_are_parse_errors(text):
-    """Issue 20: an integer literal beyond Python's 4,300-digit int-string limit raised ValueError; numbers are
-    bounded to MAX_NUMBER_CHARS characters and nesting to MAX_NESTING levels in every parser."""
+    """An integer literal beyond Python's 4,300-digit int-string limit, or nesting past MAX_NESTING levels, is a
+    parse error (numbers are bounded to MAX_NUMBER_CHARS characters in every parser), never a ValueError."""
     with pytest.raises(ActionParseError):
         parse_tool_calls(text)
 

@@ -485,8 +485,8 @@ def _flight_and_drive_plans():
 
 
 def test_taxi_in_a_leg_text_does_not_hide_a_flight_or_self_driving():
-    """Issue 20: the mode was the first keyword found with "taxi" first, so a flight leg that mentions a taxi
-    passed "no flight" (the harness fails it), and a self-driving leg that mentions a taxi was priced as taxis."""
+    """A flight leg that mentions a taxi fails "no flight" (as the harness's checker does), and a self-driving leg
+    that mentions a taxi is priced as self-driving: the leg's mode is not the first keyword found in its text."""
     flight, drive = _flight_and_drive_plans()
     q = {**flight.metadata["query"], "local_constraint": {**flight.metadata["query"]["local_constraint"],
                                                           "transportation": "no flight"}}
