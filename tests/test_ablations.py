@@ -87,3 +87,103 @@ def test_multi_step_episodes_train_as_one_packed_sequence_each(tmp_path, tiny_mo
 def test_unknown_env_update_mode_is_a_clear_error(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match="config key .env_policy.update_mode. is .ppo.; choose one of .*grpo.*none.*rwr"):
         _run(tmp_path, tiny_model_dir, "env_policy.update_mode=ppo")
+
+
+def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10):
+    """A trainer stand-in for :meth:`CoEvolutionTrainer.fill_informative`: real config and settings, a uniform
+    draw from a pool of 30 real Bamboogle seed tasks, and rollouts whose rewards ``rewards_of(task, i)`` sets."""
+    import random
+    from types import SimpleNamespace
+
+    from genenv.benchmarks.bamboogle.env import load_bamboogle_tasks
+    from genenv.trainer.settings import run_settings
+    from genenv.trainer.task_pool import TaskPool
+
+    cfg = compose_config(["benchmark=bamboogle", f"agent.batch_tasks={batch_tasks}", f"agent.n={n}",
+                          "agent.filter_groups.enable=true", f"agent.filter_groups.max_rollouts={max_rollouts}"])
+    pool, rng = TaskPool(load_bamboogle_tasks("train")[:30]), random.Random(0)
+    calls = []
+
+    def rollout(tasks):
+        calls.append(len(tasks))
+        return [SimpleNamespace(task=t, reward=rewards_of(t, i)) for t in tasks for i in range(n)], \
+            {"generate_seconds": 1.0}
+
+    stub = SimpleNamespace(cfg=cfg, settings=run_settings(cfg), rollout=rollout,
+                           draw_pool=lambda k, exclude=(), origin=None: pool.sample(k, rng, exclude, origin))
+    first = pool.sample(2, rng)
+    return stub, first, rollout(first)[0], calls
+
+
+def test_informative_refill_stops_at_its_rollout_cap():
+    stub, first, trajs, calls = _refill_stub(lambda t, i: 0.0)  # every group equal: nothing to learn
+    stats = {"generate_seconds": 1.0}
+    tasks, trajs, rounds = CoEvolutionTrainer.fill_informative(stub, first, trajs, stats)
+    # 4 rollouts of the first 2 tasks, then (10 - 4) // 2 = 3 more tasks: the cap of 10, never past it
+    assert len(trajs) == 10 and rounds == 1 and calls == [2, 3] and stats["generate_seconds"] == 2.0
+    assert len({t.id for t in tasks}) == 5 and tasks[:2] == first  # distinct tasks, the batch first
+
+
+def test_informative_refill_stops_once_the_batch_is_informative():
+    stub, first, trajs, calls = _refill_stub(lambda t, i: float(i % 2) if int(t.id.split("_")[-1]) % 2 else 0.5,
+                                             max_rollouts=200)
+    tasks, trajs, rounds = CoEvolutionTrainer.fill_informative(stub, first, trajs, {})
+    from genenv.trainer.loop import informative_task_ids
+
+    informative = informative_task_ids(trajs)
+    assert len(informative) >= 4 and rounds >= 1 and len(trajs) < 200
+    assert all({tr.reward for tr in trajs if tr.task.id == i} == {0.0, 1.0} for i in informative)
+
+
+def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny_model_dir):
+    """One iteration on real Bamboogle tasks with the tiny model (fuzz rewards: random text scores unequal values),
+    every second task's episodes set to reward 0 after the rollout (equal groups, as a task too hard for the agent
+    gives): the agent update sees only groups whose rewards differ, exactly ``agent.batch_tasks`` of them, the
+    iteration refills and stays within its rollout cap, and the metric row counts every group once."""
+    seen, rolled = [], []
+    cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=1", "tensorboard=false",
+                          "threads=1", f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
+                          "generation.enabled=false", "agent.batch_tasks=3", "agent.n=3", "agent.max_new_tokens=6",
+                          "agent.temperature=1.0", "reward.free_text_metric=fuzz",
+                          "agent.filter_groups.enable=true", "agent.filter_groups.max_rollouts=24"])
+    trainer = CoEvolutionTrainer(cfg)
+    update, rollout = trainer.backend.update, trainer.backend.rollout
+
+    def spy_update(role, samples, mode):
+        if role == "agent":
+            seen.append(list(samples))
+        return update(role, samples, mode)
+
+    def spy_rollout(tasks, **kw):
+        trajs = rollout(tasks, **kw)
+        rolled.extend(t.id for t in tasks)
+        for t in trajs:
+            if t.task.id in rolled[1::2]:
+                t.reward = 0.0
+        return trajs
+
+    trainer.backend.update, trainer.backend.rollout = spy_update, spy_rollout
+    row = trainer.run()[0]
+    assert row["agent/refill_rounds"] >= 1 and row["agent/rollouts"] <= 24
+    assert row["agent/rollouts"] == 3 * row["agent/tasks"] == 3 * len(rolled)
+    assert row["agent/groups_dropped/seed"] >= 1 and row["agent/groups_dropped/generated"] == 0
+    assert row["agent/groups_informative"] + row["agent/groups_dropped/seed"] == row["agent/tasks"]
+    assert row["agent/groups_trained"] == 3
+    assert row["agent/groups_surplus"] == row["agent/groups_informative"] - 3
+    by_group: dict[str, list[float]] = {}
+    for s in seen[0]:
+        by_group.setdefault(s.uid, []).append(s.reward)
+    assert len(by_group) == 3 and all(max(r) > min(r) for r in by_group.values())
+    assert not set(by_group) & set(rolled[1::2])  # no zeroed (equal-reward) task was trained on
+
+
+def test_the_replay_arm_leaves_the_writer_frozen(tmp_path, tiny_model_dir):
+    from genenv.trainer.experiment import arm_config
+
+    exp = compose_config(["benchmark=bamboogle", f"experiment_dir={tmp_path}"], "experiment")
+    arm = arm_config(exp, "replay", 0)
+    assert arm.env_policy.update_mode == "none" and arm.pool.sampling == "learnability" and arm.generation.enabled
+    row = _run(tmp_path, tiny_model_dir, "env_policy.update_mode=none", "pool.sampling=learnability",
+               "curriculum.k_min=1.0", "iterations=2")
+    assert row["gen/generated"] == 2 and row["env_policy_update/skipped"] is True
+    assert row["weights/env_policy_delta"] == 0.0

@@ -7,6 +7,10 @@ Arms (:data:`ARMS`; GenEnv, arXiv 2512.19682, §5 and its BFCL comparison):
   as configured, RWR by default).
 - ``random_env``: the same generation, the environment policy frozen (``env_policy.update_mode=none``; the
   paper's RandomEnv).
+- ``replay``: ``random_env`` (the environment policy frozen) with the pool drawn by curated replay
+  (``pool.sampling=learnability``: Prioritized Level Replay on p̂(1-p̂), :meth:`TaskPool.sample_replay`), so a
+  comparison with ``genenv`` asks whether *training* the writer adds anything beyond curating what a frozen writer
+  wrote.
 - ``envgen``: EnvGen mode (a frozen LLM prompted with the agent's per-skill success rates every
   ``generation.every`` iterations; Zala et al., COLM 2024).
 - ``static``: the seed tasks only (``generation.enabled=false``).
@@ -53,6 +57,8 @@ log = logging.getLogger(__name__)
 ARMS: dict[str, dict[str, Any]] = {
     "genenv": {"generation.enabled": True, "generation.mode": "genenv"},
     "random_env": {"generation.enabled": True, "generation.mode": "genenv", "env_policy.update_mode": "none"},
+    "replay": {"generation.enabled": True, "generation.mode": "genenv", "env_policy.update_mode": "none",
+               "pool.sampling": "learnability"},
     "envgen": {"generation.enabled": True, "generation.mode": "envgen"},
     "static": {"generation.enabled": False},
     "static_aug": {"generation.enabled": False},  # + generation.upfront_tasks from the genenv arm

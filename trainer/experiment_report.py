@@ -15,7 +15,11 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
 - **admission rate** (admitted / generated, the up-front generation of ``static_aug`` included), **share of
   iterations with an environment-policy update**, and **mean |p̂ - α|** of the generated tasks rolled out, over
   the first and the second half of the iterations;
-- **seconds per phase** of one iteration (mean) and the wall time of the runs.
+- **seconds per phase** of one iteration (mean) and the wall time of the runs;
+- **agent batches** (runs that log their GRPO groups, :func:`genenv.trainer.metrics.group_counts`): rollouts
+  consumed, groups trained on per iteration, equal-reward groups dropped per task origin, informative groups left
+  over, refill rounds and generated tokens per iteration, and the rollouts consumed when the arm reaches
+  ``static``'s final score (:func:`batch_summary`).
 
 When ``genenv`` and a control (``random_env``, ``static``) ran with held-out evaluations, the report adds the
 held-out outcome statistic of :mod:`genenv.trainer.outcome` (paired by seed and evaluation: a sign-flip permutation
@@ -66,13 +70,13 @@ def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None) -> dict[
     return {s: read_rows(d / "metrics.jsonl") for s, d in dirs.items() if (d / "done.json").is_file()}
 
 
-def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score"
-               ) -> tuple[list[float], list[float]]:
+def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score",
+               consumed_key: str = "agent/tasks") -> tuple[list[float], list[float]]:
     """``(tasks consumed, held-out score)`` at 0 (the untrained agent's ``baseline``) and after every iteration
-    with a held-out evaluation (rows holding ``key``)."""
+    with a held-out evaluation (rows holding ``key``); ``consumed_key="agent/rollouts"`` counts rollouts instead."""
     xs, ys, consumed = [0.0], [float(baseline)], 0.0
     for r in rows:
-        consumed += r.get("agent/tasks", 0)
+        consumed += r.get(consumed_key, 0)
         if key in r:
             xs.append(consumed)
             ys.append(float(r[key]))
@@ -146,22 +150,56 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
         "seconds_per_iteration": {k: float(np.mean(v)) for k, v in phases.items()},
         "loop_seconds": spread(wall),
         "wall_seconds": float(sum(x["wall_seconds"] for r in runs.values() for x in r["sittings"])),
+        **({"batches": batches} if (batches := batch_summary(runs, baseline, key)) else {}),
     }
 
 
+BATCH_KEY = "agent/groups_informative"  # present in the rows of runs that log their GRPO groups
+
+
+def batch_summary(runs: dict[int, dict[str, Any]], baseline: float, key: str = "heldout/score"
+                  ) -> dict[str, Any] | None:
+    """The agent batches of one arm's finished seeds (``None`` when its rows do not log their groups,
+    :data:`BATCH_KEY`): ``rollouts_consumed`` (spread over seeds), per iteration (mean over iterations and seeds)
+    ``groups_trained``, ``refill_rounds``, ``generated_tokens`` and ``rollouts``; totals over every seed of
+    ``groups_dropped`` per origin (``seed``, ``generated``) and ``groups_surplus``; ``rollout_curve`` (mean rollouts
+    consumed at each held-out evaluation)."""
+    rows = [r for run in runs.values() for r in run["rows"]]
+    if not rows or not all(BATCH_KEY in r for r in rows):
+        return None
+    curves = [seed_curve(run["rows"], baseline, key, "agent/rollouts")[0] for run in runs.values()]
+    n_points = min(len(c) for c in curves)
+
+    def per_iteration(k: str) -> float:
+        return float(np.mean([r.get(k, 0) for r in rows]))
+
+    return {"rollouts_consumed": spread([c[-1] for c in curves]),
+            "rollout_curve": np.mean([c[:n_points] for c in curves], axis=0).tolist(),
+            **{k: per_iteration(f"agent/{k}") for k in ("groups_trained", "refill_rounds", "generated_tokens",
+                                                        "rollouts")},
+            "groups_dropped": {o: int(sum(r.get(f"agent/groups_dropped/{o}", 0) for r in rows))
+                               for o in ("seed", "generated")},
+            "groups_surplus": int(sum(r.get("agent/groups_surplus", 0) for r in rows))}
+
+
 def reach_static(arms: dict[str, dict[str, Any]], baseline: float) -> None:
-    """Add ``tasks_to_static`` and ``efficiency_vs_static`` to every arm (see the module docstring)."""
+    """Add ``tasks_to_static`` and ``efficiency_vs_static`` to every arm, and ``rollouts_to_static`` to its
+    ``batches`` when it has them (see the module docstring)."""
     static = arms.get("static")
     target = None if static is None else static["final"]["mean"]
     for a in arms.values():
         a["tasks_to_static"], a["efficiency_vs_static"] = None, None
+        if a.get("batches"):
+            a["batches"]["rollouts_to_static"] = None
         if target is None or target <= baseline:
             continue
         curve = a["curve"]
-        hit = next((x for x, y in zip(curve["tasks"], curve["mean"]) if y >= target), None)
-        if hit:
-            a["tasks_to_static"] = hit
-            a["efficiency_vs_static"] = static["curve"]["tasks"][-1] / hit
+        at = next((i for i, y in enumerate(curve["mean"]) if y >= target), None)
+        if at:
+            a["tasks_to_static"] = curve["tasks"][at]
+            a["efficiency_vs_static"] = static["curve"]["tasks"][-1] / curve["tasks"][at]
+            if a.get("batches") and at < len(a["batches"]["rollout_curve"]):
+                a["batches"]["rollouts_to_static"] = a["batches"]["rollout_curve"][at]
 
 
 def collect(experiment_dir: Path) -> dict[str, Any]:
@@ -253,12 +291,31 @@ def markdown(data: dict[str, Any]) -> str:
         sec = a["seconds_per_iteration"]
         lines.append(f"| {name} | " + " | ".join(_opt(sec.get(p), ".1f") for p in PHASES)
                      + f" | {_fmt(a['loop_seconds'], pct=False)} | {a['wall_seconds']:.0f} |")
+    lines += batch_table(arms)
     lines += ["", "## What the numbers allow", ""] + verdicts(arms)
     if data.get("outcome"):
         lines += [""] + outcome.markdown(data["outcome"])
     if data.get("alignment"):
         lines += [""] + alignment.markdown(data["alignment"], data["alpha"], data["k_min"])
     return "\n".join(lines) + "\n"
+
+
+def batch_table(arms: dict[str, dict[str, Any]]) -> list[str]:
+    """The agent-batch table of the arms that have :func:`batch_summary` (no lines when none has)."""
+    with_batches = {n: a["batches"] for n, a in arms.items() if a.get("batches")}
+    if not with_batches:
+        return []
+    lines = ["", "Agent batches (per iteration: mean over iterations and seeds; dropped and surplus: totals over "
+             "seeds; a dropped group had equal rewards, a surplus group was informative beyond the batch):", "",
+             "| arm | rollouts consumed | rollouts / iteration | groups trained / iteration | dropped groups (seed, "
+             "generated) | surplus groups | refill rounds / iteration | generated tokens / iteration | rollouts to "
+             "static |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, b in with_batches.items():
+        lines.append(f"| {name} | {_fmt(b['rollouts_consumed'], pct=False)} | {b['rollouts']:.1f} | "
+                     f"{b['groups_trained']:.2f} | {b['groups_dropped']['seed']}, {b['groups_dropped']['generated']} "
+                     f"| {b['groups_surplus']} | {b['refill_rounds']:.2f} | {b['generated_tokens']:.0f} | "
+                     f"{_opt(b.get('rollouts_to_static'), '.0f')} |")
+    return lines
 
 
 PHASES = ("task_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval", "total")
@@ -292,7 +349,7 @@ def verdicts(arms: dict[str, dict[str, Any]]) -> list[str]:
 
 
 ARM_STYLE = {"genenv": ("C0", "o"), "random_env": ("C1", "s"), "envgen": ("C2", "^"), "static": ("C3", "v"),
-             "static_aug": ("C4", "D")}
+             "static_aug": ("C4", "D"), "replay": ("C5", "P")}
 
 
 def plot_curves(data: dict[str, Any], out: Path) -> Path:

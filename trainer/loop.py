@@ -9,16 +9,20 @@ One iteration t:
    ``generation.every`` iterations, prompted with per-skill success rates); rejections are counted by reason and
    get R_env = 0.
 3. **Agent rollouts** — every admitted task, ``generation.rollouts_per_task`` episodes each (``agent.n`` when
-   null), whatever the agent's batch size; plus tasks sampled from the pool up to ``agent.batch_tasks``,
-   ``agent.n`` episodes each (EnvGen: generated tasks mixed with at least half a batch of original ones,
-   :meth:`CoEvolutionTrainer.agent_batch`), through the one episode loop; agent reward per paper Eq. 1. With
+   null), whatever the agent's batch size; plus tasks drawn from the pool up to ``agent.batch_tasks``,
+   ``agent.n`` episodes each (``pool.sampling``: uniformly, or by curated replay; EnvGen: generated tasks mixed
+   with at least half a batch of original ones, :meth:`CoEvolutionTrainer.agent_batch`), through the one episode
+   loop; agent reward per paper Eq. 1. With ``agent.filter_groups.enable`` (informative batches, DAPO's dynamic
+   sampling) more pool tasks are rolled out until ``agent.batch_tasks`` groups have unequal rewards or
+   ``agent.filter_groups.max_rollouts`` is reached (:meth:`CoEvolutionTrainer.fill_informative`). With
    ``agent.frozen`` only the admitted tasks are rolled out (their p̂ is all the environment policy needs).
 4. **p̂ per task** = mean agent reward over its n episodes (= the success rate for binary rewards).
 5. **Environment reward** R_env(p̂) (``curriculum.env_reward``: Eq. 3 by default,
    :mod:`genenv.rewards.env_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
 6. **Environment-policy update** — ``env_policy.update_mode`` (:mod:`genenv.trainer.env_policy_updates`): RWR on
    the in-band admitted generations (the paper), GRPO on R_env, or none; never in EnvGen mode (a frozen LLM).
-7. **Agent update** — GRPO with veRL's functions; groups whose rewards are all equal are dropped and counted.
+7. **Agent update** — GRPO with veRL's functions; groups whose rewards are all equal are dropped and counted
+   (with informative batches, only the first ``agent.batch_tasks`` informative groups are trained on).
    Skipped with ``agent.frozen: true`` (a stationary agent, so the environment policy's learning is measured
    alone).
 8. Admitted tasks join the pool; metrics are written; a checkpoint is saved (:mod:`genenv.trainer.checkpoint`).
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 from collections import Counter
@@ -51,6 +56,7 @@ from genenv.runtime.episodes import Trajectory
 from genenv.trainer.settings import env_kwargs, response_budget, run_settings
 from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates import Sample
+from genenv.trainer.updates.advantages import informative_groups
 
 log = logging.getLogger(__name__)
 RUN_LOGS = ("metrics.jsonl", "generations.jsonl", "heldout.jsonl")  # per-iteration rows, cut back on resume
@@ -229,10 +235,52 @@ class CoEvolutionTrainer:
         if self.settings.agent_frozen:
             return list(new_tasks)
         if self.settings.generation_mode != "envgen":
-            return new_tasks + self.pool.sample(max(0, k - len(new_tasks)), self.rng)
-        generated = new_tasks or self.pool.sample(k // 2, self.rng, origin="generated")
-        seeds = self.pool.sample(max(k - len(generated), (k + 1) // 2), self.rng, origin="seed")
+            return new_tasks + self.draw_pool(max(0, k - len(new_tasks)))
+        generated = new_tasks or self.draw_pool(k // 2, origin="generated")
+        seeds = self.draw_pool(max(k - len(generated), (k + 1) // 2), origin="seed")
         return generated + seeds
+
+    def draw_pool(self, k: int, exclude: list[str] | tuple = (), origin: str | None = None) -> list[Task]:
+        """``k`` distinct pool tasks (not in ``exclude``; of ``origin`` when given) by ``pool.sampling``: uniformly
+        (:meth:`TaskPool.sample`) or by curated replay (:meth:`TaskPool.sample_replay`)."""
+        st = self.settings
+        if st.pool_sampling == "learnability":
+            return self.pool.sample_replay(k, self.rng, self.iteration, st.replay_temperature, st.replay_staleness,
+                                           exclude, origin)
+        return self.pool.sample(k, self.rng, exclude, origin)
+
+    def fill_informative(self, batch: list[Task], trajs: list[Trajectory], stats: dict[str, float]
+                         ) -> tuple[list[Task], list[Trajectory], int]:
+        """Informative batches (DAPO's dynamic sampling, Yu et al. 2025; veRL's ``algorithm.filter_groups``): while
+        fewer than ``agent.batch_tasks`` of the rolled-out groups have unequal rewards, draw more pool tasks not yet
+        rolled out this iteration (:meth:`draw_pool`) and roll them out, ``agent.n`` episodes each, never past
+        ``agent.filter_groups.max_rollouts`` rollouts in the iteration. Each round draws the missing number of
+        groups divided by the informative share seen so far (at least 1/4), so a batch of mostly equal groups
+        refills in few rounds. ``stats`` gains the rounds' seconds.
+
+        Returns:
+            the tasks rolled out (``batch`` then the drawn ones, in order), all trajectories, the rounds run.
+        """
+        k, n, cap = int(self.cfg.agent.batch_tasks), int(self.cfg.agent.n), self.settings.max_rollouts
+        tasks, trajs, rounds = list(batch), list(trajs), 0
+        while True:
+            informative = len(informative_task_ids(trajs))
+            groups = len({t.task.id for t in trajs})
+            room = (cap - len(trajs)) // n
+            if informative >= k or room <= 0:
+                break
+            share = informative / groups if groups else 1.0
+            more = self.draw_pool(min(room, math.ceil((k - informative) / max(share, 0.25))),
+                                  exclude=[t.id for t in tasks])
+            if not more:
+                break
+            more_trajs, more_stats = self.rollout(more)
+            for key, v in more_stats.items():
+                stats[key] = stats.get(key, 0.0) + v
+            tasks += more
+            trajs += more_trajs
+            rounds += 1
+        return tasks, trajs, rounds
 
     def step(self) -> dict[str, Any]:
         """One full iteration (see module docstring); returns its metric row."""
@@ -245,6 +293,11 @@ class CoEvolutionTrainer:
         new_tasks = [r.task for r in records if r.task is not None]
         batch = self.agent_batch(new_tasks)
         trajs, stats = self.rollout_batch(new_tasks, batch)
+        refills = 0
+        trained = informative_task_ids(trajs)  # the update drops equal-reward groups itself
+        if self.settings.filter_groups and not self.settings.agent_frozen:
+            batch, trajs, refills = self.fill_informative(batch, trajs, stats)
+            trained = informative_task_ids(trajs)[:int(cfg.agent.batch_tasks)]
         timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
         timing["env_steps"] = stats.get("env_seconds", 0.0)
 
@@ -266,7 +319,8 @@ class CoEvolutionTrainer:
         if self.settings.agent_frozen:  # a stationary agent: the environment policy is measured alone
             agent_update = {"skipped": True, "frozen": True, "groups_dropped": 0}
         else:
-            agent_update = self.backend.update("agent", agent_samples(trajs), "grpo")
+            keep = set(trained) if self.settings.filter_groups else {t.task.id for t in trajs}
+            agent_update = self.backend.update("agent", agent_samples([t for t in trajs if t.task.id in keep]), "grpo")
         timing["agent_update"] = time.perf_counter() - t3
 
         for task in new_tasks:
@@ -282,7 +336,9 @@ class CoEvolutionTrainer:
         with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
             for s in scored:
                 fh.write(json.dumps(record_row(it, s.record, p_hat, s.r_env), ensure_ascii=False) + "\n")
-        outcome = IterationOutcome(it, scored, rejected, new_tasks, trajs, p_hat, agent_update, env_update, timing)
+        trained = [] if self.settings.agent_frozen else trained
+        outcome = IterationOutcome(it, scored, rejected, new_tasks, trajs, p_hat, agent_update, env_update, timing,
+                                   trained=trained, refill_rounds=refills)
         deltas = {r: abs(self.backend.fingerprint(r) - self.initial_fingerprint[r]) for r in ROLES}
         row = metrics_row(outcome, cfg.curriculum, self.pool.counts(), len(self.pool), deltas)
         self.iteration += 1
@@ -317,6 +373,14 @@ class CoEvolutionTrainer:
                     fh.write(jsonl_line({"iteration": log_iteration, "unit": r.get("unit"), "task_id": r["task_id"],
                                          "reward": float(r["reward"]), "success": bool(r["success"])}))
         return out
+
+
+def informative_task_ids(trajectories: list[Trajectory]) -> list[str]:
+    """Ids of the tasks whose episodes' rewards are not all equal (the GRPO groups that carry an advantage,
+    :func:`~genenv.trainer.updates.advantages.informative_groups`), in the order their first episode appears."""
+    ids = [t.task.id for t in trajectories]
+    keep = {ids[i] for i in informative_groups([t.reward for t in trajectories], ids)[0]}
+    return [i for i in dict.fromkeys(ids) if i in keep]
 
 
 def agent_samples(trajectories: list[Trajectory]) -> list[Sample]:

@@ -1,6 +1,7 @@
 """The metric row of one co-evolution iteration (``metrics.jsonl``, TensorBoard) and its writers.
 
-Keys: ``gen/*`` (generations, admissions, rejections by reason), ``agent/*`` (rollout reward and success),
+Keys: ``gen/*`` (generations, admissions, rejections by reason), ``agent/*`` (rollout reward and success, tasks,
+rollouts and generated tokens, the GRPO groups by what became of them: :func:`group_counts`),
 ``p_hat/*`` (the success rates of the rolled-out tasks: mean, 10-bin histogram, those of the newly generated
 tasks and their 10-bin histogram, the share of rolled-out tasks inside the α band), ``gen/in_band_share`` (the
 alignment metric: generations whose task's p̂ lies in the α band, over *all* generations, so rejected and copied
@@ -22,6 +23,7 @@ from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter
 from genenv.trainer.alignment import P_HAT_BINS
 from genenv.trainer.env_policy_updates import ScoredGeneration
+from genenv.trainer.updates.advantages import informative_groups
 from genenv.runtime.episodes import Trajectory
 
 
@@ -39,6 +41,8 @@ class IterationOutcome:
     agent_update: dict[str, Any]
     env_policy_update: dict[str, Any]
     timing: dict[str, float] = field(default_factory=dict)
+    trained: list[str] = field(default_factory=list)  # ids of the task groups the agent update trained on
+    refill_rounds: int = 0  # informative batches: extra rollout rounds
 
 
 def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], pool_size: int,
@@ -59,7 +63,8 @@ def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], po
         **{f"gen/rejected/{k}": v for k, v in sorted(o.rejected.items())},
         "agent/reward_mean": float(np.mean([t.reward for t in trajs])) if trajs else 0.0,
         "agent/success_rate": float(np.mean([t.success for t in trajs])) if trajs else 0.0,
-        "agent/tasks": len(o.p_hat), "agent/rollouts": len(trajs),
+        "agent/tasks": len(o.p_hat), "agent/rollouts": len(trajs), "agent/generated_tokens": agent_tokens,
+        **group_counts(o), "agent/refill_rounds": o.refill_rounds,
         "p_hat/mean": float(np.mean(p_all)) if p_all else 0.0,
         "p_hat/histogram": hist.tolist(),
         "p_hat/generated": [o.p_hat[t.id] for t in o.new_tasks],
@@ -77,6 +82,20 @@ def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], po
         **{f"env_policy_update/{k}": v for k, v in o.env_policy_update.items()},
         **{f"weights/{role}_delta": v for role, v in weight_deltas.items()},
     }
+
+
+def group_counts(o: IterationOutcome) -> dict[str, int]:
+    """The agent batch's GRPO groups (one per rolled-out task): ``agent/groups_informative`` (rewards not all
+    equal), ``agent/groups_trained`` (those the update trained on), ``agent/groups_surplus`` (informative, not
+    trained: beyond an informative batch's ``agent.batch_tasks``) and ``agent/groups_dropped/<origin>`` (equal
+    rewards, no advantage, per task origin ``seed`` / ``generated``)."""
+    ids = [t.task.id for t in o.trajectories]
+    origin = {t.task.id: t.task.origin for t in o.trajectories}
+    informative = {ids[i] for i in informative_groups([t.reward for t in o.trajectories], ids)[0]}
+    dropped = Counter(origin[i] for i in origin if i not in informative)
+    return {"agent/groups_informative": len(informative), "agent/groups_trained": len(o.trained),
+            "agent/groups_surplus": len(informative - set(o.trained)),
+            **{f"agent/groups_dropped/{k}": dropped.get(k, 0) for k in ("seed", "generated")}}
 
 
 class MetricsWriter:

@@ -15,6 +15,7 @@ from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.registry import env_entry
 
 GENERATION_MODES = ("genenv", "envgen")  # generation.mode: trained on R_env | EnvGen's frozen writer
+POOL_SAMPLING = ("uniform", "learnability")  # pool.sampling (trainer/task_pool.py)
 
 
 class ConfigError(ValueError):
@@ -98,6 +99,11 @@ class RunSettings:
             block (mode one of :data:`GENERATION_MODES`).
         env_update_mode: ``env_policy.update_mode`` (a registered environment-policy update mode).
         agent_frozen: ``agent.frozen`` (no agent update, only the new tasks' episodes).
+        filter_groups / max_rollouts: ``agent.filter_groups.enable`` and ``.max_rollouts`` (informative agent
+            batches: refill until ``agent.batch_tasks`` groups have unequal rewards, at most this many rollouts
+            per iteration).
+        pool_sampling / replay_temperature / replay_staleness: the ``pool`` block (how pool tasks are drawn for the
+            agent batch, one of :data:`POOL_SAMPLING`; PLR's β and ρ).
         tensorboard, resume, keep_checkpoints: outputs and checkpoints.
         roles: each policy's :class:`RoleConfig`.
     """
@@ -112,6 +118,11 @@ class RunSettings:
     grounded: bool
     env_update_mode: str
     agent_frozen: bool
+    filter_groups: bool
+    max_rollouts: int
+    pool_sampling: str
+    replay_temperature: float
+    replay_staleness: float
     tensorboard: bool
     resume: bool
     keep_checkpoints: int
@@ -122,8 +133,9 @@ def run_settings(cfg) -> RunSettings:
     """The run's :class:`RunSettings` from the composed config, validated.
 
     Raises:
-        ConfigError: a missing key, an unknown ``parsing`` / ``generation.mode`` / ``env_policy.update_mode``,
-            ``generation.every`` or ``keep_checkpoints`` below 1; the message names the key.
+        ConfigError: a missing key, an unknown ``parsing`` / ``generation.mode`` / ``env_policy.update_mode`` /
+            ``pool.sampling``, ``generation.every``, ``keep_checkpoints`` or ``agent.filter_groups.max_rollouts``
+            below 1, ``pool.temperature`` ≤ 0 or ``pool.staleness`` outside [0, 1]; the message names the key.
     """
     from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
 
@@ -139,14 +151,23 @@ def run_settings(cfg) -> RunSettings:
         grounded=bool(_read(cfg, "generation.grounded")),
         env_update_mode=_choice(cfg, "env_policy.update_mode", ENV_POLICY_UPDATES),
         agent_frozen=bool(_read(cfg, "agent.frozen")),
+        filter_groups=bool(_read(cfg, "agent.filter_groups.enable")),
+        max_rollouts=int(_read(cfg, "agent.filter_groups.max_rollouts")),
+        pool_sampling=_choice(cfg, "pool.sampling", POOL_SAMPLING),
+        replay_temperature=float(_read(cfg, "pool.temperature")),
+        replay_staleness=float(_read(cfg, "pool.staleness")),
         tensorboard=bool(_read(cfg, "tensorboard")),
         resume=bool(_read(cfg, "resume")),
         keep_checkpoints=int(_read(cfg, "keep_checkpoints")),
         roles={role: RoleConfig.of(cfg, role) for role in ("agent", "env_policy")},
     )
-    for key, value in (("generation.every", settings.generation_every), ("keep_checkpoints", settings.keep_checkpoints)):
+    for key, value in (("generation.every", settings.generation_every), ("keep_checkpoints", settings.keep_checkpoints),
+                       ("agent.filter_groups.max_rollouts", settings.max_rollouts)):
         if value < 1:
             raise ConfigError(f"config key {key!r} is {value}; it must be at least 1")
+    if settings.replay_temperature <= 0 or not 0 <= settings.replay_staleness <= 1:
+        raise ConfigError(f"config keys 'pool.temperature' ({settings.replay_temperature}) and 'pool.staleness' "
+                          f"({settings.replay_staleness}): the temperature must be > 0 and the staleness in [0, 1]")
     return settings
 
 

@@ -1,4 +1,6 @@
-"""The task pool D_t: seed tasks plus admitted generated tasks, with each task's success-rate history.
+"""The task pool D_t: seed tasks plus admitted generated tasks, with each task's success-rate history, and the two
+ways the agent batch draws from it (``pool.sampling``): ``uniform`` (:meth:`TaskPool.sample`) and ``learnability``
+(:meth:`TaskPool.sample_replay`, curated replay: Prioritized Level Replay with the learnability score p̂(1-p̂)).
 
 Training data grows over iterations as in the paper: admitted tasks are kept for all later iterations (the
 public GenEnv code drops earlier epochs' tasks; we follow the paper). The pool is saved with every checkpoint
@@ -13,7 +15,50 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
+
 from genenv.envs.task import Task
+
+
+def learnability(p_hat: float) -> float:
+    """The learnability score p̂(1-p̂) of a task the agent solves with success rate ``p_hat`` (in [0, 1]): 0 at
+    p̂ = 0 or 1 (a GRPO group with equal rewards carries no signal), largest (0.25) at p̂ = 0.5. Source: the
+    learnability of Rutherford et al. 2024 ("No Regrets: Investigating and Improving Regret Approximations for
+    Curriculum Discovery", SFL), the variance of a Bernoulli outcome."""
+    return float(p_hat) * (1.0 - float(p_hat))
+
+
+def replay_probabilities(scores: Sequence[float], last_seen: Sequence[int], iteration: int, temperature: float,
+                         staleness: float) -> np.ndarray:
+    """Prioritized Level Replay's replay distribution over seen tasks (Jiang et al. 2021, "Prioritized Level
+    Replay", Eq. 1-2): ``P = (1 - ρ) P_S + ρ P_C`` with the rank prioritization ``P_S(i) ∝ (1 / rank(S_i))^(1/β)``
+    (rank 1 = the highest score; tied scores share their mean rank) and the staleness ``P_C(i) ∝ c - C_i`` (``c``
+    the current iteration, ``C_i`` the last iteration task i was rolled out; uniform when every task is equally
+    fresh).
+
+    Args:
+        scores: S_i per task (here :func:`learnability` of the latest p̂), shape ``[N]``, N ≥ 1.
+        last_seen: C_i per task, shape ``[N]``.
+        iteration: c.
+        temperature: β > 0 (PLR's default 0.1: nearly greedy on the rank).
+        staleness: ρ in [0, 1] (PLR's default 0.1).
+    Returns:
+        probabilities, shape ``[N]``, summing to 1.
+    Raises:
+        ValueError: ``scores`` empty or of another length than ``last_seen``.
+    """
+    import pandas as pd
+
+    s = np.asarray(scores, dtype=float)
+    if s.size == 0 or s.shape != np.shape(last_seen):
+        raise ValueError(f"need one score and one last iteration per task, got {s.shape} and {np.shape(last_seen)}")
+    ranks = pd.Series(-s).rank(method="average").to_numpy()
+    h = (1.0 / ranks) ** (1.0 / temperature)
+    p_score = h / h.sum()
+    age = np.maximum(float(iteration) - np.asarray(last_seen, dtype=float), 0.0)
+    p_stale = age / age.sum() if age.sum() > 0 else np.full(s.size, 1.0 / s.size)
+    p = (1.0 - staleness) * p_score + staleness * p_stale
+    return p / p.sum()
 
 
 @dataclass
@@ -72,6 +117,30 @@ class TaskPool:
         skip = set(exclude)
         ids = [i for i, e in self.entries.items() if i not in skip and (origin is None or e.task.origin == origin)]
         return [self.entries[i].task for i in rng.sample(ids, min(k, len(ids)))]
+
+    def sample_replay(self, k: int, rng: random.Random, iteration: int, temperature: float, staleness: float,
+                      exclude: Sequence[str] = (), origin: str | None = None) -> list[Task]:
+        """``k`` distinct tasks by curated replay (fewer if the pool is smaller), skipping ``exclude`` ids; only
+        tasks of ``origin`` when given. Each draw follows Prioritized Level Replay over a finite task set (Jiang et
+        al. 2021, §3, the "proportional" replay schedule): with probability |seen| / |candidates| it replays a
+        task already rolled out, drawn by :func:`replay_probabilities` of its :func:`learnability` (latest p̂)
+        and staleness at ``iteration``; otherwise it draws a never-rolled-out task uniformly."""
+        skip = set(exclude)
+        left = [i for i, e in self.entries.items() if i not in skip and (origin is None or e.task.origin == origin)]
+        chosen: list[str] = []
+        for _ in range(min(k, len(left))):
+            seen = [i for i in left if self.entries[i].p_hat_history]
+            unseen = [i for i in left if not self.entries[i].p_hat_history]
+            if seen and (not unseen or rng.random() < len(seen) / len(left)):
+                hist = [self.entries[i].p_hat_history[-1] for i in seen]
+                probs = replay_probabilities([learnability(p) for _, p in hist], [it for it, _ in hist], iteration,
+                                             temperature, staleness)
+                pick = rng.choices(seen, weights=probs.tolist())[0]
+            else:
+                pick = rng.choice(unseen)
+            chosen.append(pick)
+            left.remove(pick)
+        return [self.entries[i].task for i in chosen]
 
     def record(self, iteration: int, p_hats: dict[str, float]) -> None:
         """Append ``(iteration, p̂)`` to the history of every task id in ``p_hats``."""
