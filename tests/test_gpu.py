@@ -2,8 +2,9 @@
 updates, one full co-evolution iteration with checkpoint and resume, and a LoRA run, with a model of SmolLM2's
 real shape built from its config with random weights (nothing downloaded).
 
-Before the batch placement of ``trainer/updates/batch.py: place_batch`` the first update crashed here with
-"Expected all tensors to be on the same device" in veRL's ``masked_mean``.
+What it guards: update batches meet the model's device in one place (``trainer/updates/batch.py: place_batch``;
+otherwise veRL's ``masked_mean`` meets tensors on two devices), and the micro-batch order stays on the CPU
+(``trainer/updates/update.py: group_length_order``; veRL's ``DataProto.reorder`` reads it with ``.numpy()``).
 """
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def test_one_iteration_checkpoint_and_resume_on_the_gpu(tmp_path, real_shape_dir
                  f"agent.policy.model={real_shape_dir}", f"env_policy.policy.model={real_shape_dir}",
                  f"agent.policy.lora_r={lora_r}", f"env_policy.policy.lora_r={lora_r}",
                  "generation.prompts_per_iteration=2", "generation.max_new_tokens=32", "agent.batch_tasks=4",
-                 "agent.n=4", "agent.max_new_tokens=16", "eval.every=1", "eval.limit=4"]
+                 "agent.n=4", "agent.max_new_tokens=16", "eval.every=1", "eval.limit=4",
+                 "reward.free_text_metric=fuzz"]  # random text scores unequal values: the agent update runs
     rows = CoEvolutionTrainer(compose_config([*overrides, "iterations=1"])).run()
-    assert [r["iteration"] for r in rows] == [0]
+    assert [r["iteration"] for r in rows] == [0] and rows[0]["agent_update/skipped"] is False
     resumed = CoEvolutionTrainer(compose_config([*overrides, "iterations=2"]))
     rows = resumed.run()
     assert [r["iteration"] for r in rows] == [1] and resumed.iteration == 2

@@ -155,7 +155,8 @@ def group_length_order(batch) -> torch.Tensor:
     """The order in which :func:`policy_update` cuts micro-batches (``LongTensor [B]``): samples that share a
     prompt stay together (so :func:`~genenv.trainer.updates.batch.response_logprobs` runs their prompt once),
     groups by their longest sample and samples within a group by length, longest first (similar lengths share
-    a micro-batch, so little padding is computed); ties keep the batch order."""
+    a micro-batch, so little padding is computed); ties keep the batch order. The index is on the CPU wherever
+    the batch is: veRL's ``DataProto.reorder`` reads it with ``.numpy()``."""
     P = batch.batch["prompts"].shape[1]
     lengths = batch.batch["attention_mask"].sum(dim=1).tolist()
     group_of = [0] * len(lengths)
@@ -164,4 +165,4 @@ def group_length_order(batch) -> torch.Tensor:
             group_of[i] = g
     longest = {g: max(n for n, h in zip(lengths, group_of) if h == g) for g in set(group_of)}
     order = sorted(range(len(lengths)), key=lambda i: (-longest[group_of[i]], group_of[i], -lengths[i], i))
-    return torch.tensor(order, dtype=torch.long, device=batch.batch["prompts"].device)
+    return torch.tensor(order, dtype=torch.long)
