@@ -89,7 +89,7 @@ def test_unknown_env_update_mode_is_a_clear_error(tmp_path, tiny_model_dir):
         _run(tmp_path, tiny_model_dir, "env_policy.update_mode=ppo")
 
 
-def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10):
+def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10, *extra):
     """A trainer stand-in for :meth:`CoEvolutionTrainer.fill_informative`: real config and settings, a uniform
     draw from a pool of 30 real Bamboogle seed tasks, and rollouts whose rewards ``rewards_of(task, i)`` sets."""
     import random
@@ -100,7 +100,8 @@ def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10):
     from genenv.trainer.task_pool import TaskPool
 
     cfg = compose_config(["benchmark=bamboogle", f"agent.batch_tasks={batch_tasks}", f"agent.n={n}",
-                          "agent.filter_groups.enable=true", f"agent.filter_groups.max_rollouts={max_rollouts}"])
+                          "agent.filter_groups.enable=true", f"agent.filter_groups.max_rollouts={max_rollouts}",
+                          *extra])
     pool, rng = TaskPool(load_bamboogle_tasks("train")[:30]), random.Random(0)
     calls = []
 
@@ -111,6 +112,7 @@ def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10):
 
     stub = SimpleNamespace(cfg=cfg, settings=run_settings(cfg), rollout=rollout,
                            draw_pool=lambda k, exclude=(), origin=None: pool.sample(k, rng, exclude, origin))
+    stub.trained_groups = lambda trajs: CoEvolutionTrainer.trained_groups(stub, trajs)
     first = pool.sample(2, rng)
     return stub, first, rollout(first)[0], calls
 
@@ -133,6 +135,18 @@ def test_informative_refill_stops_once_the_batch_is_informative():
     informative = informative_task_ids(trajs)
     assert len(informative) >= 4 and rounds >= 1 and len(trajs) < 200
     assert all({tr.reward for tr in trajs if tr.task.id == i} == {0.0, 1.0} for i in informative)
+
+
+def test_generated_tasks_fill_at_most_their_share_of_the_trained_groups():
+    import dataclasses
+
+    stub, first, _, _ = _refill_stub(lambda t, i: float(i % 2), 4, 2, 10, "agent.filter_groups.generated_share=0.5")
+    from genenv.benchmarks.bamboogle.env import load_bamboogle_tasks
+
+    seeds = load_bamboogle_tasks("train")[40:43]
+    made = [dataclasses.replace(t, id=f"gen-{i}", origin="generated") for i, t in enumerate(seeds)]
+    trajs = stub.rollout(made + first)[0]  # 3 informative generated groups first, then 2 informative seed groups
+    assert stub.trained_groups(trajs) == ["gen-0", "gen-1", first[0].id, first[1].id]
 
 
 def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny_model_dir):

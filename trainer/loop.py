@@ -14,7 +14,8 @@ One iteration t:
    with at least half a batch of original ones, :meth:`CoEvolutionTrainer.agent_batch`), through the one episode
    loop; agent reward per paper Eq. 1. With ``agent.filter_groups.enable`` (informative batches, DAPO's dynamic
    sampling) more pool tasks are rolled out until ``agent.batch_tasks`` groups have unequal rewards or
-   ``agent.filter_groups.max_rollouts`` is reached (:meth:`CoEvolutionTrainer.fill_informative`). With
+   ``agent.filter_groups.max_rollouts`` is reached (:meth:`CoEvolutionTrainer.fill_informative`; generated tasks
+   fill at most ``agent.filter_groups.generated_share`` of those groups). With
    ``agent.frozen`` only the admitted tasks are rolled out (their p̂ is all the environment policy needs).
 4. **p̂ per task** = mean agent reward over its n episodes (= the success rate for binary rewards).
 5. **Environment reward** R_env(p̂) (``curriculum.env_reward``: Eq. 3 by default,
@@ -264,7 +265,7 @@ class CoEvolutionTrainer:
         k, n, cap = int(self.cfg.agent.batch_tasks), int(self.cfg.agent.n), self.settings.max_rollouts
         tasks, trajs, rounds = list(batch), list(trajs), 0
         while True:
-            informative = len(informative_task_ids(trajs))
+            informative = len(self.trained_groups(trajs))
             groups = len({t.task.id for t in trajs})
             room = (cap - len(trajs)) // n
             if informative >= k or room <= 0:
@@ -282,6 +283,24 @@ class CoEvolutionTrainer:
             rounds += 1
         return tasks, trajs, rounds
 
+    def trained_groups(self, trajs: list[Trajectory]) -> list[str]:
+        """The task groups an informative batch trains on: the informative ones (:func:`informative_task_ids`) in
+        rollout order, at most ``agent.batch_tasks``, of which at most ``agent.filter_groups.generated_share`` x
+        ``agent.batch_tasks`` (rounded down) are generated tasks."""
+        k = int(self.cfg.agent.batch_tasks)
+        most_generated = math.floor(self.settings.generated_share * k + 1e-9)
+        out, generated = [], 0
+        origin = {t.task.id: t.task.origin for t in trajs}
+        for task_id in informative_task_ids(trajs):
+            if origin[task_id] == "generated":
+                if generated >= most_generated:
+                    continue
+                generated += 1
+            out.append(task_id)
+            if len(out) == k:
+                break
+        return out
+
     def step(self) -> dict[str, Any]:
         """One full iteration (see module docstring); returns its metric row."""
         cfg, it = self.cfg, self.iteration
@@ -297,7 +316,7 @@ class CoEvolutionTrainer:
         trained = informative_task_ids(trajs)  # the update drops equal-reward groups itself
         if self.settings.filter_groups and not self.settings.agent_frozen:
             batch, trajs, refills = self.fill_informative(batch, trajs, stats)
-            trained = informative_task_ids(trajs)[:int(cfg.agent.batch_tasks)]
+            trained = self.trained_groups(trajs)
         timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
         timing["env_steps"] = stats.get("env_seconds", 0.0)
 

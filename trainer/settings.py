@@ -99,9 +99,9 @@ class RunSettings:
             block (mode one of :data:`GENERATION_MODES`).
         env_update_mode: ``env_policy.update_mode`` (a registered environment-policy update mode).
         agent_frozen: ``agent.frozen`` (no agent update, only the new tasks' episodes).
-        filter_groups / max_rollouts: ``agent.filter_groups.enable`` and ``.max_rollouts`` (informative agent
-            batches: refill until ``agent.batch_tasks`` groups have unequal rewards, at most this many rollouts
-            per iteration).
+        filter_groups / max_rollouts / generated_share: ``agent.filter_groups.enable``, ``.max_rollouts`` and
+            ``.generated_share`` (informative agent batches: refill until ``agent.batch_tasks`` groups have unequal
+            rewards, at most this many rollouts per iteration, generated tasks at most this share of the groups).
         pool_sampling / replay_temperature / replay_staleness: the ``pool`` block (how pool tasks are drawn for the
             agent batch, one of :data:`POOL_SAMPLING`; PLR's β and ρ).
         tensorboard, resume, keep_checkpoints: outputs and checkpoints.
@@ -120,6 +120,7 @@ class RunSettings:
     agent_frozen: bool
     filter_groups: bool
     max_rollouts: int
+    generated_share: float
     pool_sampling: str
     replay_temperature: float
     replay_staleness: float
@@ -135,7 +136,8 @@ def run_settings(cfg) -> RunSettings:
     Raises:
         ConfigError: a missing key, an unknown ``parsing`` / ``generation.mode`` / ``env_policy.update_mode`` /
             ``pool.sampling``, ``generation.every``, ``keep_checkpoints`` or ``agent.filter_groups.max_rollouts``
-            below 1, ``pool.temperature`` ≤ 0 or ``pool.staleness`` outside [0, 1]; the message names the key.
+            below 1, ``pool.temperature`` ≤ 0, ``pool.staleness`` or ``agent.filter_groups.generated_share``
+            outside [0, 1]; the message names the key.
     """
     from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
 
@@ -153,6 +155,7 @@ def run_settings(cfg) -> RunSettings:
         agent_frozen=bool(_read(cfg, "agent.frozen")),
         filter_groups=bool(_read(cfg, "agent.filter_groups.enable")),
         max_rollouts=int(_read(cfg, "agent.filter_groups.max_rollouts")),
+        generated_share=float(_read(cfg, "agent.filter_groups.generated_share")),
         pool_sampling=_choice(cfg, "pool.sampling", POOL_SAMPLING),
         replay_temperature=float(_read(cfg, "pool.temperature")),
         replay_staleness=float(_read(cfg, "pool.staleness")),
@@ -165,6 +168,9 @@ def run_settings(cfg) -> RunSettings:
                        ("agent.filter_groups.max_rollouts", settings.max_rollouts)):
         if value < 1:
             raise ConfigError(f"config key {key!r} is {value}; it must be at least 1")
+    if not 0 <= settings.generated_share <= 1:
+        raise ConfigError(f"config key 'agent.filter_groups.generated_share' is {settings.generated_share}; it must "
+                          "be in [0, 1]")
     if settings.replay_temperature <= 0 or not 0 <= settings.replay_staleness <= 1:
         raise ConfigError(f"config keys 'pool.temperature' ({settings.replay_temperature}) and 'pool.staleness' "
                           f"({settings.replay_staleness}): the temperature must be > 0 and the staleness in [0, 1]")
