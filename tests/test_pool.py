@@ -39,9 +39,8 @@ def _replay_pool():
 
 
 def test_replay_probabilities_follow_plr_rank_and_staleness_formula():
-    from genenv.trainer.task_pool import learnability, replay_probabilities
+    from genenv.trainer.task_pool import replay_probabilities
 
-    assert [learnability(p) for p in (0.0, 0.5, 1.0, 0.25)] == [0.0, 0.25, 0.0, 0.1875]
     # scores 0.25, 0, 0 -> ranks 1, 2.5, 2.5 (ties share their mean rank); ages 1, 5, 9 at iteration 10
     p = replay_probabilities([0.25, 0.0, 0.0], [9, 5, 1], 10, temperature=0.5, staleness=0.2)
     h = [1.0, 2.5 ** -2, 2.5 ** -2]

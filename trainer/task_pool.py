@@ -1,6 +1,6 @@
 """The task pool D_t: seed tasks plus admitted generated tasks, with each task's success-rate history, and the two
 ways the agent batch draws from it (``pool.sampling``): ``uniform`` (:meth:`TaskPool.sample`) and ``learnability``
-(:meth:`TaskPool.sample_replay`, curated replay: Prioritized Level Replay with the learnability score p̂(1-p̂)).
+(:meth:`TaskPool.sample_replay`, curated replay: Prioritized Level Replay with the learnability score of p̂).
 
 Training data grows over iterations as in the paper: admitted tasks are kept for all later iterations (the
 public GenEnv code drops earlier epochs' tasks; we follow the paper). The pool is saved with every checkpoint
@@ -18,14 +18,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from genenv.envs.task import Task
-
-
-def learnability(p_hat: float) -> float:
-    """The learnability score p̂(1-p̂) of a task the agent solves with success rate ``p_hat`` (in [0, 1]): 0 at
-    p̂ = 0 or 1 (a GRPO group with equal rewards carries no signal), largest (0.25) at p̂ = 0.5. Source: the
-    learnability of Rutherford et al. 2024 ("No Regrets: Investigating and Improving Regret Approximations for
-    Curriculum Discovery", SFL), the variance of a Bernoulli outcome."""
-    return float(p_hat) * (1.0 - float(p_hat))
+from genenv.rewards.env_reward import learnability_reward
 
 
 def replay_probabilities(scores: Sequence[float], last_seen: Sequence[int], iteration: int, temperature: float,
@@ -37,7 +30,7 @@ def replay_probabilities(scores: Sequence[float], last_seen: Sequence[int], iter
     fresh).
 
     Args:
-        scores: S_i per task (here :func:`learnability` of the latest p̂), shape ``[N]``, N ≥ 1.
+        scores: S_i per task (here the learnability of the latest p̂), shape ``[N]``, N ≥ 1.
         last_seen: C_i per task, shape ``[N]``.
         iteration: c.
         temperature: β > 0 (PLR's default 0.1: nearly greedy on the rank).
@@ -123,8 +116,10 @@ class TaskPool:
         """``k`` distinct tasks by curated replay (fewer if the pool is smaller), skipping ``exclude`` ids; only
         tasks of ``origin`` when given. Each draw follows Prioritized Level Replay over a finite task set (Jiang et
         al. 2021, §3, the "proportional" replay schedule): with probability |seen| / |candidates| it replays a
-        task already rolled out, drawn by :func:`replay_probabilities` of its :func:`learnability` (latest p̂)
-        and staleness at ``iteration``; otherwise it draws a never-rolled-out task uniformly."""
+        task already rolled out, drawn by :func:`replay_probabilities` of its learnability 4 p̂ (1 - p̂)
+        (:func:`~genenv.rewards.env_reward.learnability_reward` of its latest p̂; the rank prioritization makes the
+        scale irrelevant; Rutherford et al. 2024, "No Regrets", use p̂(1-p̂)) and its staleness at ``iteration``;
+        otherwise it draws a never-rolled-out task uniformly."""
         skip = set(exclude)
         left = [i for i, e in self.entries.items() if i not in skip and (origin is None or e.task.origin == origin)]
         chosen: list[str] = []
@@ -133,8 +128,8 @@ class TaskPool:
             unseen = [i for i in left if not self.entries[i].p_hat_history]
             if seen and (not unseen or rng.random() < len(seen) / len(left)):
                 hist = [self.entries[i].p_hat_history[-1] for i in seen]
-                probs = replay_probabilities([learnability(p) for _, p in hist], [it for it, _ in hist], iteration,
-                                             temperature, staleness)
+                probs = replay_probabilities([float(learnability_reward(p)) for _, p in hist], [it for it, _ in hist],
+                                             iteration, temperature, staleness)
                 pick = rng.choices(seen, weights=probs.tolist())[0]
             else:
                 pick = rng.choice(unseen)
