@@ -1,5 +1,5 @@
 """setuptools shim: installs every package under the project's top-level folders as ``genenv.<folder>...``
-(``envs/bfcl`` → ``genenv.envs.bfcl``), found on disk, so that a new benchmark folder needs no edit to the
+(``benchmarks/bfcl`` → ``genenv.benchmarks.bfcl``), found on disk, so that a new benchmark folder needs no edit to the
 packaging. All other metadata is in ``pyproject.toml``."""
 from setuptools import find_packages, setup
 

@@ -54,7 +54,8 @@ def get_benchmark(name: str, data_dir: str | os.PathLike | None = None, grounded
         KeyError: no such benchmark (the message lists the registered names and plugin failures).
         TypeError: the registered class's ``name`` differs from ``name``.
     """
-    from genenv.envs.registry import PLUGIN_ERRORS, load_object, load_plugins
+    from genenv.envs.registry import PLUGIN_ERRORS, load_plugins
+    from genenv.envs.tables import load_object
 
     load_plugins()
     if name not in BENCHMARKS:

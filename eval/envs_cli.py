@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from genenv.envs.data import DataError, data_label
-from genenv.envs.registry import SAMPLE_BUILDERS, env_entry, load_object, load_plugins
+from genenv.envs.registry import SAMPLE_BUILDERS, env_entry, load_plugins
+from genenv.envs.tables import load_object
 from genenv.eval.baselines import build_sample as build_baselines_sample
 
 def list_envs(data_dir: str | None = None) -> list[dict]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from genenv.envs.registry import Registry
+from genenv.envs.tables import Registry
 
 
 ENV_REWARDS = Registry("environment reward")  # config name → f(p_hat, alpha=..., beta=...)

@@ -192,9 +192,9 @@ def test_a_third_party_plugin_adds_a_benchmark_and_a_broken_one_is_recorded(tmp_
 
 def test_every_registry_is_the_one_registry_helper():
     """Environment rewards, advantage estimators, environment-policy update modes and engines are tables of the
-    same :class:`~genenv.envs.registry.Registry`: a name is taken once, re-registering the same object is a no-op,
+    same :class:`~genenv.envs.tables.Registry`: a name is taken once, re-registering the same object is a no-op,
     and an unknown name's error lists the registered ones."""
-    from genenv.envs.registry import Registry
+    from genenv.envs.tables import Registry
     from genenv.rewards.env_reward import ENV_REWARDS
     from genenv.trainer.engines import ENGINES
     from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES

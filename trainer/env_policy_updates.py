@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from genenv.envs.registry import Registry
+from genenv.envs.tables import Registry
 from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.updates import Sample
 from genenv.trainer.updates.advantages import rwr_weights

@@ -27,15 +27,12 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from genenv.benchmarks.spec import BenchmarkSpec, Rejection
 from genenv.envs.task import Task
 from genenv.runtime.policies import Generation, Policy, Prompt
 from genenv.trainer.task_pool import TaskPool
-
-if TYPE_CHECKING:
-    from genenv.trainer.settings import RunSettings
 
 FEEDBACK_SKILLS = 8  # skills listed in an EnvGen prompt (the weakest first)
 
@@ -59,14 +56,6 @@ class GenerationRecord:
     def admitted(self) -> bool:
         """Whether the generation became a task."""
         return self.task is not None
-
-
-def generates_at(settings: "RunSettings", iteration: int) -> bool:
-    """Whether the environment policy writes tasks at ``iteration``: every iteration in GenEnv mode, every
-    ``generation.every``-th (0, K, 2K, ...) in EnvGen mode; never when ``generation.enabled`` is false
-    (``settings``: the run's validated :class:`~genenv.trainer.settings.RunSettings`)."""
-    return settings.generation_enabled and (settings.generation_mode == "genenv"
-                                            or iteration % settings.generation_every == 0)
 
 
 def skill_feedback(rates: dict[str, tuple[float, int]], target: str) -> str:

@@ -51,7 +51,7 @@ from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_c
 from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES
 from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
-from genenv.trainer.generation import GenerationRecord, generates_at, record_row, write_tasks
+from genenv.trainer.generation import GenerationRecord, record_row, write_tasks
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
 from genenv.runtime.episodes import Trajectory
 from genenv.trainer.settings import env_kwargs, response_budget, run_settings
@@ -181,8 +181,8 @@ class CoEvolutionTrainer:
 
     def generate_tasks(self, it: int) -> tuple[list[GenerationRecord], Counter]:
         """Steps 1-2 (:func:`~genenv.trainer.generation.write_tasks`); nothing when generation is off or, in
-        EnvGen mode, between its calls (:func:`~genenv.trainer.generation.generates_at`)."""
-        if not generates_at(self.settings, it):
+        EnvGen mode, between its calls (:meth:`~genenv.trainer.settings.RunSettings.generates_at`)."""
+        if not self.settings.generates_at(it):
             return [], Counter()
         return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng, self.cfg.generation,
                            self.cfg.curriculum.alpha, it)

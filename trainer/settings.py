@@ -129,6 +129,11 @@ class RunSettings:
     keep_checkpoints: int
     roles: dict[str, RoleConfig]
 
+    def generates_at(self, iteration: int) -> bool:
+        """Whether the environment policy writes tasks at ``iteration``: every iteration in GenEnv mode, every
+        ``generation.every``-th (0, K, 2K, ...) in EnvGen mode; never when ``generation.enabled`` is false."""
+        return self.generation_enabled and (self.generation_mode == "genenv" or iteration % self.generation_every == 0)
+
 
 def run_settings(cfg) -> RunSettings:
     """The run's :class:`RunSettings` from the composed config, validated.

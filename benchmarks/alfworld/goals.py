@@ -20,12 +20,24 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from genenv.benchmarks.alfworld.files import TASK_TYPES
 
-if TYPE_CHECKING:
-    from genenv.benchmarks.alfworld.game import ALFWorldGame
+
+class LoadedGame(Protocol):
+    """What the goal functions use of :class:`genenv.benchmarks.alfworld.game.ALFWorldGame` (a protocol: the game
+    module imports this one for :func:`with_goal`, so this one does not import it)."""
+
+    env: Any
+
+    def load(self, key: str, data: dict[str, Any] | str) -> None: ...
+
+    def reset(self) -> tuple[str, list[str], bool]: ...
+
+    def plan(self) -> list[str]: ...
+
+    def facts(self) -> list[Any]: ...
 
 GOAL_SLOTS = {  # the targets each task type's goal template uses (ALFRED pddl_params)
     "pick_and_place_simple": ("object", "receptacle"),
@@ -108,7 +120,7 @@ def normalise_goal(proposal: dict[str, Any], inventory: dict[str, list[str]]) ->
     return goal
 
 
-def plan_goal(game: ALFWorldGame, key: str, data: dict[str, Any]) -> tuple[list[str], bool]:
+def plan_goal(game: LoadedGame, key: str, data: dict[str, Any]) -> tuple[list[str], bool]:
     """Load a game with a (new) goal, and return ``(walkthrough, won_at_start)``: ALFWorld's planner plan from
     the initial state (``[]`` if none) and whether the goal already holds before any command."""
     game.load(key, data)
@@ -169,7 +181,7 @@ def _best(literals: list, facts: dict[str, set[tuple]], fluents: set[str], bindi
     return best
 
 
-def goal_progress(game: ALFWorldGame) -> float:
+def goal_progress(game: LoadedGame) -> float:
     """Share of the loaded game's goal conditions (fluent goal literals) that the current state meets under the
     best binding, in [0, 1] (see module docstring); 1.0 when the game is won."""
     env = game.env.unwrapped

@@ -9,12 +9,16 @@ to B", ...); :data:`SECTION_TITLES` holds each title pattern once, read by :func
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from genenv.envs.data import DataError
 
-if TYPE_CHECKING:
-    from genenv.benchmarks.travelplanner.db import TravelDB
+
+class ToolDatabase(Protocol):
+    """What the reference rendering uses of :class:`genenv.benchmarks.travelplanner.db.TravelDB` (a protocol: the
+    database module imports this one for its section titles, so this one does not import it)."""
+
+    def tool(self, name: str, args: list[str]) -> str: ...
 
 SECTION_TITLES = {  # tool -> the title of its section, with the call's arguments ({mode}: GoogleDistanceMatrix)
     "AttractionSearch": "Attractions in {0}",
@@ -71,7 +75,7 @@ def section_title(tool: str, args: list[str]) -> str:
     return SECTION_TITLES[tool].format(*args)
 
 
-def render_reference(calls: list[list[Any]], db: TravelDB) -> str:
+def render_reference(calls: list[list[Any]], db: ToolDatabase) -> str:
     """The reference information of ``calls``: one ``Title:`` block per call with the tool's compact answer."""
     return "\n\n".join(f"{section_title(tool, args)}:\n{db.tool(tool, args)}" for tool, args in calls)
 

@@ -9,7 +9,7 @@ Ray), as veRL registers its workers; ``configs/engine/<name>.yaml`` selects one:
 """
 from __future__ import annotations
 
-from genenv.envs.registry import Registry, load_object
+from genenv.envs.tables import Registry, load_object
 
 ENGINES = Registry("engine")  # name → "module:function" that builds the backend from the config
 

@@ -15,17 +15,15 @@ each (outcome advantages are the same on every response token), and its metrics.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from genenv.envs.registry import Registry
+from genenv.envs.tables import Registry
+from genenv.trainer.updates.sample import Sample
 
-if TYPE_CHECKING:
-    from genenv.trainer.updates.update import Sample
-
-Estimator = Callable[[Sequence["Sample"]], tuple[list["Sample"], list[float], dict[str, Any]]]
+Estimator = Callable[[Sequence[Sample]], tuple[list[Sample], list[float], dict[str, Any]]]
 ADVANTAGES = Registry("advantage estimator")  # update mode → estimator
 register_advantage = ADVANTAGES.register  # decorator: ``@register_advantage("name")``
 
@@ -64,7 +62,7 @@ def grpo_scores(rewards: Sequence[float], uids: Sequence[str], norm_by_std: bool
 
 
 @register_advantage("grpo")
-def grpo(samples: Sequence["Sample"]) -> tuple[list["Sample"], list[float], dict[str, Any]]:
+def grpo(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str, Any]]:
     """GRPO per episode (see the module docstring); metrics ``groups_kept``, ``groups_dropped``."""
     episodes: dict[str, list[int]] = {}
     for i, s in enumerate(samples):
@@ -86,7 +84,7 @@ def grpo(samples: Sequence["Sample"]) -> tuple[list["Sample"], list[float], dict
 
 
 @register_advantage("rwr")
-def rwr(samples: Sequence["Sample"]) -> tuple[list["Sample"], list[float], dict[str, Any]]:
+def rwr(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str, Any]]:
     """Reward-weighted regression: every sample, advantage = its ``weight`` normalised to mean 1."""
     if not samples:
         return [], [], {}

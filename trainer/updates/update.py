@@ -23,7 +23,6 @@ whose veRL actor workers run steps 3-5 with the same veRL loss functions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -31,24 +30,7 @@ from omegaconf import OmegaConf
 
 from genenv.trainer.updates.advantages import get_advantage
 from genenv.trainer.updates.batch import build_batch, place_batch, prompt_groups, response_logprobs
-
-
-@dataclass
-class Sample:
-    """One scored sequence for an update: token ids, scalar ``reward`` and its group key ``uid``.
-
-    ``weight`` is used by RWR (``exp(λ·R)``); ``response_mask`` (multi-turn episodes) marks the policy's own
-    tokens with 1 and environment tokens with 0 (``None``: every response token is the policy's); ``episode``
-    names the episode a per-turn sequence belongs to (GRPO counts an episode once; ``None``: its own episode).
-    """
-
-    prompt_ids: list[int]
-    response_ids: list[int]
-    reward: float
-    uid: str
-    weight: float = 1.0
-    response_mask: list[int] | None = None
-    episode: str | None = None
+from genenv.trainer.updates.sample import Sample
 
 
 def prepare_update(samples: Sequence[Sample], pad_id: int, mode: str = "grpo"):

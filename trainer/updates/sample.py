@@ -1,0 +1,23 @@
+"""The unit of every policy update: :class:`Sample`, one scored sequence (the agent's episodes, the environment
+policy's generations), used by the advantage estimators, the update, the engines and the loop."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Sample:
+    """One scored sequence for an update: token ids, scalar ``reward`` and its group key ``uid``.
+
+    ``weight`` is used by RWR (``exp(λ·R)``); ``response_mask`` (multi-turn episodes) marks the policy's own
+    tokens with 1 and environment tokens with 0 (``None``: every response token is the policy's); ``episode``
+    names the episode a per-turn sequence belongs to (GRPO counts an episode once; ``None``: its own episode).
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    reward: float
+    uid: str
+    weight: float = 1.0
+    response_mask: list[int] | None = None
+    episode: str | None = None
