@@ -26,7 +26,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-P_HAT_BINS = np.linspace(0.0, 1.0, 11)  # 10 bins of 0.1, as the metric row's p̂ histograms
+from genenv.trainer.metrics import P_HAT_BINS
+
 
 RESAMPLES = 100_000
 PAIR = ("genenv", "random_env")  # the compared arms: treatment, control

@@ -21,11 +21,11 @@ import numpy as np
 
 from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter
-from genenv.trainer.alignment import P_HAT_BINS
 from genenv.trainer.env_policy_updates import ScoredGeneration
 from genenv.trainer.updates.advantages import informative_groups
 from genenv.runtime.episodes import Trajectory
 
+P_HAT_BINS = np.linspace(0.0, 1.0, 11)  # the p̂ histograms' 10 bins of 0.1
 
 
 @dataclass

@@ -25,12 +25,13 @@ def plot_run(run_dir: Path) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a genenv-train run directory?")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    alpha, k_min = 0.5, 0.1
-    if (Path(run_dir) / "config.yaml").is_file():
-        from omegaconf import OmegaConf
+    from omegaconf import OmegaConf
 
-        cur = OmegaConf.load(Path(run_dir) / "config.yaml").curriculum
-        alpha, k_min = float(cur.alpha), float(cur.k_min)
+    from genenv.trainer.settings import default_config
+
+    config = Path(run_dir) / "config.yaml"  # the run's own; a folder without one is drawn with the defaults
+    cur = (OmegaConf.load(config) if config.is_file() else default_config()).curriculum
+    alpha, k_min = float(cur.alpha), float(cur.k_min)
     from matplotlib.ticker import MaxNLocator
     its = [r["iteration"] for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))

@@ -22,6 +22,12 @@ class ConfigError(ValueError):
     """A config key is missing or holds a value the run cannot use; the message names the key."""
 
 
+def default_config():
+    """``configs/train.yaml`` as written (OmegaConf), without composing a profile or benchmark: the defaults for
+    code that has no run config (a backend built in a test, a run folder without ``config.yaml``)."""
+    return OmegaConf.load(Path(__file__).resolve().parents[1] / "configs" / "train.yaml")
+
+
 def _read(cfg, key: str) -> Any:
     """The value at dotted ``key`` of ``cfg``.
 
@@ -82,8 +88,7 @@ class RoleConfig:
     def defaults(cls, role: str, **changes: Any) -> "RoleConfig":
         """``role``'s settings as ``configs/train.yaml`` defines them, with ``changes`` (for code and tests that
         build a backend without composing a whole config)."""
-        base = OmegaConf.load(Path(__file__).resolve().parents[1] / "configs" / "train.yaml")
-        return dataclasses.replace(cls.of(base, role), **changes)
+        return dataclasses.replace(cls.of(default_config(), role), **changes)
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ class APIBankSpec(BenchmarkSpec):
         if not isinstance(dialogue, str) or "User:" not in dialogue or not isinstance(call, dict):
             return Rejection("missing_fields", "needs a 'dialogue' string with a 'User:' line and a 'call' object")
         name, arguments = call.get("name"), call.get("arguments", call.get("parameters", {}))
-        result = executed_call(make_runtime(api_bank_dir(self.data_dir), suite_of(1)), name, arguments)
+        result = executed_call(make_runtime(api_bank_dir(self.data_dir), suite_of(1), reading="lenient"), name, arguments)
         if isinstance(result, Rejection):
             return result
         if self.grounded:
@@ -280,7 +280,7 @@ class APIBankPlanSpec(BenchmarkSpec):
         if not isinstance(requirement, str) or not requirement.strip() or not isinstance(calls, list) or not calls \
                 or not all(isinstance(c, dict) for c in calls):
             return Rejection("missing_fields", "needs a 'requirement' string and a non-empty 'calls' list")
-        runtime = make_runtime(api_bank_dir(self.data_dir), suite_of(3))
+        runtime = make_runtime(api_bank_dir(self.data_dir), suite_of(3), reading="lenient")
         gold: list[dict[str, Any]] = []
         observed: list[str] = []  # the requirement, then each result: what a call's arguments may come from
         for call in calls:
@@ -401,7 +401,7 @@ class APIBankResponseSpec(BenchmarkSpec):
             return Rejection("no_api_request", str(exc)[:200])
         if len(calls) != 1:
             return Rejection("no_api_request", f"{len(calls)} calls on the request line, expected 1")
-        runtime = make_runtime(api_bank_dir(self.data_dir), suite_of(1))
+        runtime = make_runtime(api_bank_dir(self.data_dir), suite_of(1), reading="lenient")
         result = executed_call(runtime, calls[0].name, calls[0].arguments)
         if isinstance(result, Rejection):
             return result

@@ -15,7 +15,7 @@ from genenv.benchmarks.api_bank.apis.searcher import ToolRetriever
 _RETRIEVERS: dict[tuple[str, str], ToolRetriever] = {}
 
 
-def make_runtime(root: Path, suite: str = "lv12", reading: str = "lenient") -> ApiRuntime:
+def make_runtime(root: Path, suite: str = "lv12", reading: str = "official") -> ApiRuntime:
     """A fresh runtime over the data under ``root`` (catalogue, tables and retriever are cached and shared);
     ``reading`` (``"official"`` / ``"lenient"``): see :class:`ApiRuntime`.
 

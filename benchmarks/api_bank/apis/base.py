@@ -70,7 +70,7 @@ def month_day(value: Any) -> str:
 
 
 # ---------- argument conversion ----------
-def convert_argument(value: Any, type_name: str, param: str, reading: str = "lenient") -> Any:
+def convert_argument(value: Any, type_name: str, param: str, reading: str = "official") -> Any:
     """Convert one argument to the type the API description declares (``str``, ``int``, ``float``, ``bool``,
     ``list``, ``list(str)``, ``dict``).
 
@@ -163,7 +163,7 @@ class ApiRuntime:
     """
 
     def __init__(self, tables: dict[str, Any], catalogue: dict[str, dict[str, Any]], suite: str = "lv12",
-                 searcher: Any = None, reading: str = "lenient"):
+                 searcher: Any = None, reading: str = "official"):
         if suite not in SUITES:
             raise ValueError(f"unknown API suite {suite!r}; choose one of {SUITES}")
         if reading not in READINGS:
