@@ -1,4 +1,4 @@
-"""How many paired seeds the held-out outcome statistic (``trainer/outcome.py``) needs to detect a given difference,
+"""How many paired seeds the held-out outcome statistic (``trainer/experiments/outcome.py``) needs to detect a given difference,
 estimated from a finished experiment's spread.
 
     python scripts/outcome_power.py docs/curriculum/twx_outcome --difference 0.10

@@ -192,7 +192,7 @@ def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny
 
 
 def test_the_replay_arm_leaves_the_writer_frozen(tmp_path, tiny_model_dir):
-    from genenv.trainer.experiment import arm_config
+    from genenv.trainer.experiments.run import arm_config
 
     exp = compose_config(["benchmark=bamboogle", f"experiment_dir={tmp_path}"], "experiment")
     arm = arm_config(exp, "replay", 0)

@@ -142,6 +142,24 @@ def test_the_readme_is_short_and_speaks_of_the_project_only():
     assert not hits, hits
 
 
+def test_code_and_tests_say_what_the_code_does_not_how_it_was_made():
+    """No module, script, test or config names a numbered work item or stop, or tells the code's history (what
+    came before or after a work item, a numbered pull request); "session" is this project's word for an env
+    server session, so of the README and docs pattern only the numbered forms apply to code."""
+    import re
+
+    made = re.compile(r"\bissue #?\d+|\bstop \d+|\bthe issue's\b|\b(until|before|since|after) (issue|stop)\b|"
+                      r"\(#\d+\)|\bbefore we\b", re.I)
+    files = [p for folder in ("envs", "benchmarks", "runtime", "trainer", "rewards", "eval", "configs", "scripts",
+                              "tests", ".ci") for p in sorted((ROOT / folder).rglob("*"))
+             if p.suffix in (".py", ".yaml", ".sh", ".toml", ".txt") or p.name in ("install", "run")]
+    files += [ROOT / "setup.py", ROOT / "pyproject.toml"]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.is_file() and "sample" not in p.parts
+            for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if made.search(line)]
+    assert len(files) > 150 and not hits, hits
+
+
 def test_no_library_module_is_a_measurement_script():
     """Timing and measurement scripts live in ``scripts/``, outside the installed packages: no module named
     ``bench_*`` under the top-level package folders."""

@@ -17,11 +17,11 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Rejection
 from genenv.benchmarks.twx.spec import pin_steps
 from genenv.envs.task import Task
-from genenv.trainer import alignment
+from genenv.trainer.experiments import alignment, stats
 from genenv.trainer.cli import compose_config
 from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
-from genenv.trainer.experiment import run_experiment
-from genenv.trainer.experiment_report import compare_arms, read_rows
+from genenv.trainer.experiments.run import run_experiment
+from genenv.trainer.experiments.report import compare_arms, read_rows
 from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
@@ -121,9 +121,9 @@ def test_sign_flip_test_finds_a_planted_effect_and_not_a_null_one():
                       for i in range(10)]) for s in range(4)}
     stat = alignment.compare(null, control)
     assert stat["p_value"] > 0.05 and stat["difference"]["low"] < 0 < stat["difference"]["high"]
-    assert alignment.sign_flip_p([0.0, 0.0, 0.0]) == 1.0 and alignment.sign_flip_p([0.3]) is None
+    assert stats.sign_flip_p([0.0, 0.0, 0.0]) == 1.0 and stats.sign_flip_p([0.3]) is None
     # exact over 2^4 sign patterns: four positive cells of one size give p = 2/16
-    assert alignment.sign_flip_p([0.1, 0.1, 0.1, 0.1]) == pytest.approx(0.125)
+    assert stats.sign_flip_p([0.1, 0.1, 0.1, 0.1]) == pytest.approx(0.125)
 
 
 def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path, tiny_model_dir):
@@ -161,7 +161,7 @@ def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_differen
     assert list(stat["arms"]) == ["rwr/genenv", "grpo/genenv"]
     assert stat["band"] == (0.25, 0.15)  # the CPU profile's band
     assert stat["n_cells"] == 1 and list(stat["per_seed"]) == [1] and stat["arms"]["grpo/genenv"]["seeds"] == [1]
-    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiment", "compare", str(exps["rwr"] / "genenv"),
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare", str(exps["rwr"] / "genenv"),
                           str(exps["grpo"] / "genenv"), "--plot", str(tmp_path / "a.png")],
                          capture_output=True, text=True, check=True).stdout
     assert "difficulty alignment, rwr/genenv vs grpo/genenv" in out and "- cells: 1;" in out
@@ -186,11 +186,11 @@ def _heldout_rows(scores, tasks=4):
 
 
 def test_outcome_test_finds_a_planted_held_out_gain_and_not_a_null_one():
-    """The held-out outcome statistic (trainer/outcome.py): genenv's score planted 15 points above the control's
+    """The held-out outcome statistic (trainer/experiments/outcome.py): genenv's score planted 15 points above the control's
     at every evaluation is found (cells and AUC); genenv equal to the control up to noise is not; iteration 0 is
     left out of the cells; per-seed final differences are the last evaluation's."""
-    from genenv.trainer import outcome
-    from genenv.trainer.experiment_report import area_under, seed_curve
+    from genenv.trainer.experiments import outcome
+    from genenv.trainer.experiments.report import area_under, seed_curve
 
     rng = np.random.default_rng(1)
     control = {s: _heldout_rows(rng.uniform(0.2, 0.5, 8)) for s in range(3)}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from genenv.trainer.cli import compose_config
-from genenv.trainer.experiment import ARMS, arm_config
-from genenv.trainer.experiment_report import (area_under, compare_arms, finished_runs, read_rows, reach_static,
+from genenv.trainer.experiments.run import ARMS, arm_config
+from genenv.trainer.experiments.report import (area_under, compare_arms, finished_runs, read_rows, reach_static,
                                                seed_curve, write_report)
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
@@ -32,7 +32,7 @@ def _tiny(tiny_model_dir, exp, *extra):
 
 
 def _experiment(args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "genenv.trainer.experiment", *args], env={**os.environ},
+    return subprocess.Popen([sys.executable, "-m", "genenv.trainer.experiments.run", *args], env={**os.environ},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
 
 
@@ -176,7 +176,7 @@ def test_unlimited_rounds_are_bounded(tmp_path, tiny_model_dir):
 
 def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, smollm2_dir):
     exp = tmp_path / "exp"
-    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiment", "benchmark=bamboogle", "iterations=1",
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "benchmark=bamboogle", "iterations=1",
                           "seeds=[0]", "arms=[genenv,static]", f"experiment_dir={exp}", "tensorboard=false"],
                          capture_output=True, text=True, env={**os.environ}, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -22,14 +22,14 @@ environment policy's learning alone.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
+from genenv.trainer.experiments.stats import cell_test, paired_cells
 from genenv.trainer.metrics import P_HAT_BINS
 
 
-RESAMPLES = 100_000
 PAIR = ("genenv", "random_env")  # the compared arms: treatment, control
 
 
@@ -55,65 +55,6 @@ def generated_p_hat(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
     return {int(r["iteration"]): float(np.mean(r["p_hat/generated"])) for r in rows if r.get("p_hat/generated")}
 
 
-def paired_cells(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
-                 first_iteration: int = 1,
-                 values: Callable[[Sequence[dict[str, Any]]], dict[int, float]] = in_band_shares
-                 ) -> list[tuple[int, int, float]]:
-    """``(seed, iteration, treatment value - control value)`` for every seed both arms ran and every iteration
-    ≥ ``first_iteration`` both have a value at; ``treatment``/``control``: ``{seed: metric rows}``; ``values``: one
-    run's rows -> ``{iteration: value}`` (default :func:`in_band_shares`; the held-out outcome statistic passes
-    its held-out scores)."""
-    cells = []
-    for seed in sorted(set(treatment) & set(control)):
-        a, b = values(treatment[seed]), values(control[seed])
-        for it in sorted(set(a) & set(b)):
-            if it >= first_iteration:
-                cells.append((seed, it, a[it] - b[it]))
-    return cells
-
-
-def cell_test(cells: Sequence[tuple[int, int, float]]) -> dict[str, Any]:
-    """The paired test on ``cells`` (seed, iteration, difference): ``n_cells``, ``difference`` (mean and 95 % t
-    interval, :func:`mean_interval`), ``p_value`` (sign-flip over the cells, :func:`sign_flip_p`), ``per_seed``
-    (seed → mean difference of its cells) and ``p_value_seeds`` (sign-flip over the per-seed means)."""
-    diffs = [c[2] for c in cells]
-    seeds = sorted({c[0] for c in cells})
-    per_seed = {s: float(np.mean([c[2] for c in cells if c[0] == s])) for s in seeds}
-    return {"n_cells": len(cells), "difference": mean_interval(diffs), "p_value": sign_flip_p(diffs),
-            "per_seed": per_seed, "p_value_seeds": sign_flip_p(list(per_seed.values()))}
-
-
-def sign_flip_p(diffs: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> float | None:
-    """Two-sided p-value of the sign-flip permutation test of mean(``diffs``) = 0 (``scipy.stats.permutation_test``,
-    one sample, ``permutation_type="samples"``); ``None`` for fewer than two values; 1.0 when every value is 0."""
-    d = np.asarray(diffs, dtype=float)
-    if len(d) < 2:
-        return None
-    if not np.any(d):
-        return 1.0
-    from scipy.stats import permutation_test
-
-    res = permutation_test((d,), np.mean, permutation_type="samples", n_resamples=resamples,
-                           alternative="two-sided", rng=np.random.default_rng(seed))
-    return float(res.pvalue)
-
-
-def mean_interval(diffs: Sequence[float], level: float = 0.95) -> dict[str, float | None]:
-    """``{"mean", "low", "high"}``: the mean of ``diffs`` and its ``level`` t interval (``None`` bounds for fewer
-    than two values; both bounds the mean when every value is equal)."""
-    d = np.asarray(diffs, dtype=float)
-    if len(d) == 0:
-        return {"mean": None, "low": None, "high": None}
-    if len(d) < 2:
-        return {"mean": float(d.mean()), "low": None, "high": None}
-    if np.all(d == d[0]):
-        return {"mean": float(d[0]), "low": float(d[0]), "high": float(d[0])}
-    from scipy.stats import ttest_1samp
-
-    ci = ttest_1samp(d, 0.0).confidence_interval(level)
-    return {"mean": float(d.mean()), "low": float(ci.low), "high": float(ci.high)}
-
-
 def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
             names: tuple[str, str] = PAIR) -> dict[str, Any]:
     """The whole statistic (see the module docstring) over the seeds both arms finished (an unpaired seed is left
@@ -125,7 +66,7 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
     ``p_hat_histogram`` (10 bins of 0.1 over the admitted generated tasks of every seed)."""
     paired = sorted(set(treatment) & set(control))
     treatment, control = {k: treatment[k] for k in paired}, {k: control[k] for k in paired}
-    cells = paired_cells(treatment, control)
+    cells = paired_cells(treatment, control, values=in_band_shares)
     arms = {}
     for name, runs in zip(names, (treatment, control)):
         shares = [in_band_shares(rows) for rows in runs.values()]

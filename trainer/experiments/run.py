@@ -20,7 +20,7 @@ Arms (:data:`ARMS`; GenEnv, arXiv 2512.19682, §5 and its BFCL comparison):
 
 With ``agent.frozen=true`` (and ``eval.every=0``: a frozen agent's held-out score cannot change) the experiment
 measures the environment policy alone: ``genenv`` against ``random_env`` on a stationary agent, compared by the
-report's difficulty-alignment statistic (:mod:`genenv.trainer.alignment`).
+report's difficulty-alignment statistic (:mod:`genenv.trainer.experiments.alignment`).
 
 Every arm has the same iterations, agent batch (``agent.batch_tasks`` tasks x ``agent.n`` rollouts; a GenEnv
 iteration that admits more tasks than the batch rolls all of them out, so the report's x-axis is the agent tasks
@@ -28,7 +28,7 @@ actually consumed), seeds and held-out tasks; the held-out split is evaluated gr
 iterations and after the last, and the untrained agent once per experiment (all arms start from the same
 weights). An arm is a normal ``genenv-train`` run directory, ``<experiment_dir>/<arm>/seed<k>``: it resumes from
 its last checkpoint, and re-running the command resumes the experiment where it stopped. The report
-(:mod:`genenv.trainer.experiment_report`) is written after every arm.
+(:mod:`genenv.trainer.experiments.report`) is written after every arm.
 
 Examples::
 
@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genenv.trainer.experiment_report import arm_dir, read_rows, write_report
+from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +193,8 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 
-        from genenv.trainer import alignment
-        from genenv.trainer.experiment_report import compare_arms
+        from genenv.trainer.experiments import alignment
+        from genenv.trainer.experiments.report import compare_arms
 
         ap = argparse.ArgumentParser(prog="genenv-experiment compare",
                                      description="difficulty alignment of two arm folders, paired by seed")
@@ -215,7 +215,7 @@ def main() -> int:
         return 0
     import hydra
 
-    @hydra.main(config_path="../configs", config_name="experiment", version_base="1.3")
+    @hydra.main(config_path="../../configs", config_name="experiment", version_base="1.3")
     def _run(cfg) -> None:
         from genenv.runtime.threads import prepare_cpu
 

@@ -1,4 +1,4 @@
-"""The report of a curriculum experiment (:mod:`genenv.trainer.experiment`): ``summary.json``, ``summary.md`` and
+"""The report of a curriculum experiment (:mod:`genenv.trainer.experiments.run`): ``summary.json``, ``summary.md`` and
 ``curves.png`` in the experiment directory, computed from the arms' ``metrics.jsonl`` and ``baseline.json`` alone.
 
 Per arm, over its finished seeds (mean, sample standard deviation, min and max):
@@ -22,10 +22,10 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
   ``static``'s final score (:func:`batch_summary`).
 
 When ``genenv`` and a control (``random_env``, ``static``) ran with held-out evaluations, the report adds the
-held-out outcome statistic of :mod:`genenv.trainer.outcome` (paired by seed and evaluation: a sign-flip permutation
+held-out outcome statistic of :mod:`genenv.trainer.experiments.outcome` (paired by seed and evaluation: a sign-flip permutation
 test, the mean difference with its 95 % interval, final and AUC differences per seed).
 When both ``genenv`` and ``random_env`` ran, the report adds the difficulty-alignment statistic of
-:mod:`genenv.trainer.alignment` (paired by seed: the in-band share of all generations, a sign-flip permutation
+:mod:`genenv.trainer.experiments.alignment` (paired by seed: the in-band share of all generations, a sign-flip permutation
 test, the mean difference with its 95 % interval) and ``alignment.png``.
 
 Agent tasks consumed after iteration i = the sum of ``agent/tasks`` over iterations 0..i (each task rolled out
@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from genenv.trainer import alignment, outcome
+from genenv.trainer.experiments import alignment, outcome
 
 
 def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
@@ -385,11 +385,11 @@ def plot_curves(data: dict[str, Any], out: Path) -> Path:
 
 
 def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
-    """The difficulty-alignment statistic (:func:`genenv.trainer.alignment.compare`) between two arm folders of
+    """The difficulty-alignment statistic (:func:`genenv.trainer.experiments.alignment.compare`) between two arm folders of
     any experiments (``<experiment_dir>/<arm>``, e.g. the ``genenv`` arms of an ``rwr`` and a ``grpo``
     experiment, or an arm against another experiment's ``random_env``), paired by seed; each arm is named
     ``<experiment folder>/<arm>``. Returns the statistic with ``band`` = (α, k_min) added (for
-    :func:`genenv.trainer.alignment.markdown` and :func:`~genenv.trainer.alignment.plot`).
+    :func:`genenv.trainer.experiments.alignment.markdown` and :func:`~genenv.trainer.experiments.alignment.plot`).
 
     Raises:
         FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml``.

@@ -7,11 +7,11 @@ tasks only), paired by seed. A cell is one (seed, iteration ≥ 1) at
 which both arms evaluated the agent on the held-out split (iteration 0 is left out, as in the alignment statistic:
 genenv and random_env write it from the same weights and RNG state, so their difference there is 0 by construction);
 its value is genenv's held-out score minus the control's, in the score's own units (a pass rate in [0, 1]). On the
-cells, with the difficulty-alignment statistic's own functions (:func:`genenv.trainer.alignment.paired_cells` and
-:func:`~genenv.trainer.alignment.cell_test`): the mean difference with a 95 % t interval and a two-sided sign-flip
-permutation test; the same test on the per-seed mean differences (conservative: the cells of one seed share a
+cells, with the functions the difficulty-alignment statistic uses too (:mod:`genenv.trainer.experiments.stats`:
+:func:`~genenv.trainer.experiments.stats.paired_cells`, :func:`~genenv.trainer.experiments.stats.cell_test`): the
+mean difference with a 95 % t interval and a two-sided sign-flip permutation test; the same test on the per-seed mean differences (conservative: the cells of one seed share a
 training trajectory); and per seed the difference of the final score and of the AUC (the mean held-out score over
-training, :func:`genenv.trainer.experiment_report.area_under` of the curve against agent tasks consumed, which
+training, :func:`genenv.trainer.experiments.report.area_under` of the curve against agent tasks consumed, which
 charges an arm for the extra tasks it consumed).
 
 Cells pair by iteration, not by tasks consumed: every arm runs the same iterations and agent batch, but the
@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from genenv.trainer.alignment import cell_test, mean_interval, paired_cells, sign_flip_p
+from genenv.trainer.experiments.stats import cell_test, mean_interval, paired_cells, sign_flip_p
 
 TREATMENT = "genenv"
 CONTROLS = ("random_env", "replay", "static")
