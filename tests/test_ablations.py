@@ -45,7 +45,9 @@ def test_other_environment_rewards_score_generations_by_their_formulas(tmp_path,
                           "curriculum.alpha=0.25", "curriculum.k_min=0.15"])
     p_hats = {"a": 0.0, "b": 0.25, "c": 0.5, "d": 0.75, "e": 1.0}
     records = [SimpleNamespace(task=SimpleNamespace(id=k)) for k in p_hats] + [SimpleNamespace(task=None)]
-    scored = CoEvolutionTrainer.score_generations(SimpleNamespace(cfg=cfg), records, p_hats)
+    from genenv.trainer.settings import run_settings
+
+    scored = CoEvolutionTrainer.score_generations(SimpleNamespace(settings=run_settings(cfg)), records, p_hats)
     assert [s.r_env for s in scored] == pytest.approx([FORMULAS[reward](p) for p in p_hats.values()] + [0.0])
     assert [s.in_band for s in scored] == [False, True, False, False, False, False]  # |p̂ - 0.25| <= 0.15
     import json

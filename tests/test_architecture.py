@@ -179,18 +179,34 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
 
     cfg = compose_config(["benchmark=twx", "agent.frozen=true"])
     s = run_settings(cfg)
-    assert (s.parsing, s.generation_mode, s.agent_frozen, s.keep_checkpoints) == ("lenient", "genenv", True, 1)
+    assert (s.parsing, s.generation.mode, s.agent.frozen, s.keep_checkpoints) == ("lenient", "genenv", True, 1)
+    assert (s.curriculum.alpha, s.generation.rollouts_per_task, s.agent.response_budget) == (0.25, 4, 2048)
     assert s.roles["env_policy"] == RoleConfig.defaults("env_policy") and s.roles["env_policy"].kl_coef == 0.01
     assert s.roles["agent"].lr == cfg.agent.policy.lr and s.roles["agent"].lora_alpha == 32
     for override, key in [("parsing=loose", "parsing"), ("generation.mode=random", "generation.mode"),
                           ("env_policy.update_mode=ppo", "env_policy.update_mode"),
-                          ("keep_checkpoints=0", "keep_checkpoints"), ("generation.every=0", "generation.every")]:
+                          ("keep_checkpoints=0", "keep_checkpoints"), ("generation.every=0", "generation.every"),
+                          ("curriculum.env_reward=hard", "curriculum.env_reward"), ("pool.sampling=plr", "pool.sampling"),
+                          ("agent.filter_groups.max_rollouts=0", "agent.filter_groups.max_rollouts")]:
         with pytest.raises(ConfigError, match=f"config key '{key}'"):
             run_settings(compose_config([override]))
     broken = OmegaConf.to_container(cfg)
     del broken["agent"]["policy"]["lora_alpha"]
     with pytest.raises(ConfigError, match="'agent.policy.lora_alpha' is missing"):
         run_settings(OmegaConf.create(broken))
+
+
+def test_the_loop_reads_its_settings_not_the_raw_config():
+    """The loop, task writing and the metric row read every decision from ``RunSettings``; the loop keeps the
+    composed config only to record it (``config.yaml``) and to build its engine."""
+    import re
+
+    reads = {}
+    for name in ("loop", "generation", "metrics"):
+        text = (ROOT / "trainer" / f"{name}.py").read_text(encoding="utf-8")
+        code = re.sub(r'"""(.|\n)*?"""', "", text)  # docstrings may name config keys
+        reads[name] = [ln.strip() for ln in code.splitlines() if re.search(r"\bcfg\.|\bcfg\[|cfg\.get\(", ln)]
+    assert reads == {"loop": [], "generation": [], "metrics": []}, reads
 
 
 @pytest.mark.parametrize("name, options, extra", [

@@ -88,8 +88,9 @@ def write_tasks(spec: BenchmarkSpec, policy: Policy, pool: TaskPool, rng: random
     Args:
         spec: the benchmark spec (prompts, schema, parsing, validation, near-duplicates, skills).
         pool: the task pool (demonstrations, recent p̂ or per-skill success rates, near-duplicate check).
-        g: the ``generation`` config block (``mode``, ``every``, ``prompts_per_iteration``, ``seed_examples``,
-            ``generations_per_prompt``, ``temperature``, ``max_new_tokens``, ``constrained``).
+        g: the run's :class:`~genenv.trainer.settings.GenerationSettings` (``mode``, ``every``,
+            ``prompts_per_iteration``, ``seed_examples``, ``generations_per_prompt``, ``temperature``,
+            ``max_new_tokens``, ``constrained``).
         alpha: the target success rate named in GenEnv prompts.
         iteration: the iteration (ids ``gen-<iteration>-<prompt>-<k>`` and the tasks' ``generation_step``).
     Returns:

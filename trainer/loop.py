@@ -54,7 +54,7 @@ from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_sampl
 from genenv.trainer.generation import GenerationRecord, record_row, write_tasks
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
 from genenv.runtime.episodes import Trajectory
-from genenv.trainer.settings import env_kwargs, response_budget, run_settings
+from genenv.trainer.settings import run_settings
 from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates import Sample
 from genenv.trainer.updates.advantages import informative_groups
@@ -72,21 +72,21 @@ class CoEvolutionTrainer:
     """
 
     def __init__(self, cfg, backend=None):
-        self.cfg = cfg
-        self.settings = run_settings(cfg)  # validated once; the loop reads its decisions from here
-        self.spec = get_benchmark(cfg.benchmark.name, self.settings.data_dir, grounded=self.settings.grounded)
-        self.run_dir = Path(cfg.run_dir)
+        self.cfg = cfg  # kept only to record the run's config (config.yaml) and to build the engine
+        self.settings = st = run_settings(cfg)  # validated once; the loop reads every decision from here
+        self.spec = get_benchmark(st.benchmark, st.data_dir, grounded=st.generation.grounded)
+        self.run_dir = Path(st.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.backend = backend if backend is not None else build_backend(cfg)
-        self.rng = random.Random(cfg.seed)
-        torch.manual_seed(cfg.seed)
+        self.rng = random.Random(st.seed)
+        torch.manual_seed(st.seed)
         self.iteration = 0
         self.counters: Counter = Counter()
         self.pool = TaskPool()
         self.initial_fingerprint = {r: self.backend.fingerprint(r) for r in ROLES}
-        self.env_kwargs = env_kwargs(cfg)
-        self.metrics = MetricsWriter(self.run_dir, self.settings.tensorboard)
+        self.env_kwargs = st.env_kwargs
+        self.metrics = MetricsWriter(self.run_dir, st.tensorboard)
 
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
@@ -95,10 +95,10 @@ class CoEvolutionTrainer:
         with ``generation.upfront_tasks`` = N > 0, with N tasks written once up front by the environment policy
         as it is (:meth:`write_upfront`)."""
         tasks = self.spec.load(split="train", **self.spec.pool_options(self.settings.seed_options))
-        limit = self.cfg.benchmark.seed_limit
+        limit = self.settings.seed_limit
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
-        if int(self.cfg.generation.upfront_tasks or 0) > 0:
-            self.write_upfront(int(self.cfg.generation.upfront_tasks))
+        if self.settings.generation.upfront_tasks > 0:
+            self.write_upfront(self.settings.generation.upfront_tasks)
 
     def write_upfront(self, target: int) -> None:
         """The paper's static augmentation: generation rounds (:func:`~genenv.trainer.generation.write_tasks`,
@@ -109,12 +109,12 @@ class CoEvolutionTrainer:
         ``upfront/rounds`` and ``upfront/seconds`` (saved with every checkpoint)."""
         start = time.perf_counter()
         admitted: list[Task] = []
-        max_rounds = int(self.cfg.generation.upfront_max_rounds or 2 * int(self.cfg.iterations))
+        max_rounds = self.settings.generation.upfront_max_rounds
         rounds = 0
         while len(admitted) < target and rounds < max_rounds:
             it = -1 - rounds
             records, _ = write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng,
-                                     self.cfg.generation, self.cfg.curriculum.alpha, it)
+                                     self.settings.generation, self.settings.curriculum.alpha, it)
             rounds += 1
             with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
                 for r in records:
@@ -168,8 +168,8 @@ class CoEvolutionTrainer:
 
         (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
         rows = []
-        bar = tqdm(total=self.cfg.iterations, initial=self.iteration, desc="co-evolution", unit="iter")
-        while self.iteration < self.cfg.iterations:
+        bar = tqdm(total=self.settings.iterations, initial=self.iteration, desc="co-evolution", unit="iter")
+        while self.iteration < self.settings.iterations:
             row = self.step()
             rows.append(row)
             bar.update(1)
@@ -184,27 +184,27 @@ class CoEvolutionTrainer:
         EnvGen mode, between its calls (:meth:`~genenv.trainer.settings.RunSettings.generates_at`)."""
         if not self.settings.generates_at(it):
             return [], Counter()
-        return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng, self.cfg.generation,
-                           self.cfg.curriculum.alpha, it)
+        return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng, self.settings.generation,
+                           self.settings.curriculum.alpha, it)
 
     def rollout(self, tasks, n: int | None = None) -> tuple[list[Trajectory], dict[str, float]]:
         """Step 3: ``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine; returns
         them and the phase seconds (``generate_seconds``, ``env_seconds``)."""
-        a = self.cfg.agent
+        a = self.settings.agent
         stats: dict[str, float] = {}
         if not tasks:
             return [], stats
         trajs = self.backend.rollout(tasks, n=int(n or a.n), temperature=a.temperature,
                                      max_new_tokens=a.max_new_tokens, env_kwargs=self.env_kwargs,
-                                     max_response_tokens=response_budget(self.cfg), stats=stats)
+                                     max_response_tokens=a.response_budget, stats=stats)
         return trajs, stats
 
     def rollout_batch(self, new_tasks: list[Task], batch: list[Task]) -> tuple[list[Trajectory], dict[str, float]]:
         """Step 3 for one iteration's ``batch`` (:meth:`agent_batch`): the newly admitted tasks with
         ``generation.rollouts_per_task`` episodes each when it is set and differs from ``agent.n``, the rest with
         ``agent.n``; seconds of both calls added up."""
-        n_gen = int(self.cfg.generation.rollouts_per_task or self.cfg.agent.n)
-        if n_gen == int(self.cfg.agent.n):
+        n_gen = self.settings.generation.rollouts_per_task
+        if n_gen == self.settings.agent.n:
             return self.rollout(batch)
         new_ids = {t.id for t in new_tasks}
         trajs, stats = self.rollout([t for t in batch if t.id in new_ids], n_gen)
@@ -215,7 +215,7 @@ class CoEvolutionTrainer:
 
     def score_generations(self, records: list[GenerationRecord], p_hat: dict[str, float]) -> list[ScoredGeneration]:
         """Steps 4-5: R_env of every generation (0 when rejected) and whether its task is in the α band."""
-        cur = self.cfg.curriculum
+        cur = self.settings.curriculum
         scored = []
         for r in records:
             if r.task is None:
@@ -232,10 +232,10 @@ class CoEvolutionTrainer:
         new ones, or, between LLM calls, half the
         batch sampled from the pool's generated tasks) mixed with at least half a batch of original (seed) tasks,
         whose p̂ are the per-skill success rates the next EnvGen prompt reports."""
-        k = int(self.cfg.agent.batch_tasks)
-        if self.settings.agent_frozen:
+        k = self.settings.agent.batch_tasks
+        if self.settings.agent.frozen:
             return list(new_tasks)
-        if self.settings.generation_mode != "envgen":
+        if self.settings.generation.mode != "envgen":
             return new_tasks + self.draw_pool(max(0, k - len(new_tasks)))
         generated = new_tasks or self.draw_pool(k // 2, origin="generated")
         seeds = self.draw_pool(max(k - len(generated), (k + 1) // 2), origin="seed")
@@ -244,10 +244,10 @@ class CoEvolutionTrainer:
     def draw_pool(self, k: int, exclude: list[str] | tuple = (), origin: str | None = None) -> list[Task]:
         """``k`` distinct pool tasks (not in ``exclude``; of ``origin`` when given) by ``pool.sampling``: uniformly
         (:meth:`TaskPool.sample`) or by curated replay (:meth:`TaskPool.sample_replay`)."""
-        st = self.settings
-        if st.pool_sampling == "learnability":
-            return self.pool.sample_replay(k, self.rng, self.iteration, st.replay_temperature, st.replay_staleness,
-                                           exclude, origin)
+        pool = self.settings.pool
+        if pool.sampling == "learnability":
+            return self.pool.sample_replay(k, self.rng, self.iteration, pool.temperature, pool.staleness, exclude,
+                                           origin)
         return self.pool.sample(k, self.rng, exclude, origin)
 
     def fill_informative(self, batch: list[Task], trajs: list[Trajectory], stats: dict[str, float]
@@ -262,7 +262,8 @@ class CoEvolutionTrainer:
         Returns:
             the tasks rolled out (``batch`` then the drawn ones, in order), all trajectories, the rounds run.
         """
-        k, n, cap = int(self.cfg.agent.batch_tasks), int(self.cfg.agent.n), self.settings.max_rollouts
+        a = self.settings.agent
+        k, n, cap = a.batch_tasks, a.n, a.max_rollouts
         tasks, trajs, rounds = list(batch), list(trajs), 0
         while True:
             informative = len(self.trained_groups(trajs))
@@ -287,8 +288,8 @@ class CoEvolutionTrainer:
         """The task groups an informative batch trains on: the informative ones (:func:`informative_task_ids`) in
         rollout order, at most ``agent.batch_tasks``, of which at most ``agent.filter_groups.generated_share`` x
         ``agent.batch_tasks`` (rounded down) are generated tasks."""
-        k = int(self.cfg.agent.batch_tasks)
-        most_generated = math.floor(self.settings.generated_share * k + 1e-9)
+        k = self.settings.agent.batch_tasks
+        most_generated = math.floor(self.settings.agent.generated_share * k + 1e-9)
         out, generated = [], 0
         origin = {t.task.id: t.task.origin for t in trajs}
         for task_id in informative_task_ids(trajs):
@@ -303,7 +304,7 @@ class CoEvolutionTrainer:
 
     def step(self) -> dict[str, Any]:
         """One full iteration (see module docstring); returns its metric row."""
-        cfg, it = self.cfg, self.iteration
+        st, it = self.settings, self.iteration
         timing: dict[str, float] = {}
         t0 = time.perf_counter()
         records, rejected = self.generate_tasks(it)
@@ -314,7 +315,7 @@ class CoEvolutionTrainer:
         trajs, stats = self.rollout_batch(new_tasks, batch)
         refills = 0
         trained = informative_task_ids(trajs)  # the update drops equal-reward groups itself
-        if self.settings.filter_groups and not self.settings.agent_frozen:
+        if st.agent.filter_groups and not st.agent.frozen:
             batch, trajs, refills = self.fill_informative(batch, trajs, stats)
             trained = self.trained_groups(trajs)
         timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
@@ -329,16 +330,16 @@ class CoEvolutionTrainer:
         timing["env_reward"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
-        update_mode = "none" if self.settings.generation_mode == "envgen" else self.settings.env_update_mode
-        samples, mode = env_policy_samples(update_mode, scored, cfg.curriculum.lam)  # EnvGen's LLM is frozen
+        update_mode = "none" if st.generation.mode == "envgen" else st.env_update_mode
+        samples, mode = env_policy_samples(update_mode, scored, st.curriculum.lam)  # EnvGen's LLM is frozen
         env_update = self.backend.update("env_policy", samples, mode) if mode else {"skipped": True}
         timing["env_policy_update"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()
-        if self.settings.agent_frozen:  # a stationary agent: the environment policy is measured alone
+        if st.agent.frozen:  # a stationary agent: the environment policy is measured alone
             agent_update = {"skipped": True, "frozen": True, "groups_dropped": 0}
         else:
-            keep = set(trained) if self.settings.filter_groups else {t.task.id for t in trajs}
+            keep = set(trained) if st.agent.filter_groups else {t.task.id for t in trajs}
             agent_update = self.backend.update("agent", agent_samples([t for t in trajs if t.task.id in keep]), "grpo")
         timing["agent_update"] = time.perf_counter() - t3
 
@@ -355,16 +356,16 @@ class CoEvolutionTrainer:
         with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
             for s in scored:
                 fh.write(json.dumps(record_row(it, s.record, p_hat, s.r_env), ensure_ascii=False) + "\n")
-        trained = [] if self.settings.agent_frozen else trained
+        trained = [] if st.agent.frozen else trained
         outcome = IterationOutcome(it, scored, rejected, new_tasks, trajs, p_hat, agent_update, env_update, timing,
                                    trained=trained, refill_rounds=refills)
         deltas = {r: abs(self.backend.fingerprint(r) - self.initial_fingerprint[r]) for r in ROLES}
-        row = metrics_row(outcome, cfg.curriculum, self.pool.counts(), len(self.pool), deltas)
+        row = metrics_row(outcome, st.curriculum, self.pool.counts(), len(self.pool), deltas)
         self.iteration += 1
-        if cfg.eval.every and (self.iteration % cfg.eval.every == 0 or self.iteration == cfg.iterations):
+        if st.eval_every and (self.iteration % st.eval_every == 0 or self.iteration == st.iterations):
             row.update(self.evaluate_heldout(log_iteration=it))
         self.metrics.write(row)
-        if self.iteration % cfg.save_every == 0 or self.iteration == cfg.iterations:
+        if self.iteration % st.save_every == 0 or self.iteration == st.iterations:
             self.save_checkpoint()
         return row
 
@@ -378,8 +379,9 @@ class CoEvolutionTrainer:
 
         t = time.perf_counter()
         res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.settings.data_dir,
-                       limit=self.cfg.eval.limit, options={self.spec.name: self.spec.pool_options(self.settings.seed_options)},
-                       max_new_tokens=self.cfg.agent.max_new_tokens, progress=False, env_kwargs=self.env_kwargs)
+                       limit=self.settings.eval_limit,
+                       options={self.spec.name: self.spec.pool_options(self.settings.seed_options)},
+                       max_new_tokens=self.settings.agent.max_new_tokens, progress=False, env_kwargs=self.env_kwargs)
         out = {f"heldout/{m.key}": m.value for m in res.metrics}
         head = res.headlines.get(self.spec.name)
         if head is not None:  # the benchmark's headline metric, the score an experiment compares

@@ -22,6 +22,7 @@ import numpy as np
 from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter
 from genenv.trainer.env_policy_updates import ScoredGeneration
+from genenv.trainer.settings import CurriculumSettings
 from genenv.trainer.updates.advantages import informative_groups
 from genenv.runtime.episodes import Trajectory
 
@@ -45,9 +46,9 @@ class IterationOutcome:
     refill_rounds: int = 0  # informative batches: extra rollout rounds
 
 
-def metrics_row(o: IterationOutcome, curriculum, pool_counts: dict[str, int], pool_size: int,
+def metrics_row(o: IterationOutcome, curriculum: CurriculumSettings, pool_counts: dict[str, int], pool_size: int,
                 weight_deltas: dict[str, float]) -> dict[str, Any]:
-    """The metric row of iteration ``o`` (see the module docstring); ``curriculum``: the config block (α, k_min)."""
+    """The metric row of iteration ``o`` (see the module docstring); ``curriculum``: the run's α and k_min."""
     p_all = list(o.p_hat.values())
     hist, _ = np.histogram(p_all, bins=P_HAT_BINS)
     r_env = [s.r_env for s in o.scored]

@@ -13,6 +13,8 @@ from omegaconf import OmegaConf
 
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.registry import env_entry
+from genenv.rewards.env_reward import ENV_REWARDS
+from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
 
 GENERATION_MODES = ("genenv", "envgen")  # generation.mode: trained on R_env | EnvGen's frozen writer
 POOL_SAMPLING = ("uniform", "learnability")  # pool.sampling (trainer/task_pool.py)
@@ -92,43 +94,116 @@ class RoleConfig:
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """What a training run decides once from its config (built by :func:`run_settings`), passed down instead of
-    read again with a default wherever it is used.
+class CurriculumSettings:
+    """The ``curriculum`` block: the environment-policy reward (paper Eq. 3 by default) and the difficulty filter.
 
     Attributes:
+        env_reward: a registered environment-policy reward (:data:`~genenv.rewards.env_reward.ENV_REWARDS`).
+        alpha, beta: the target success rate α and the sharpness β of Eq. 3.
+        k_min: the half-width of the α band (``|p̂ - α| ≤ k_min`` passes the filter).
+        lam: RWR's temperature λ (weights ``exp(λ R_env)``).
+    """
+
+    env_reward: str
+    alpha: float
+    beta: float
+    k_min: float
+    lam: float
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """The ``generation`` block: how the environment policy writes tasks (``configs/train.yaml`` documents every key).
+
+    ``rollouts_per_task`` is resolved (``agent.n`` when the config says null) and so is ``upfront_max_rounds``
+    (2 x ``iterations`` when null)."""
+
+    enabled: bool
+    mode: str
+    every: int
+    constrained: bool
+    grounded: bool
+    prompts_per_iteration: int
+    generations_per_prompt: int
+    seed_examples: int
+    temperature: float
+    max_new_tokens: int
+    rollouts_per_task: int
+    upfront_tasks: int
+    upfront_max_rounds: int
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """The ``agent`` block less its policy (:class:`RoleConfig`): the batch, the sampling and informative batches.
+
+    Attributes:
+        frozen: no agent update, only the new tasks' episodes.
+        batch_tasks, n: tasks per iteration and rollouts per task (the GRPO group size).
+        temperature, max_new_tokens: sampling per turn.
+        response_budget: tokens per episode after its first prompt (:func:`response_budget`).
+        filter_groups, max_rollouts, generated_share: ``agent.filter_groups`` (informative batches: refill until
+            ``batch_tasks`` groups have unequal rewards, at most ``max_rollouts`` rollouts an iteration, generated
+            tasks at most this share of the trained groups).
+    """
+
+    frozen: bool
+    batch_tasks: int
+    n: int
+    temperature: float
+    max_new_tokens: int
+    response_budget: int
+    filter_groups: bool
+    max_rollouts: int
+    generated_share: float
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """The ``pool`` block: how the agent batch draws pool tasks, one of :data:`POOL_SAMPLING`, and curated
+    replay's rank temperature β and staleness weight ρ (Prioritized Level Replay)."""
+
+    sampling: str
+    temperature: float
+    staleness: float
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a training run decides once from its config (built by :func:`run_settings`, the one reader of the
+    composed config for the loop), passed down instead of read again with a default wherever it is used.
+
+    Attributes:
+        benchmark, seed, run_dir, iterations, save_every: the run.
         data_dir: the benchmark data directory (``None``: ``$GENENV_DATA_DIR``, else the packaged samples).
         parsing: how the envs read the agent's text (:data:`~genenv.envs.parsing.PARSING_MODES`).
         seed_options: the run's changes to the benchmark's seed-pool loader options (``benchmark.seed_options``).
-        generation_enabled / generation_mode / generation_every / constrained / grounded: the ``generation``
-            block (mode one of :data:`GENERATION_MODES`).
+        seed_limit: at most this many seed tasks in the pool (``None``: all).
+        env_kwargs: the envs' constructor options (:func:`env_kwargs`).
+        curriculum, generation, agent, pool: the blocks of those names.
         env_update_mode: ``env_policy.update_mode`` (a registered environment-policy update mode).
-        agent_frozen: ``agent.frozen`` (no agent update, only the new tasks' episodes).
-        filter_groups / max_rollouts / generated_share: ``agent.filter_groups.enable``, ``.max_rollouts`` and
-            ``.generated_share`` (informative agent batches: refill until ``agent.batch_tasks`` groups have unequal
-            rewards, at most this many rollouts per iteration, generated tasks at most this share of the groups).
-        pool_sampling / replay_temperature / replay_staleness: the ``pool`` block (how pool tasks are drawn for the
-            agent batch, one of :data:`POOL_SAMPLING`; PLR's β and ρ).
+        eval_every, eval_limit: held-out evaluation every N iterations (0: off), tasks per held-out unit.
         tensorboard, resume, keep_checkpoints: outputs and checkpoints.
         roles: each policy's :class:`RoleConfig`.
     """
 
+    benchmark: str
+    seed: int
+    run_dir: str
+    iterations: int
+    save_every: int
     data_dir: str | None
     parsing: str
     seed_options: dict[str, Any]
-    generation_enabled: bool
-    generation_mode: str
-    generation_every: int
-    constrained: bool
-    grounded: bool
+    seed_limit: int | None
+    env_kwargs: dict[str, dict[str, Any]]
+    curriculum: CurriculumSettings
+    generation: GenerationSettings
+    agent: AgentSettings
+    pool: PoolSettings
     env_update_mode: str
-    agent_frozen: bool
-    filter_groups: bool
-    max_rollouts: int
-    generated_share: float
-    pool_sampling: str
-    replay_temperature: float
-    replay_staleness: float
+    eval_every: int
+    eval_limit: int | None
     tensorboard: bool
     resume: bool
     keep_checkpoints: int
@@ -137,53 +212,82 @@ class RunSettings:
     def generates_at(self, iteration: int) -> bool:
         """Whether the environment policy writes tasks at ``iteration``: every iteration in GenEnv mode, every
         ``generation.every``-th (0, K, 2K, ...) in EnvGen mode; never when ``generation.enabled`` is false."""
-        return self.generation_enabled and (self.generation_mode == "genenv" or iteration % self.generation_every == 0)
+        g = self.generation
+        return g.enabled and (g.mode == "genenv" or iteration % g.every == 0)
+
+
+def _block(cls, cfg, prefix: str, **resolved: Any):
+    """``cls`` with each field read from ``<prefix>.<field>`` of ``cfg`` and converted to the field's type, except
+    the ``resolved`` ones."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in resolved:
+            out[f.name] = resolved[f.name]
+            continue
+        value = _read(cfg, f"{prefix}.{f.name}")
+        out[f.name] = {"bool": bool, "int": int, "float": float, "str": str}.get(str(f.type), lambda v: v)(value)
+    return cls(**out)
 
 
 def run_settings(cfg) -> RunSettings:
     """The run's :class:`RunSettings` from the composed config, validated.
 
     Raises:
-        ConfigError: a missing key, an unknown ``parsing`` / ``generation.mode`` / ``env_policy.update_mode`` /
-            ``pool.sampling``, ``generation.every``, ``keep_checkpoints`` or ``agent.filter_groups.max_rollouts``
-            below 1, ``pool.temperature`` ≤ 0, ``pool.staleness`` or ``agent.filter_groups.generated_share``
-            outside [0, 1]; the message names the key.
+        ConfigError: a missing key; an unknown ``parsing``, ``generation.mode``, ``env_policy.update_mode``,
+            ``curriculum.env_reward`` or ``pool.sampling``; ``generation.every``, ``keep_checkpoints``,
+            ``iterations``, ``save_every``, ``agent.batch_tasks``, ``agent.n`` or
+            ``agent.filter_groups.max_rollouts`` below 1; ``pool.temperature`` ≤ 0; ``pool.staleness`` or
+            ``agent.filter_groups.generated_share`` outside [0, 1]. The message names the key.
     """
-    from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
-
     data_dir = _read(cfg, "data_dir")
+    iterations = int(_read(cfg, "iterations"))
+    n = int(_read(cfg, "agent.n"))
+    _choice(cfg, "generation.mode", GENERATION_MODES)
+    _choice(cfg, "curriculum.env_reward", ENV_REWARDS)
+    _choice(cfg, "pool.sampling", POOL_SAMPLING)
+    per_task, rounds = _read(cfg, "generation.rollouts_per_task"), _read(cfg, "generation.upfront_max_rounds")
+    fg = "agent.filter_groups"
+    limit = _read(cfg, "benchmark.seed_limit")
     settings = RunSettings(
+        benchmark=str(_read(cfg, "benchmark.name")),
+        seed=int(_read(cfg, "seed")),
+        run_dir=str(_read(cfg, "run_dir")),
+        iterations=iterations,
+        save_every=int(_read(cfg, "save_every")),
         data_dir=None if data_dir is None else str(data_dir),
         parsing=_choice(cfg, "parsing", PARSING_MODES),
         seed_options=dict(_read(cfg, "benchmark.seed_options") or {}),
-        generation_enabled=bool(_read(cfg, "generation.enabled")),
-        generation_mode=_choice(cfg, "generation.mode", GENERATION_MODES),
-        generation_every=int(_read(cfg, "generation.every")),
-        constrained=bool(_read(cfg, "generation.constrained")),
-        grounded=bool(_read(cfg, "generation.grounded")),
+        seed_limit=None if limit is None else int(limit),
+        env_kwargs=env_kwargs(cfg),
+        curriculum=_block(CurriculumSettings, cfg, "curriculum"),
+        generation=_block(GenerationSettings, cfg, "generation", rollouts_per_task=int(per_task or n),
+                          upfront_tasks=int(_read(cfg, "generation.upfront_tasks") or 0),
+                          upfront_max_rounds=int(rounds or 2 * iterations)),
+        agent=AgentSettings(frozen=bool(_read(cfg, "agent.frozen")), batch_tasks=int(_read(cfg, "agent.batch_tasks")),
+                            n=n, temperature=float(_read(cfg, "agent.temperature")),
+                            max_new_tokens=int(_read(cfg, "agent.max_new_tokens")), response_budget=response_budget(cfg),
+                            filter_groups=bool(_read(cfg, f"{fg}.enable")), max_rollouts=int(_read(cfg, f"{fg}.max_rollouts")),
+                            generated_share=float(_read(cfg, f"{fg}.generated_share"))),
+        pool=_block(PoolSettings, cfg, "pool"),
         env_update_mode=_choice(cfg, "env_policy.update_mode", ENV_POLICY_UPDATES),
-        agent_frozen=bool(_read(cfg, "agent.frozen")),
-        filter_groups=bool(_read(cfg, "agent.filter_groups.enable")),
-        max_rollouts=int(_read(cfg, "agent.filter_groups.max_rollouts")),
-        generated_share=float(_read(cfg, "agent.filter_groups.generated_share")),
-        pool_sampling=_choice(cfg, "pool.sampling", POOL_SAMPLING),
-        replay_temperature=float(_read(cfg, "pool.temperature")),
-        replay_staleness=float(_read(cfg, "pool.staleness")),
+        eval_every=int(_read(cfg, "eval.every") or 0),
+        eval_limit=None if _read(cfg, "eval.limit") is None else int(_read(cfg, "eval.limit")),
         tensorboard=bool(_read(cfg, "tensorboard")),
         resume=bool(_read(cfg, "resume")),
         keep_checkpoints=int(_read(cfg, "keep_checkpoints")),
         roles={role: RoleConfig.of(cfg, role) for role in ("agent", "env_policy")},
     )
-    for key, value in (("generation.every", settings.generation_every), ("keep_checkpoints", settings.keep_checkpoints),
-                       ("agent.filter_groups.max_rollouts", settings.max_rollouts)):
+    for key, value in (("generation.every", settings.generation.every), ("keep_checkpoints", settings.keep_checkpoints),
+                       ("iterations", settings.iterations), ("save_every", settings.save_every),
+                       ("agent.batch_tasks", settings.agent.batch_tasks), ("agent.n", settings.agent.n),
+                       (f"{fg}.max_rollouts", settings.agent.max_rollouts)):
         if value < 1:
             raise ConfigError(f"config key {key!r} is {value}; it must be at least 1")
-    if not 0 <= settings.generated_share <= 1:
-        raise ConfigError(f"config key 'agent.filter_groups.generated_share' is {settings.generated_share}; it must "
-                          "be in [0, 1]")
-    if settings.replay_temperature <= 0 or not 0 <= settings.replay_staleness <= 1:
-        raise ConfigError(f"config keys 'pool.temperature' ({settings.replay_temperature}) and 'pool.staleness' "
-                          f"({settings.replay_staleness}): the temperature must be > 0 and the staleness in [0, 1]")
+    if not 0 <= settings.agent.generated_share <= 1:
+        raise ConfigError(f"config key '{fg}.generated_share' is {settings.agent.generated_share}; it must be in [0, 1]")
+    if settings.pool.temperature <= 0 or not 0 <= settings.pool.staleness <= 1:
+        raise ConfigError(f"config keys 'pool.temperature' ({settings.pool.temperature}) and 'pool.staleness' "
+                          f"({settings.pool.staleness}): the temperature must be > 0 and the staleness in [0, 1]")
     return settings
 
 
