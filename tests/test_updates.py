@@ -159,7 +159,7 @@ def test_an_update_on_length_sorted_unpadded_micro_batches_equals_the_full_width
     ref = copy.deepcopy(model)
     samples = [Sample([1] + [17 + i] * (3 + 9 * i), [70 + i] * (2 + 7 * (i % 3)) + [2], float(i % 2), "g")
                for i in range(6)]
-    batch, _ = prepare_update(samples, pad_id=0, mode="grpo")
+    batch, _ = prepare_update(samples, pad_id=0, estimator="grpo")
     expected = copy.deepcopy(model)
     logits = expected(input_ids=batch.batch["input_ids"], attention_mask=batch.batch["attention_mask"],
                       position_ids=batch.batch["position_ids"]).logits

@@ -170,7 +170,7 @@ class CoEvolutionTrainer:
         rows = []
         bar = tqdm(total=self.settings.iterations, initial=self.iteration, desc="co-evolution", unit="iter")
         while self.iteration < self.settings.iterations:
-            row = self.step()
+            row = self.run_iteration()
             rows.append(row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['agent/reward_mean']:.2f}", admitted=row["gen/admitted"],
@@ -302,7 +302,7 @@ class CoEvolutionTrainer:
                 break
         return out
 
-    def step(self) -> dict[str, Any]:
+    def run_iteration(self) -> dict[str, Any]:
         """One full iteration (see module docstring); returns its metric row."""
         st, it = self.settings, self.iteration
         timing: dict[str, float] = {}
@@ -331,8 +331,8 @@ class CoEvolutionTrainer:
 
         t2 = time.perf_counter()
         update_mode = "none" if st.generation.mode == "envgen" else st.env_update_mode
-        samples, mode = env_policy_samples(update_mode, scored, st.curriculum.lam)  # EnvGen's LLM is frozen
-        env_update = self.backend.update("env_policy", samples, mode) if mode else {"skipped": True}
+        samples, estimator = env_policy_samples(update_mode, scored, st.curriculum.lam)  # EnvGen's LLM is frozen
+        env_update = self.backend.update("env_policy", samples, estimator) if estimator else {"skipped": True}
         timing["env_policy_update"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()

@@ -29,8 +29,8 @@ class Backend(Protocol):
         """``n`` agent episodes per task through the one episode loop; adds ``generate_seconds`` and
         ``env_seconds`` to ``stats`` where the engine can separate them."""
 
-    def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
-        """One update of ``role`` on scored samples (``mode``: an advantage estimator, ``grpo`` or ``rwr``), then
+    def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
+        """One update of ``role`` on scored samples (``estimator``: a registered advantage estimator, ``grpo`` or ``rwr``), then
         a refresh of its sampling weights unless the update was skipped. Returns the update's metrics."""
 
     def save(self, path: Path, previous: Path | None = None) -> None:

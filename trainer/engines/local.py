@@ -132,12 +132,12 @@ class LocalBackend:
                              max_new_tokens=max_new_tokens, env_kwargs=env_kwargs,
                              max_response_tokens=max_response_tokens, stats=stats, env_server=self.env_server)
 
-    def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+    def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One :func:`~genenv.trainer.updates.policy_update` of ``role``, then a refresh of its sampling copy."""
         rc, model = self.roles[role], self.models[role]
         ref = self.refs[role]
         metrics = policy_update(
-            model, ref, self.optimizers[role], samples, self.tokenizers[role].pad_token_id, mode=mode,
+            model, ref, self.optimizers[role], samples, self.tokenizers[role].pad_token_id, estimator=estimator,
             kl_coef=rc.kl_coef, clip_ratio=rc.clip_ratio, ppo_epochs=rc.ppo_epochs,
             micro_batch_size=rc.micro_batch_size, max_grad_norm=rc.max_grad_norm,
             autocast_dtype=getattr(torch, self.autocast_dtype) if self.autocast_dtype else None,

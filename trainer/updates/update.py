@@ -2,7 +2,7 @@
 
 Per batch of scored samples (:class:`Sample`):
 
-1. the samples that carry signal and their advantages, by the mode's estimator
+1. the samples that carry signal and their advantages, by the named advantage estimator
    (:mod:`genenv.trainer.updates.advantages`: ``grpo`` drops groups whose rewards are all equal and counts them;
    ``rwr`` keeps every sample with its normalised weight);
 2. the veRL batch (:func:`~genenv.trainer.updates.batch.build_batch`) with ``advantages`` = the sample's scalar on
@@ -33,7 +33,7 @@ from genenv.trainer.updates.batch import build_batch, place_batch, prompt_groups
 from genenv.trainer.updates.sample import Sample
 
 
-def prepare_update(samples: Sequence[Sample], pad_id: int, mode: str = "grpo"):
+def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grpo"):
     """Steps 1-2 of an update, shared by every engine: the samples that carry signal, as one veRL batch with
     advantages.
 
@@ -42,13 +42,13 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, mode: str = "grpo"):
         ``advantages`` (``[B, R]``, float32) and the non-tensor ``uid``, or ``None`` when no sample carries
         signal; ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
     Raises:
-        ValueError: unknown ``mode`` (see :data:`~genenv.trainer.updates.advantages.ADVANTAGES`).
+        ValueError: unknown ``estimator`` (see :data:`~genenv.trainer.updates.advantages.ADVANTAGES`).
     """
-    estimator = get_advantage(mode)
+    advantage = get_advantage(estimator)
     metrics: dict[str, Any] = {"samples": len(samples), "groups_kept": 0, "groups_dropped": 0, "skipped": True}
     if not samples:
         return None, metrics
-    kept, advantages, extra = estimator(samples)
+    kept, advantages, extra = advantage(samples)
     metrics.update(extra)
     if not kept:
         return None, metrics
@@ -60,7 +60,7 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, mode: str = "grpo"):
     return batch, metrics
 
 
-def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id: int, *, mode: str = "grpo",
+def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id: int, *, estimator: str = "grpo",
                   kl_coef: float = 0.001, clip_ratio: float = 0.2, ppo_epochs: int = 1, micro_batch_size: int = 4,
                   max_grad_norm: float = 1.0, autocast_dtype: torch.dtype | None = torch.bfloat16,
                   ref_context=None) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
         model: the trainable causal LM; ``ref_model`` the frozen reference (or ``None`` with ``ref_context``, a
             context manager under which ``model`` acts as the reference, e.g. a LoRA model's
             ``disable_adapter``).
-        mode: the advantage estimator (:mod:`genenv.trainer.updates.advantages`): ``"grpo"`` (grouped rewards,
+        estimator: the advantage estimator (:mod:`genenv.trainer.updates.advantages`): ``"grpo"`` (grouped rewards,
             groups with equal rewards dropped) or ``"rwr"`` (advantage = the sample's normalised ``weight``; the
             ratio is 1 at the only step, so clipping never acts).
         kl_coef: weight of the ``low_var_kl`` penalty to the reference (the paper's KL leash).
@@ -82,7 +82,7 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     """
     from verl.trainer.ppo import core_algos
 
-    batch, metrics = prepare_update(samples, pad_id, mode)
+    batch, metrics = prepare_update(samples, pad_id, estimator)
     if batch is None:
         return metrics
     place_batch(batch, model)  # advantages, masks and log-probs on the model's device

@@ -20,7 +20,7 @@ Each role (``agent``, ``env``) gets, for the whole run:
   tasks read back through veRL's ``RLHFDataset`` (:func:`tasks_to_batch`, :meth:`VerlRayBackend.rollout_agent_loop`).
 
 The loop drives it step by step (no veRL trainer is rebuilt): ``policy(role).generate`` sends token ids to the
-role's vLLM servers through veRL's ``LLMServerClient``; ``update(role, samples, mode)`` takes the batch and
+role's vLLM servers through veRL's ``LLMServerClient``; ``update(role, samples, estimator)`` takes the batch and
 advantages of :func:`genenv.trainer.updates.grpo.prepare_update` (the same as the local engine), pads it to the worker
 group (padding rows carry no loss), puts the vLLM replicas to sleep, has the workers compute old and reference
 log-probs and run the actor update (veRL's ``ppo_loss``: vanilla PPO-clip + ``low_var_kl`` to the reference) and

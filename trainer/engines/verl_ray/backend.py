@@ -164,7 +164,7 @@ class VerlRayBackend:
         weights when an update, a save or a load left them asleep (:meth:`_Role.wake`)."""
         return self.roles[role].policy
 
-    def update(self, role: str, samples: Sequence[Sample], mode: str) -> dict[str, Any]:
+    def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One ``grpo``/``rwr`` update of ``role`` on its workers (see module docstring), with the vLLM replicas
         asleep; the fingerprint of the new weights is taken before they wake, and they stay asleep until the role
         generates next (see :class:`_Role`). Returns our metrics (``loss``, ``pg_loss``, ``kl``, ``grad_norm``,
@@ -176,7 +176,7 @@ class VerlRayBackend:
 
         rt = self.roles[role]
         rollout_cfg, actor_cfg = rt.config.actor_rollout_ref.rollout, rt.config.actor_rollout_ref.actor
-        batch, metrics = prepare_update(samples, rt.tokenizer.pad_token_id, mode)
+        batch, metrics = prepare_update(samples, rt.tokenizer.pad_token_id, estimator)
         if batch is None:
             return metrics
         batch, n_real = pad_for_workers(batch, rt.wg.world_size)
