@@ -369,3 +369,27 @@ def test_the_shipped_twx_outcome_run_reports_what_the_results_page_says(tmp_path
     assert [round(100 * vs_static["difference"][k], 1) for k in ("mean", "low", "high")] == [-9.6, -20.0, 0.9]
     assert vs_random["p_value"] == 0.5 and round(vs_static["p_value"], 4) == 0.0938
     assert ours["alignment"]["arms"]["genenv"]["p_hat_histogram"][0] == 47  # of 61 admitted: p̂ 0, too hard
+
+
+def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_path):
+    """``docs/curriculum/twx_informative`` (docs/results.md, "Informative batches and curated replay"): the finished
+    arm-seeds rebuild their report; every iteration stayed within the 48-rollout cap, trained at most 4 groups,
+    every one of them informative, and counted every group once; each held-out evaluation logged its 20 games
+    after iterations 2, 4, 6, 8 and 10."""
+    exp, ours = _rebuilt_shipped_run("twx_informative", tmp_path)
+    assert ours["arms"] and all("batches" in a for a in ours["arms"].values())
+    for arm, summary in ours["arms"].items():
+        for seed in summary["seeds"]:
+            rows = read_rows(exp / f"{arm}/seed{seed}/metrics.jsonl")
+            assert [r["iteration"] for r in rows] == list(range(10))
+            for r in rows:
+                assert r["agent/rollouts"] <= 48 and r["agent/rollouts"] == 4 * r["agent/tasks"]
+                assert r["agent/groups_trained"] <= 4 and r["agent/groups_trained"] <= r["agent/groups_informative"]
+                groups = r["agent/groups_informative"] + r["agent/groups_dropped/seed"] + r["agent/groups_dropped/generated"]
+                assert groups == r["agent/tasks"]
+                assert r["agent/groups_surplus"] == r["agent/groups_informative"] - r["agent/groups_trained"]
+                assert r["agent/groups_trained"] == 4 or r["agent/rollouts"] > 44  # short only when the cap stopped it
+            heldout = read_rows(exp / f"{arm}/seed{seed}/heldout.jsonl")
+            assert [r["iteration"] for r in rows if "heldout/score" in r] == [1, 3, 5, 7, 9]
+            assert len(heldout) == 100
+    assert "Agent batches" in (exp / "summary.md").read_text()
