@@ -132,7 +132,7 @@ def test_informative_refill_stops_once_the_batch_is_informative():
     stub, first, trajs, calls = _refill_stub(lambda t, i: float(i % 2) if int(t.id.split("_")[-1]) % 2 else 0.5,
                                              max_rollouts=200)
     tasks, trajs, rounds = CoEvolutionTrainer.fill_informative(stub, first, trajs, {})
-    from genenv.trainer.loop import informative_task_ids
+    from genenv.trainer.updates.advantages import informative_task_ids
 
     informative = informative_task_ids(trajs)
     assert len(informative) >= 4 and rounds >= 1 and len(trajs) < 200

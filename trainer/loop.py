@@ -57,7 +57,7 @@ from genenv.runtime.episodes import Trajectory
 from genenv.trainer.settings import run_settings
 from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates import Sample
-from genenv.trainer.updates.advantages import informative_groups
+from genenv.trainer.updates.advantages import informative_task_ids
 
 log = logging.getLogger(__name__)
 RUN_LOGS = ("metrics.jsonl", "generations.jsonl", "heldout.jsonl")  # per-iteration rows, cut back on resume
@@ -285,9 +285,10 @@ class CoEvolutionTrainer:
         return tasks, trajs, rounds
 
     def trained_groups(self, trajs: list[Trajectory]) -> list[str]:
-        """The task groups an informative batch trains on: the informative ones (:func:`informative_task_ids`) in
-        rollout order, at most ``agent.batch_tasks``, of which at most ``agent.filter_groups.generated_share`` x
-        ``agent.batch_tasks`` (rounded down) are generated tasks."""
+        """The task groups an informative batch trains on: the informative ones
+        (:func:`~genenv.trainer.updates.advantages.informative_task_ids`) in rollout order, at most
+        ``agent.batch_tasks``, of which at most ``agent.filter_groups.generated_share`` x ``agent.batch_tasks``
+        (rounded down) are generated tasks."""
         k = self.settings.agent.batch_tasks
         most_generated = math.floor(self.settings.agent.generated_share * k + 1e-9)
         out, generated = [], 0
@@ -314,10 +315,13 @@ class CoEvolutionTrainer:
         batch = self.agent_batch(new_tasks)
         trajs, stats = self.rollout_batch(new_tasks, batch)
         refills = 0
-        trained = informative_task_ids(trajs)  # the update drops equal-reward groups itself
-        if st.agent.filter_groups and not st.agent.frozen:
+        if st.agent.frozen:
+            trained = []
+        elif st.agent.filter_groups:
             batch, trajs, refills = self.fill_informative(batch, trajs, stats)
             trained = self.trained_groups(trajs)
+        else:
+            trained = informative_task_ids(trajs)  # the update drops equal-reward groups itself
         timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
         timing["env_steps"] = stats.get("env_seconds", 0.0)
 
@@ -356,7 +360,6 @@ class CoEvolutionTrainer:
         with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
             for s in scored:
                 fh.write(json.dumps(record_row(it, s.record, p_hat, s.r_env), ensure_ascii=False) + "\n")
-        trained = [] if st.agent.frozen else trained
         outcome = IterationOutcome(it, scored, rejected, new_tasks, trajs, p_hat, agent_update, env_update, timing,
                                    trained=trained, refill_rounds=refills)
         deltas = {r: abs(self.backend.fingerprint(r) - self.initial_fingerprint[r]) for r in ROLES}
@@ -394,14 +397,6 @@ class CoEvolutionTrainer:
                     fh.write(jsonl_line({"iteration": log_iteration, "unit": r.get("unit"), "task_id": r["task_id"],
                                          "reward": float(r["reward"]), "success": bool(r["success"])}))
         return out
-
-
-def informative_task_ids(trajectories: list[Trajectory]) -> list[str]:
-    """Ids of the tasks whose episodes' rewards are not all equal (the GRPO groups that carry an advantage,
-    :func:`~genenv.trainer.updates.advantages.informative_groups`), in the order their first episode appears."""
-    ids = [t.task.id for t in trajectories]
-    keep = {ids[i] for i in informative_groups([t.reward for t in trajectories], ids)[0]}
-    return [i for i in dict.fromkeys(ids) if i in keep]
 
 
 def agent_samples(trajectories: list[Trajectory]) -> list[Sample]:

@@ -23,7 +23,7 @@ from genenv.envs.task import Task
 from genenv.rewards.env_reward import difficulty_filter
 from genenv.trainer.env_policy_updates import ScoredGeneration
 from genenv.trainer.settings import CurriculumSettings
-from genenv.trainer.updates.advantages import informative_groups
+from genenv.trainer.updates.advantages import informative_task_ids
 from genenv.runtime.episodes import Trajectory
 
 P_HAT_BINS = np.linspace(0.0, 1.0, 11)  # the p̂ histograms' 10 bins of 0.1
@@ -90,9 +90,8 @@ def group_counts(o: IterationOutcome) -> dict[str, int]:
     equal), ``agent/groups_trained`` (those the update trained on), ``agent/groups_surplus`` (informative, not
     trained: beyond an informative batch's ``agent.batch_tasks``) and ``agent/groups_dropped/<origin>`` (equal
     rewards, no advantage, per task origin ``seed`` / ``generated``)."""
-    ids = [t.task.id for t in o.trajectories]
     origin = {t.task.id: t.task.origin for t in o.trajectories}
-    informative = {ids[i] for i in informative_groups([t.reward for t in o.trajectories], ids)[0]}
+    informative = set(informative_task_ids(o.trajectories))
     dropped = Counter(origin[i] for i in origin if i not in informative)
     return {"agent/groups_informative": len(informative), "agent/groups_trained": len(o.trained),
             "agent/groups_surplus": len(informative - set(o.trained)),

@@ -247,7 +247,7 @@ def run_settings(cfg) -> RunSettings:
     _choice(cfg, "pool.sampling", POOL_SAMPLING)
     per_task, rounds = _read(cfg, "generation.rollouts_per_task"), _read(cfg, "generation.upfront_max_rounds")
     fg = "agent.filter_groups"
-    limit = _read(cfg, "benchmark.seed_limit")
+    limit, eval_limit = _read(cfg, "benchmark.seed_limit"), _read(cfg, "eval.limit")
     settings = RunSettings(
         benchmark=str(_read(cfg, "benchmark.name")),
         seed=int(_read(cfg, "seed")),
@@ -271,7 +271,7 @@ def run_settings(cfg) -> RunSettings:
         pool=_block(PoolSettings, cfg, "pool"),
         env_update_mode=_choice(cfg, "env_policy.update_mode", ENV_POLICY_UPDATES),
         eval_every=int(_read(cfg, "eval.every") or 0),
-        eval_limit=None if _read(cfg, "eval.limit") is None else int(_read(cfg, "eval.limit")),
+        eval_limit=None if eval_limit is None else int(eval_limit),
         tensorboard=bool(_read(cfg, "tensorboard")),
         resume=bool(_read(cfg, "resume")),
         keep_checkpoints=int(_read(cfg, "keep_checkpoints")),

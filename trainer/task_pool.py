@@ -107,9 +107,13 @@ class TaskPool:
                ) -> list[Task]:
         """``k`` distinct tasks uniformly at random (fewer if the pool is smaller), skipping ``exclude`` ids; only
         tasks of ``origin`` (``"seed"`` / ``"generated"``) when given."""
-        skip = set(exclude)
-        ids = [i for i, e in self.entries.items() if i not in skip and (origin is None or e.task.origin == origin)]
+        ids = self._candidates(exclude, origin)
         return [self.entries[i].task for i in rng.sample(ids, min(k, len(ids)))]
+
+    def _candidates(self, exclude: Sequence[str], origin: str | None) -> list[str]:
+        """Ids of the pool's tasks not in ``exclude`` and, when given, of ``origin``, in insertion order."""
+        skip = set(exclude)
+        return [i for i, e in self.entries.items() if i not in skip and (origin is None or e.task.origin == origin)]
 
     def sample_replay(self, k: int, rng: random.Random, iteration: int, temperature: float, staleness: float,
                       exclude: Sequence[str] = (), origin: str | None = None) -> list[Task]:
@@ -120,8 +124,7 @@ class TaskPool:
         (:func:`~genenv.rewards.env_reward.learnability_reward` of its latest p̂; the rank prioritization makes the
         scale irrelevant; Rutherford et al. 2024, "No Regrets", use p̂(1-p̂)) and its staleness at ``iteration``;
         otherwise it draws a never-rolled-out task uniformly."""
-        skip = set(exclude)
-        left = [i for i, e in self.entries.items() if i not in skip and (origin is None or e.task.origin == origin)]
+        left = self._candidates(exclude, origin)
         chosen: list[str] = []
         for _ in range(min(k, len(left))):
             seen = [i for i in left if self.entries[i].p_hat_history]

@@ -50,6 +50,15 @@ def informative_groups(rewards: Sequence[float], uids: Sequence[str]) -> tuple[l
     return sorted(keep), kept, dropped
 
 
+def informative_task_ids(trajectories: Sequence[Any]) -> list[str]:
+    """Ids of the tasks whose episodes' rewards are not all equal (the GRPO groups that carry an advantage,
+    :func:`informative_groups`), in the order their first episode appears; ``trajectories``: episodes with
+    ``task.id`` and ``reward`` (:class:`~genenv.runtime.episodes.Trajectory`)."""
+    ids = [t.task.id for t in trajectories]
+    keep = {ids[i] for i in informative_groups([t.reward for t in trajectories], ids)[0]}
+    return [i for i in dict.fromkeys(ids) if i in keep]
+
+
 def grpo_scores(rewards: Sequence[float], uids: Sequence[str], norm_by_std: bool = True) -> list[float]:
     """veRL's GRPO outcome advantage of scalar ``rewards`` grouped by ``uids`` (one value per reward)."""
     from verl.trainer.ppo import core_algos
