@@ -75,6 +75,31 @@ def test_kl_leash_is_measured_against_the_frozen_reference(tiny_model_dir):
     assert first["kl"] == pytest.approx(0.0, abs=1e-5) and second["kl"] > 1e-4
 
 
+def test_low_precision_copies_keep_the_rotary_frequencies_of_the_float32_policy(tiny_model_dir):
+    """The bf16 sampling copy and the bf16 reference hold their parameters in bf16 and the rotary embedding's
+    frequencies in float32, as transformers loads a bf16 model: their logits equal a bf16-loaded model's, and
+    those of a copy whose frequencies were rounded too do not (positions 1,150-1,200)."""
+    from transformers import AutoModelForCausalLM
+
+    from genenv.runtime.models import low_precision_copy
+
+    rc = RoleConfig.defaults("agent", model=str(tiny_model_dir))
+    be = LocalBackend({"agent": rc, "env_policy": rc}, autocast_dtype="bfloat16", threads=1)
+    loaded = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).eval()
+    ids = torch.arange(100, 1300)[None]
+    with torch.no_grad():
+        want = loaded(input_ids=ids).logits[0, -50:].float()
+        for copy in (be.rollout_models["agent"], be.refs["agent"]):
+            assert {p.dtype for p in copy.parameters()} == {torch.bfloat16}
+            assert {b.dtype for b in copy.buffers()} == {torch.float32}
+            assert not any(p.requires_grad for p in copy.parameters())
+            assert torch.equal(copy(input_ids=ids).logits[0, -50:].float(), want)
+        rounded = low_precision_copy(be.models["agent"], torch.bfloat16).to(torch.bfloat16)  # buffers cast too
+        assert not torch.equal(rounded(input_ids=ids).logits[0, -50:].float(), want)
+    # the copy's parameters pair one to one with the master's (the weight sync zips them)
+    assert len(list(be.rollout_models["agent"].parameters())) == len(list(be.models["agent"].parameters()))
+
+
 def test_backend_save_and_load_restore_weights_and_optimizer(backend, tmp_path):
     backend.update("agent", [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")], "grpo")
     fp = {r: backend.fingerprint(r) for r in ("agent", "env_policy")}
@@ -195,6 +220,37 @@ def test_response_logprobs_of_a_micro_batch_equal_its_full_width_forward(tiny_mo
     assert torch.all(alone[0, 2:] == 0) and alone.shape == full.shape == (3, 13)
     cols, r = unpadded_span(batch.slice(0, 1))
     assert (cols.start, cols.stop, r) == (21 - 3, 21 + 2, 2)
+
+
+def test_multi_turn_log_probs_are_computed_only_where_a_sample_trains_and_equal_the_full_forward(tiny_model_dir):
+    """Multi-turn responses (the environment's tokens masked out): the log-probs of every trained token and the
+    gradient equal those of a forward that computes logits everywhere (``logits_to_keep=0``), for samples with
+    prompts of their own and for a group sharing one; columns no sample of the micro-batch trains on are 0."""
+    from transformers import AutoModelForCausalLM
+
+    from genenv.trainer.updates.batch import trained_columns
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+    responses = [[40, 2, 50, 51, 52, 41, 2], [42, 43, 2, 53, 54, 44, 2], [45, 2, 55, 56, 57, 58, 46, 47, 2]]
+    masks = [[1, 1, 0, 0, 0, 1, 1], [1, 1, 1, 0, 0, 1, 1], [1, 1, 0, 0, 0, 0, 1, 1, 1]]
+    for prompts in ([[1, 5, 6], [1] + [9] * 8, [1, 7]], [[1, 5, 6]] * 3):
+        batch = build_batch(prompts, responses, 0, response_masks=masks)
+        mask = batch.batch["response_mask"].bool()
+        assert trained_columns(batch, 9).tolist() == [0, 1, 2, 5, 6, 7, 8]
+        lp = response_logprobs(model, batch, micro_batch_size=3, grad=True, autocast_dtype=None)
+        (lp * mask).sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        t = batch.batch
+        logits = model(input_ids=t["input_ids"], attention_mask=t["attention_mask"], position_ids=t["position_ids"],
+                       ).logits[:, t["prompts"].shape[1] - 1:-1]
+        want = torch.log_softmax(logits.float(), -1).gather(-1, t["responses"][..., None])[..., 0]
+        (want * mask).sum().backward()
+        torch.testing.assert_close(lp[mask], want[mask], rtol=1e-4, atol=1e-5)
+        assert torch.all(lp[:, 3:5] == 0)
+        for got, ref in zip(grads, (p.grad for p in model.parameters())):
+            torch.testing.assert_close(got, ref, rtol=1e-3, atol=1e-5)
+        model.zero_grad()
 
 
 def test_samples_sharing_a_prompt_run_it_once_with_the_same_log_probs_and_gradient(tiny_model_dir):

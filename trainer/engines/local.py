@@ -12,7 +12,6 @@ does not fit is refused with each role's bytes and the options, instead of an ou
 """
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,7 +21,7 @@ import torch
 from genenv.envs.task import Task
 from genenv.trainer.engines.base import reuse_saved_role
 from genenv.runtime.episodes import Trajectory, play_episodes
-from genenv.runtime.models import weights_version
+from genenv.runtime.models import low_precision_copy, weights_version
 from genenv.runtime.policies import TransformersPolicy
 from genenv.trainer.settings import RoleConfig
 from genenv.trainer.updates import Sample, policy_update
@@ -81,7 +80,7 @@ class LocalBackend:
         if rc.lora_r > 0:
             from peft import LoraConfig, PeftModel, get_peft_model
 
-            base = base.to(frozen_dtype)  # the frozen base; PEFT keeps the adapters in float32
+            base = low_precision_copy(base, frozen_dtype)  # the frozen base; PEFT keeps the adapters in float32
             if weights is not None:
                 model = PeftModel.from_pretrained(base, str(weights), is_trainable=True)
             else:
@@ -89,7 +88,7 @@ class LocalBackend:
                                                         target_modules="all-linear", task_type="CAUSAL_LM"))
             self.refs[role] = None  # the reference is the base model with the adapter disabled
         else:
-            self.refs[role] = copy.deepcopy(base).to(frozen_dtype).requires_grad_(False)
+            self.refs[role] = low_precision_copy(base, frozen_dtype)
             model = base
             if weights is not None:
                 model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(self.device)
@@ -105,7 +104,7 @@ class LocalBackend:
         else:
             # a low-precision copy for sampling, refreshed after every update (cf. veRL's weight sync to vLLM):
             # autocast would re-cast every fp32 weight at each decoding step
-            rollout, amp = copy.deepcopy(model).to(getattr(torch, self.autocast_dtype)).requires_grad_(False), None
+            rollout, amp = low_precision_copy(model, getattr(torch, self.autocast_dtype)), None
         self.rollout_models[role] = rollout
         self.policies[role] = TransformersPolicy(rc.model, device=self.device, batch_size=rc.gen_batch_size,
                                                  model=rollout, tokenizer=tok, autocast_dtype=amp,

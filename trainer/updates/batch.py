@@ -70,9 +70,15 @@ def place_batch(batch, model):
 
 def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = False,
                       autocast_dtype: torch.dtype | None = torch.bfloat16) -> torch.Tensor:
-    """Log-probability of every response token under ``model`` (``[B, R]``, on the model's device; padding
-    positions are 0, mask them with ``response_mask``). Uses veRL's ``logprobs_from_logits``; ``grad=False``
-    runs under no_grad. The batch is placed on the model's device first (:func:`place_batch`).
+    """Log-probability of every trained response token under ``model`` (``[B, R]``, on the model's device;
+    mask them with ``response_mask``: padding and the positions no sample of a micro-batch trains on are 0).
+    Uses veRL's ``logprobs_from_logits``; ``grad=False`` runs under no_grad. The batch is placed on the model's
+    device first (:func:`place_batch`).
+
+    Logits are computed only at the response positions some sample of the micro-batch trains on
+    (:func:`trained_columns`; transformers' ``logits_to_keep`` with an index tensor): a multi-turn response is
+    mostly the environment's observations, whose tokens need no logits (SmolLM2's 49,152 x 576 output layer is
+    a fifth of its forward FLOPs, and its float32 logits the largest activation of the update).
 
     Each micro-batch runs on :func:`unpadded_span` of its columns only (the columns every one of its samples
     pads are dropped), so a micro-batch of short samples costs what its own tokens cost, not the batch's
@@ -91,30 +97,42 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
     for start in range(0, len(batch), micro_batch_size):
         mb = batch.slice(start, start + micro_batch_size)
         cols, r = unpadded_span(mb)
+        keep = trained_columns(mb, r)
         ctx = torch.enable_grad() if grad else torch.no_grad()
         amp = (torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype is not None
                else nullcontext())
         t = {k: mb.batch[k] for k in ("input_ids", "attention_mask", "position_ids", "prompts")}
+        P = t["prompts"].shape[1]
         with ctx, amp:
-            groups = prompt_groups(t["prompts"], t["attention_mask"][:, :t["prompts"].shape[1]])
+            groups = prompt_groups(t["prompts"], t["attention_mask"][:, :P])
             alone = [g for g in groups if len(g) == 1]  # samples with a prompt of their own run together
             parts = []
             for rows in [g for g in groups if len(g) > 1] + ([torch.cat(alone)] if alone else []):
                 sub = {k: v[rows] for k, v in t.items()}
                 if len(rows) > 1 and bool((sub["prompts"] == sub["prompts"][:1]).all()):
-                    logits = shared_prompt_logits(model, sub, r)
-                else:
+                    logits = shared_prompt_logits(model, sub, r, keep)
+                else:  # input column P-1+j (P-1+j-first within the span) predicts response token j
                     logits = model(input_ids=sub["input_ids"][:, cols], attention_mask=sub["attention_mask"][:, cols],
                                    position_ids=sub["position_ids"][:, cols], use_cache=False,
-                                   logits_to_keep=r + 1).logits[:, :-1, :]  # the positions that predict responses
-                parts.append((rows, logprobs_from_logits(logits.float(), mb.batch["responses"][rows, :r])))
+                                   logits_to_keep=keep + (P - 1 - cols.start)).logits
+                targets = mb.batch["responses"][rows][:, keep]
+                parts.append((rows, logprobs_from_logits(logits.float(), targets)))
             if len(parts) == 1:
                 lp = parts[0][1]
             else:
                 order = torch.cat([rows for rows, _ in parts])
                 lp = torch.cat([x for _, x in parts]).index_select(0, torch.argsort(order))
-        outs.append(torch.nn.functional.pad(lp, (0, R - r)))
+        outs.append(lp.new_zeros((lp.shape[0], R)).index_copy(1, keep, lp))
     return torch.cat(outs, dim=0)
+
+
+def trained_columns(batch, r: int) -> torch.Tensor:
+    """The response columns (``LongTensor``, ascending, on the batch's device) among the first ``r`` where some
+    sample of ``batch`` has ``response_mask`` 1: the tokens a loss reads. All ``r`` for single-turn responses;
+    a multi-turn response's environment tokens are left out. Never empty (column 0 when no sample trains on
+    any token)."""
+    cols = batch.batch["response_mask"][:, :r].any(dim=0).nonzero().flatten()
+    return cols if len(cols) else torch.zeros(1, dtype=torch.long, device=cols.device)
 
 
 def prompt_groups(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> list[torch.Tensor]:
@@ -126,8 +144,10 @@ def prompt_groups(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> list[torc
     return [torch.tensor(rows, dtype=torch.long, device=prompts.device) for rows in keys.values()]
 
 
-def shared_prompt_logits(model, rows: dict[str, torch.Tensor], r: int) -> torch.Tensor:
-    """Logits that predict the first ``r`` response tokens of samples sharing one prompt (``[n, r, V]``).
+def shared_prompt_logits(model, rows: dict[str, torch.Tensor], r: int, keep: torch.Tensor | None = None
+                         ) -> torch.Tensor:
+    """Logits that predict the response tokens ``keep`` (ascending columns below ``r``; ``None``: all ``r``) of
+    samples sharing one prompt (``[n, len(keep), V]``).
 
     ``rows``: ``input_ids``, ``attention_mask``, ``position_ids`` (``[n, P+R]``) and ``prompts`` (``[n, P]``)
     of ``n`` samples whose prompts are identical (:func:`prompt_groups`). The prompt runs once with
@@ -142,12 +162,15 @@ def shared_prompt_logits(model, rows: dict[str, torch.Tensor], r: int) -> torch.
                  position_ids=rows["position_ids"][:1, first:P], use_cache=True, logits_to_keep=1)
     cache = head.past_key_values
     cache.batch_repeat_interleave(n)
-    last = head.logits[:, -1:, :].expand(n, -1, -1)
-    if r == 1:
-        return last
-    tail = model(input_ids=rows["input_ids"][:, P:P + r - 1], attention_mask=rows["attention_mask"][:, first:P + r - 1],
-                 position_ids=rows["position_ids"][:, P:P + r - 1], past_key_values=cache, use_cache=True).logits
-    return torch.cat([last, tail], dim=1)
+    keep = torch.arange(r, device=rows["input_ids"].device) if keep is None else keep
+    parts = [head.logits[:, -1:, :].expand(n, -1, -1)] if int(keep[0]) == 0 else []
+    later = keep[keep > 0] - 1  # response column j >= 1 is predicted by the tail's position j-1
+    if len(later):
+        parts.append(model(input_ids=rows["input_ids"][:, P:P + r - 1],
+                           attention_mask=rows["attention_mask"][:, first:P + r - 1],
+                           position_ids=rows["position_ids"][:, P:P + r - 1], past_key_values=cache, use_cache=True,
+                           logits_to_keep=later).logits)
+    return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
 
 def unpadded_span(batch) -> tuple[slice, int]:
