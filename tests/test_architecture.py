@@ -179,7 +179,9 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
 
     cfg = compose_config(["benchmark=twx", "agent.frozen=true"])
     s = run_settings(cfg)
-    assert (s.parsing, s.generation.mode, s.agent.frozen, s.keep_checkpoints) == ("lenient", "genenv", True, 1)
+    assert (s.env_kwargs["twx"]["parsing"], s.generation.mode, s.agent.frozen, s.keep_checkpoints) == (
+        "lenient", "genenv", True, 1)
+    assert (s.engine.name, s.engine.device, s.engine.threads, s.engine.env_server) == ("local", "auto", "auto", None)
     assert (s.curriculum.alpha, s.generation.rollouts_per_task, s.agent.response_budget) == (0.25, 4, 2048)
     assert s.roles["env_policy"] == RoleConfig.defaults("env_policy") and s.roles["env_policy"].kl_coef == 0.01
     assert s.roles["agent"].lr == cfg.agent.policy.lr and s.roles["agent"].lora_alpha == 32
@@ -197,16 +199,25 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
 
 
 def test_the_loop_reads_its_settings_not_the_raw_config():
-    """The loop, task writing and the metric row read every decision from ``RunSettings``; the loop keeps the
-    composed config only to record it (``config.yaml``) and to build its engine."""
+    """The loop, task writing, the metric row and the engines read every decision from ``RunSettings``; the loop
+    keeps the composed config only to record it (``config.yaml``) and to build its engine, and the ``verl_ray``
+    engine reads its own ``verl_ray`` block (veRL's keys) and nothing else; a role's settings are read in
+    ``trainer/settings.py`` only."""
     import re
 
-    reads = {}
-    for name in ("loop", "generation", "metrics"):
+    modules = ["loop", "generation", "metrics", "engines/__init__", "engines/local", "engines/verl_ray/backend",
+               "engines/verl_ray/config", "engines/verl_ray/pools"]
+    reads, role_reads = {}, []
+    for name in modules:
         text = (ROOT / "trainer" / f"{name}.py").read_text(encoding="utf-8")
         code = re.sub(r'"""(.|\n)*?"""', "", text)  # docstrings may name config keys
-        reads[name] = [ln.strip() for ln in code.splitlines() if re.search(r"\bcfg\.|\bcfg\[|cfg\.get\(", ln)]
-    assert reads == {"loop": [], "generation": [], "metrics": []}, reads
+        found = [ln.strip() for ln in code.splitlines()
+                 if re.search(r"\bcfg\.(?!verl_ray\b)|\bcfg\[", ln) and "cfg.engine" not in ln]
+        if found:
+            reads[name] = found
+        role_reads += [name for ln in code.splitlines() if "RoleConfig.of(" in ln]
+    assert reads == {}, reads
+    assert role_reads == [], role_reads
 
 
 @pytest.mark.parametrize("name, options, extra", [

@@ -169,6 +169,20 @@ class PoolSettings:
 
 
 @dataclass(frozen=True)
+class EngineSettings:
+    """Where the policies run: ``engine`` (a registered engine name), ``device`` (``auto``, ``cpu``, ``cuda``),
+    ``autocast_dtype`` (``auto``, ``bfloat16``, ``float32`` or ``None``), ``threads`` (a number, ``auto`` or
+    ``None``) and ``env_server`` (a ``genenv-serve`` URL, ``None``: episodes in this process). An engine's own
+    block (``verl_ray``) is that engine's to read."""
+
+    name: str
+    device: str
+    autocast_dtype: str | None
+    threads: int | str | None
+    env_server: str | None
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """What a training run decides once from its config (built by :func:`run_settings`, the one reader of the
     composed config for the loop), passed down instead of read again with a default wherever it is used.
@@ -176,7 +190,6 @@ class RunSettings:
     Attributes:
         benchmark, seed, run_dir, iterations, save_every: the run.
         data_dir: the benchmark data directory (``None``: ``$GENENV_DATA_DIR``, else the packaged samples).
-        parsing: how the envs read the agent's text (:data:`~genenv.envs.parsing.PARSING_MODES`).
         seed_options: the run's changes to the benchmark's seed-pool loader options (``benchmark.seed_options``).
         seed_limit: at most this many seed tasks in the pool (``None``: all).
         env_kwargs: the envs' constructor options (:func:`env_kwargs`).
@@ -185,6 +198,7 @@ class RunSettings:
         eval_every, eval_limit: held-out evaluation every N iterations (0: off), tasks per held-out unit.
         tensorboard, resume, keep_checkpoints: outputs and checkpoints.
         roles: each policy's :class:`RoleConfig`.
+        engine: the :class:`EngineSettings`.
     """
 
     benchmark: str
@@ -193,7 +207,6 @@ class RunSettings:
     iterations: int
     save_every: int
     data_dir: str | None
-    parsing: str
     seed_options: dict[str, Any]
     seed_limit: int | None
     env_kwargs: dict[str, dict[str, Any]]
@@ -208,6 +221,7 @@ class RunSettings:
     resume: bool
     keep_checkpoints: int
     roles: dict[str, RoleConfig]
+    engine: EngineSettings
 
     def generates_at(self, iteration: int) -> bool:
         """Whether the environment policy writes tasks at ``iteration``: every iteration in GenEnv mode, every
@@ -255,7 +269,6 @@ def run_settings(cfg) -> RunSettings:
         iterations=iterations,
         save_every=int(_read(cfg, "save_every")),
         data_dir=None if data_dir is None else str(data_dir),
-        parsing=_choice(cfg, "parsing", PARSING_MODES),
         seed_options=dict(_read(cfg, "benchmark.seed_options") or {}),
         seed_limit=None if limit is None else int(limit),
         env_kwargs=env_kwargs(cfg),
@@ -276,6 +289,7 @@ def run_settings(cfg) -> RunSettings:
         resume=bool(_read(cfg, "resume")),
         keep_checkpoints=int(_read(cfg, "keep_checkpoints")),
         roles={role: RoleConfig.of(cfg, role) for role in ("agent", "env_policy")},
+        engine=_engine_settings(cfg),
     )
     for key, value in (("generation.every", settings.generation.every), ("keep_checkpoints", settings.keep_checkpoints),
                        ("iterations", settings.iterations), ("save_every", settings.save_every),
@@ -289,6 +303,15 @@ def run_settings(cfg) -> RunSettings:
         raise ConfigError(f"config keys 'pool.temperature' ({settings.pool.temperature}) and 'pool.staleness' "
                           f"({settings.pool.staleness}): the temperature must be > 0 and the staleness in [0, 1]")
     return settings
+
+
+def _engine_settings(cfg) -> EngineSettings:
+    """The :class:`EngineSettings` of ``cfg``."""
+    threads, dtype, server = _read(cfg, "threads"), _read(cfg, "autocast_dtype"), _read(cfg, "env_server")
+    return EngineSettings(name=str(_read(cfg, "engine")), device=str(_read(cfg, "device")),
+                          autocast_dtype=None if dtype is None else str(dtype),
+                          threads=threads if threads is None or isinstance(threads, str) else int(threads),
+                          env_server=str(server) if server else None)
 
 
 def env_kwargs(cfg) -> dict[str, dict[str, Any]]:

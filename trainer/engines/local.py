@@ -23,7 +23,7 @@ from genenv.trainer.engines.base import reuse_saved_role
 from genenv.runtime.episodes import Trajectory, play_episodes
 from genenv.runtime.models import low_precision_copy, weights_version
 from genenv.runtime.policies import TransformersPolicy
-from genenv.trainer.settings import RoleConfig
+from genenv.trainer.settings import RoleConfig, run_settings
 from genenv.trainer.updates import Sample, policy_update
 
 class LocalBackend:
@@ -185,11 +185,13 @@ class LocalBackend:
 
 
 def build_local_backend(cfg) -> LocalBackend:
-    """The ``local`` engine from the config: ``agent.policy`` and ``env_policy.policy`` role settings, ``device``
-    (``auto``: one GPU when present, else the CPU), ``autocast_dtype``, ``threads``, ``env_server``."""
-    roles = {role: RoleConfig.of(cfg, role) for role in ("agent", "env_policy")}
-    device = cfg.device
+    """The ``local`` engine from the run's settings (:func:`~genenv.trainer.settings.run_settings`): each role's
+    :class:`RoleConfig` and the :class:`~genenv.trainer.settings.EngineSettings` (``device`` ``auto``: one GPU
+    when present, else the CPU)."""
+    st = run_settings(cfg)
+    e = st.engine
+    device = e.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    return LocalBackend(roles, device=device, autocast_dtype=cfg.get("autocast_dtype"), threads=cfg.get("threads"),
-                        env_server=cfg.get("env_server"))
+    return LocalBackend(st.roles, device=device, autocast_dtype=e.autocast_dtype, threads=e.threads,
+                        env_server=e.env_server)

@@ -20,6 +20,7 @@ from genenv.trainer.engines.verl_ray.config import (agent_loop_worker_config, re
 from genenv.trainer.engines.verl_ray.policy import VerlPolicy
 from genenv.trainer.engines.verl_ray.pools import check_cluster, cluster_nodes, resource_pool_manager, resource_pool_spec
 from genenv.runtime.episodes import Trajectory
+from genenv.trainer.settings import run_settings
 from genenv.trainer.updates import Sample, prepare_update
 
 
@@ -92,8 +93,8 @@ class VerlRayBackend:
         import ray
         from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
-        self.cfg = cfg
-        self.work_dir = Path(cfg.run_dir).resolve() / "verl"
+        self.settings = run_settings(cfg)
+        self.work_dir = Path(self.settings.run_dir).resolve() / "verl"
         self.role_cfgs = {role: role_config(cfg, role) for role in ROLES}
         for rcfg in self.role_cfgs.values():
             validate_role_config(rcfg)
@@ -229,7 +230,7 @@ class VerlRayBackend:
         if max_response_tokens is not None and int(max_response_tokens) != int(rollout_cfg.response_length):
             raise ValueError(f"the episode budget {max_response_tokens} is not actor_rollout_ref.rollout."
                              f"response_length {rollout_cfg.response_length}")
-        config = agent_loop_worker_config(rt.config, max_new_tokens, env_kwargs, self.cfg.get("env_server"))
+        config = agent_loop_worker_config(rt.config, max_new_tokens, env_kwargs, self.settings.engine.env_server)
         settings = OmegaConf.to_container(config.genenv)
         if self._agent_loop is None or settings != self._agent_loop_settings:
             if self._agent_loop is not None:

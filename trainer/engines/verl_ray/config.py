@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genenv.trainer.engines.base import ROLES
 from genenv.runtime.agent_loop import AGENT_LOOP_NAME
-from genenv.trainer.settings import RoleConfig, response_budget
+from genenv.trainer.settings import run_settings
 
 
 def compose_verl_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -56,7 +56,8 @@ def resolve_model(name: str) -> str:
 def derived_settings(cfg, role: str) -> dict[str, Any]:
     """The veRL keys whose values our config decides, for ``role`` (nested dict, merged onto veRL's tree).
 
-    From ``<role>.policy`` (:class:`~genenv.trainer.engines.local.RoleConfig`, the local engine's settings): model,
+    From the run's settings (:func:`~genenv.trainer.settings.run_settings`; the config's ``verl_ray`` block, this
+    engine's own, is read here) and the role's :class:`~genenv.trainer.settings.RoleConfig`: model,
     LoRA rank/alpha, ``lr``, ``max_grad_norm`` (``optim.clip_grad``), ``clip_ratio`` (low = high), ``ppo_epochs``,
     ``kl_coef`` (``use_kl_loss`` with ``low_var_kl``: the KL leash; 0 disables the reference), ``micro_batch_size``
     (per GPU, for updates and log-prob passes). From the loop: GRPO group size ``n``, sampling temperature, batch
@@ -65,18 +66,19 @@ def derived_settings(cfg, role: str) -> dict[str, Any]:
     advantages computed by us (``algorithm.adv_estimator=grpo``, no critic, no in-reward KL), the role's pool
     size as ``trainer.nnodes``/``n_gpus_per_node``; for the agent, the ``genenv_gym`` agent loop.
     """
-    rc = RoleConfig.of(cfg, role)
+    st = run_settings(cfg)
+    rc = st.roles[role]
     pool = cfg.verl_ray.pools[role]
     if role == "agent":
-        n, temperature = int(cfg.agent.n), float(cfg.agent.temperature)
-        batch, response_length = int(cfg.agent.batch_tasks), response_budget(cfg)
+        n, temperature = st.agent.n, st.agent.temperature
+        batch, response_length = st.agent.batch_tasks, st.agent.response_budget
     else:
-        g = cfg.generation
-        n, temperature = int(g.generations_per_prompt), float(g.temperature)
-        batch, response_length = int(g.prompts_per_iteration), int(g.max_new_tokens)
+        g = st.generation
+        n, temperature = g.generations_per_prompt, g.temperature
+        batch, response_length = g.prompts_per_iteration, g.max_new_tokens
     mbs = int(rc.micro_batch_size)
     rollout: dict[str, Any] = {"n": n, "temperature": temperature, "response_length": response_length,
-                               "log_prob_micro_batch_size_per_gpu": mbs, "seed": int(cfg.seed)}
+                               "log_prob_micro_batch_size_per_gpu": mbs, "seed": st.seed}
     if role == "agent":
         rollout["agent"] = {"default_agent_loop": AGENT_LOOP_NAME}
     return {
@@ -84,7 +86,7 @@ def derived_settings(cfg, role: str) -> dict[str, Any]:
             "model": {"path": resolve_model(rc.model), "lora_rank": int(rc.lora_r), "lora_alpha": int(rc.lora_alpha)},
             "actor": {
                 "optim": {"lr": float(rc.lr), "clip_grad": float(rc.max_grad_norm),
-                          "total_training_steps": int(cfg.iterations)},
+                          "total_training_steps": st.iterations},
                 "clip_ratio": float(rc.clip_ratio), "clip_ratio_low": float(rc.clip_ratio),
                 "clip_ratio_high": float(rc.clip_ratio), "ppo_epochs": int(rc.ppo_epochs),
                 "use_kl_loss": rc.kl_coef > 0, "kl_loss_coef": float(rc.kl_coef), "kl_loss_type": "low_var_kl",
@@ -98,7 +100,7 @@ def derived_settings(cfg, role: str) -> dict[str, Any]:
         "critic": {"enable": False},
         "data": {"train_batch_size": batch, "max_response_length": response_length},
         "trainer": {"nnodes": int(pool.nnodes), "n_gpus_per_node": int(pool.n_gpus_per_node),
-                    "project_name": "genenv", "experiment_name": f"{cfg.benchmark.name}-{role}"},
+                    "project_name": "genenv", "experiment_name": f"{st.benchmark}-{role}"},
     }
 
 
