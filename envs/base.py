@@ -9,10 +9,10 @@ turns raw model text into them through :meth:`TaskEnv.read_action`, and a parse 
 :class:`InvalidAction`, scored 0 with ``info["error"]``. Every env has a ``parsing`` option
 (:data:`~genenv.envs.parsing.PARSING_MODES`): ``"official"`` (default) reads model text as the benchmark's
 official harness does (:meth:`TaskEnv.parse_official`), ``"lenient"`` with our forgiving parsers
-(:meth:`TaskEnv.parse_action`); training configs choose (``parsing`` in ``configs/train.yaml``), evaluation
+(:meth:`TaskEnv.parse_lenient`); training configs choose (``parsing`` in ``configs/train.yaml``), evaluation
 under the official label always uses ``"official"``.
 
-Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_messages`, :meth:`parse_action`,
+Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_messages`, :meth:`parse_lenient`,
 :meth:`gold_action` / :meth:`gold_text` (the oracle's action, used to prove env and reward agree), and either
 :meth:`TaskEnv.score` (single-step) or :meth:`MultiStepTaskEnv.start` / :meth:`MultiStepTaskEnv.transition`.
 """
@@ -54,7 +54,7 @@ class TaskEnv(gym.Env, abc.ABC):
         limit: keep only the first ``limit`` tasks (after loading).
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the current prompt and last result).
         parsing: ``"official"`` (the official harness's reading of model text, :meth:`parse_official`) or
-            ``"lenient"`` (ours, :meth:`parse_action`); see :data:`~genenv.envs.parsing.PARSING_MODES`.
+            ``"lenient"`` (ours, :meth:`parse_lenient`); see :data:`~genenv.envs.parsing.PARSING_MODES`.
         **load_kwargs: benchmark-specific loader options.
 
     ``reset(options={"task_index": i})`` or ``{"task_id": id}`` selects a task; otherwise one is drawn with the
@@ -107,21 +107,42 @@ class TaskEnv(gym.Env, abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def parse_action(cls, text: str) -> Any:
+    def parse_lenient(cls, text: str) -> Any:
         """Turn raw model text into this env's action, or an :class:`InvalidAction` with the reason: the
         ``lenient`` reading (every accepted form listed in the env's docstring)."""
 
     @classmethod
+    def parse_action(cls, text: str) -> Any:
+        """Deprecated name of :meth:`parse_lenient` (warns ``DeprecationWarning``, then reads ``text`` leniently)."""
+        import warnings
+
+        warnings.warn(f"{cls.__name__}.parse_action is deprecated: call parse_lenient (the lenient reading) or "
+                      "read_action (the env's parsing setting)", DeprecationWarning, stacklevel=2)
+        return cls.parse_lenient(text)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """An env written against the deprecated name (it defines ``parse_action`` and no ``parse_lenient``) keeps
+        working: its ``parse_action`` becomes its ``parse_lenient``, with a ``DeprecationWarning``."""
+        super().__init_subclass__(**kwargs)
+        if "parse_action" in cls.__dict__ and "parse_lenient" not in cls.__dict__:
+            import warnings
+
+            warnings.warn(f"{cls.__name__} defines parse_action, the deprecated name of parse_lenient; rename it",
+                          DeprecationWarning, stacklevel=2)
+            cls.parse_lenient = cls.__dict__["parse_action"]
+            del cls.parse_action  # the base's alias reads parse_lenient again
+
+    @classmethod
     def parse_official(cls, text: str) -> Any:
         """The ``official`` reading of model text: as the benchmark's official harness reads it. Default: the same
-        as :meth:`parse_action` (for benchmarks whose official reading is ours; ``docs/official-differences.md``
+        as :meth:`parse_lenient` (for benchmarks whose official reading is ours; ``docs/official-differences.md``
         says so per benchmark); envs whose harness reads text differently override it."""
-        return cls.parse_action(text)
+        return cls.parse_lenient(text)
 
     def read_action(self, text: str) -> Any:
-        """``text`` read under this env's ``parsing`` setting (:meth:`parse_official` or :meth:`parse_action`);
+        """``text`` read under this env's ``parsing`` setting (:meth:`parse_official` or :meth:`parse_lenient`);
         an :class:`InvalidAction` when it cannot be read."""
-        return self.parse_official(text) if self.parsing == "official" else self.parse_action(text)
+        return self.parse_official(text) if self.parsing == "official" else self.parse_lenient(text)
 
     @abc.abstractmethod
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
@@ -136,7 +157,7 @@ class TaskEnv(gym.Env, abc.ABC):
     @abc.abstractmethod
     def gold_text(cls, task: Task, turn: int = 0) -> str:
         """The gold action of ``turn`` (0-based; single-step envs have only turn 0) as model text that
-        :meth:`parse_action` turns back into the gold action."""
+        :meth:`parse_lenient` turns back into the gold action."""
 
     @classmethod
     def action_from_calls(cls, calls: list[ToolCall]) -> Any:

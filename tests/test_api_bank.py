@@ -128,7 +128,7 @@ def test_oracle_solves_every_sample(level, protocol):
     failures = []
     for i, task in enumerate(tasks):
         env.reset(options={"task_index": i})
-        _, reward, terminated, _, info = env.step(env.parse_action(env.gold_text(task)))
+        _, reward, terminated, _, info = env.step(env.parse_lenient(env.gold_text(task)))
         assert terminated
         if reward != 1.0 or not info["api_match"]:
             failures.append((task.id, info["error"]))
@@ -142,7 +142,7 @@ def _task(level: int, protocol: str, predicate):
 def _score(task, text: str) -> tuple[float, dict]:
     env = APIBankEnv(tasks=[task])
     env.reset(options={"task_index": 0})
-    _, reward, _, _, info = env.step(env.parse_action(text))
+    _, reward, _, _, info = env.step(env.parse_lenient(text))
     return reward, info
 
 
@@ -381,7 +381,7 @@ def test_fuzzed_api_calls_never_raise():
     for task, text in texts:
         env = envs[task.id]
         env.reset(options={"task_index": 0})
-        _, reward, terminated, _, info = env.step(env.parse_action(text))
+        _, reward, terminated, _, info = env.step(env.parse_lenient(text))
         assert terminated and reward in (0.0, 1.0)
         assert reward == 1.0 or info["error"], text
 
@@ -430,7 +430,7 @@ def _play(env, task, texts):
     env.reset(options={"task_id": task.id})
     info, reward = {}, 0.0
     for text in texts:
-        obs, reward, terminated, truncated, info = env.step(env.parse_action(text))
+        obs, reward, terminated, truncated, info = env.step(env.parse_lenient(text))
         if terminated or truncated:
             return reward, info, obs
     return reward, info, obs
@@ -457,10 +457,10 @@ def test_plan_episode_rules():
     first_api = next(c for c in task.gold if c["name"] != "ToolSearcher")
     direct = f"API-Request: [{ToolCall(first_api['name'], first_api['arguments']).to_python()}]"
     env.reset(options={"task_id": task.id})
-    obs, reward, terminated, _, info = env.step(env.parse_action(direct))  # not retrieved yet: refused
+    obs, reward, terminated, _, info = env.step(env.parse_lenient(direct))  # not retrieved yet: refused
     assert "find it with ToolSearcher first" in obs and info["matched"] == 0 and not terminated
     # answering before the calls are made ends the episode unsolved, with a ROUGE-L for the answer
-    obs, reward, terminated, _, info = env.step(env.parse_action("I could not do it."))
+    obs, reward, terminated, _, info = env.step(env.parse_lenient("I could not do it."))
     assert terminated and reward == 0.0 and info["matched"] == 0 and 0.0 <= info["rouge_l"] < 0.5
     # all calls but the last, then the step limit: truncated and scored as unsolved
     short = APIBankPlanEnv(max_steps=len(task.gold) - 1)
@@ -495,15 +495,15 @@ def test_response_turns_score_rouge_l():
     env = APIBankResponseEnv(level=1)
     for i, task in enumerate(env.tasks):
         env.reset(options={"task_index": i})
-        _, reward, _, _, info = env.step(env.parse_action(env.gold_text(task)))
+        _, reward, _, _, info = env.step(env.parse_lenient(env.gold_text(task)))
         assert reward == pytest.approx(1.0) and info["success"]
     task = env.tasks[0]
     env.reset(options={"task_index": 0})
     half = " ".join(task.gold.split()[: max(1, len(task.gold.split()) // 2)])
-    _, reward, _, _, info = env.step(env.parse_action(f"AI: {half}"))  # the "AI:" prefix is not part of the reply
+    _, reward, _, _, info = env.step(env.parse_lenient(f"AI: {half}"))  # the "AI:" prefix is not part of the reply
     assert 0.0 < reward < 1.0 and reward == info["rouge_l"]
     env.reset(options={"task_index": 0})
-    _, reward, _, _, info = env.step(env.parse_action("AI: ..."))
+    _, reward, _, _, info = env.step(env.parse_lenient("AI: ..."))
     assert reward == 0.0 and info["error"]
     f1_env = APIBankResponseEnv(tasks=[task], metric="f1")  # the trainer's configured free-text metric
     f1_env.reset(options={"task_index": 0})

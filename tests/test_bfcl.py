@@ -73,7 +73,7 @@ def test_reward_agrees_with_bfcl_eval_checker_called_directly(category):
         direct = ast_checker(task.tools, [c.to_bfcl() for c in calls], task.gold, lang, category,
                              CHECKER_MODEL_NAME)["valid"]
         env.reset(options={"task_id": task.id})
-        _, reward, *_ = env.step(BFCLEnv.parse_action(BFCLEnv.gold_text(task)))
+        _, reward, *_ = env.step(BFCLEnv.parse_lenient(BFCLEnv.gold_text(task)))
         assert reward == float(direct), task.id
         if lang == Language.PYTHON:  # bfcl-eval's own decoder reads the same calls from Python syntax
             decoded = default_decode_ast_prompting("[" + ", ".join(c.to_python() for c in calls) + "]",

@@ -296,7 +296,7 @@ def verifiers_python() -> str:
 
 def test_verifiers_openenv_taskset_scores_episodes(env_server_url):
     """verifiers' ``OpenEnvTaskset`` (its own venv: its pins conflict with ours) reads the server's schema, parses
-    scripted replies with its own ``parse_action`` and scores episodes with its own ``OpenEnvEnv.run``: the gold
+    scripted replies with its own ``parse_lenient`` and scores episodes with its own ``OpenEnvEnv.run``: the gold
     answer 1, a wrong one 0; BFCL's gold calls as structured ``tool_calls`` 1."""
     from pathlib import Path
 

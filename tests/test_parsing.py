@@ -81,14 +81,14 @@ def test_parser_and_rewards_never_raise_on_any_model_output(text):
         assert isinstance(calls, list) and all(isinstance(c, ToolCall) for c in calls)
     except ActionParseError:
         calls = None
-    action = BFCLEnv.parse_action(text)
+    action = BFCLEnv.parse_lenient(text)
     assert isinstance(action, (list, InvalidAction))
     fn = [{"name": "f", "description": "", "parameters": {"type": "dict", "properties": {
         "a": {"type": "integer"}}, "required": ["a"]}}]
     res = bfcl_check(None if calls is None else [c.to_bfcl() for c in calls], fn, [{"f": {"a": [1]}}],
                      "simple_python", "x")
     assert res.valid in (True, False)
-    answer = BamboogleEnv.parse_action(text)
+    answer = BamboogleEnv.parse_lenient(text)
     if isinstance(answer, str):
         for metric in (exact_match, token_f1, fuzz_ratio):
             assert 0.0 <= metric(answer, "George VI") <= 1.0
@@ -131,3 +131,21 @@ def test_parse_literal_bounds_numbers_and_nesting_but_keeps_ordinary_values():
         check_value(1 << 400)
     from genenv.benchmarks.spec import extract_json_object
     assert extract_json_object('{"days": ' + "7" * 5000 + "}").reason == "invalid_json"
+
+
+def test_the_deprecated_parse_action_name_still_reads_leniently_with_a_warning():
+    """``parse_action`` (the old name of the lenient reading) warns and returns ``parse_lenient``'s action; an env
+    written against the old name (it defines ``parse_action`` only) warns once at class creation and is read
+    through its own method under both names."""
+    from genenv.benchmarks.bamboogle.env import BamboogleEnv
+
+    with pytest.warns(DeprecationWarning, match="parse_lenient"):
+        assert BamboogleEnv.parse_action("<answer>Paris</answer>") == BamboogleEnv.parse_lenient("<answer>Paris</answer>")
+    with pytest.warns(DeprecationWarning, match="defines parse_action"):
+        class OldEnv(BamboogleEnv):
+            @classmethod
+            def parse_action(cls, text):
+                return "old:" + text
+    assert OldEnv.parse_lenient("x") == "old:x" and not OldEnv.__abstractmethods__
+    with pytest.warns(DeprecationWarning):
+        assert OldEnv.parse_action("y") == "old:y"

@@ -126,7 +126,7 @@ class EchoEnv(TaskEnv):
         return [{"role": "user", "content": task.prompt}]
 
     @classmethod
-    def parse_action(cls, text):
+    def parse_lenient(cls, text):
         return parse_or_invalid(parse_free_text, text)
 
     def score(self, task, action):

@@ -81,7 +81,7 @@ def test_one_iteration_on_bfcl_validates_with_the_official_checker(tmp_path, smo
                                 CHECKER_MODEL_NAME)["valid"])
 
     for traj in played:
-        action = BFCLEnv.parse_action(traj.text)
+        action = BFCLEnv.parse_lenient(traj.text)
         verdict = False if isinstance(action, InvalidAction) else official(traj.task, [c.to_bfcl() for c in action])
         assert traj.reward == float(verdict), (traj.task.id, traj.text[:200])
     generated = [t for t in trainer.pool.tasks if t.origin == "generated"]

@@ -212,7 +212,7 @@ class ALFWorldEnv(MultiStepTaskEnv):
         return messages
 
     @classmethod
-    def parse_action(cls, text: str) -> str | InvalidAction:
+    def parse_lenient(cls, text: str) -> str | InvalidAction:
         """Lenient reading: one normalised command (:func:`genenv.envs.parsing.parse_command`)."""
         return parse_or_invalid(parse_command, text)
 

@@ -212,13 +212,13 @@ class APIBankEnv(TaskEnv):
                 {"role": "user", "content": task.prompt}]
 
     @classmethod
-    def parse_action(cls, text: str) -> list[ToolCall] | InvalidAction:
+    def parse_lenient(cls, text: str) -> list[ToolCall] | InvalidAction:
         """Lenient reading: API calls from model text (:func:`genenv.envs.parsing.parse_tool_calls`)."""
         return parse_or_invalid(parse_tool_calls, text)
 
     @classmethod
     def parse_official(cls, text: str) -> list[ToolCall] | InvalidAction:
-        """Official reading: as :meth:`parse_action`, but of several ``<tool_call>`` blocks only the last."""
+        """Official reading: as :meth:`parse_lenient`, but of several ``<tool_call>`` blocks only the last."""
         return parse_or_invalid(lambda t: parse_tool_calls(t, last_block_only=True), text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:

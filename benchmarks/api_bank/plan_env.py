@@ -125,7 +125,7 @@ class APIBankPlanEnv(MultiStepTaskEnv):
                 {"role": "user", "content": f"User: {task.prompt}"}]
 
     @classmethod
-    def parse_action(cls, text: str) -> list[ToolCall] | FinalAnswer | InvalidAction:
+    def parse_lenient(cls, text: str) -> list[ToolCall] | FinalAnswer | InvalidAction:
         """Calls (:func:`parse_tool_calls`); a reply with words and no call markup is a :class:`FinalAnswer`."""
         try:
             return parse_tool_calls(text)

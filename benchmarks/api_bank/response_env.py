@@ -103,7 +103,7 @@ class APIBankResponseEnv(TaskEnv):
                 {"role": "user", "content": task.prompt}]
 
     @classmethod
-    def parse_action(cls, text: str) -> str | InvalidAction:
+    def parse_lenient(cls, text: str) -> str | InvalidAction:
         """See :func:`parse_response`."""
         return parse_or_invalid(parse_response, text)
 

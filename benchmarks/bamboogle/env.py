@@ -122,7 +122,7 @@ class BamboogleEnv(TaskEnv):
                 {"role": "assistant", "content": DEMO[1]}, {"role": "user", "content": f"Question: {task.prompt}"}]
 
     @classmethod
-    def parse_action(cls, text: str) -> str | InvalidAction:
+    def parse_lenient(cls, text: str) -> str | InvalidAction:
         """Lenient reading: the final answer (:func:`genenv.envs.parsing.parse_free_text`)."""
         return parse_or_invalid(parse_free_text, text)
 

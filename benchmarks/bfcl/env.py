@@ -235,7 +235,7 @@ class BFCLEnv(TaskEnv):
                 {"role": "assistant", "content": DEMO_REPLY}] + dialogue
 
     @classmethod
-    def parse_action(cls, text: str) -> list[ToolCall] | InvalidAction:
+    def parse_lenient(cls, text: str) -> list[ToolCall] | InvalidAction:
         """Lenient reading: tool calls from model text (:func:`genenv.envs.parsing.parse_tool_calls`)."""
         return parse_or_invalid(parse_tool_calls, text)
 

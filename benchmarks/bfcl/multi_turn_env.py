@@ -321,7 +321,7 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
         return messages
 
     @classmethod
-    def parse_action(cls, text: str) -> list[ToolCall] | EndTurn | InvalidAction:
+    def parse_lenient(cls, text: str) -> list[ToolCall] | EndTurn | InvalidAction:
         """Calls (:func:`parse_tool_calls`), or :class:`EndTurn` for a reply without a decodable call (with the
         parser's reason as ``error`` when the reply looks like a malformed call or has no words)."""
         if not isinstance(text, str):

@@ -85,7 +85,7 @@ class TravelPlannerEnv(_Scoring, TaskEnv):
                 {"role": "user", "content": sole_user_turn(task.metadata["reference"], task.prompt)}]
 
     @classmethod
-    def parse_action(cls, text: str) -> list[dict[str, Any]] | InvalidAction:
+    def parse_lenient(cls, text: str) -> list[dict[str, Any]] | InvalidAction:
         """The plan in model text (:func:`parse_plan`)."""
         return parse_or_invalid(parse_plan, text)
 
@@ -169,7 +169,7 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
         return [{"role": "system", "content": TWO_STAGE_SYSTEM}, {"role": "user", "content": f"Query: {task.prompt}"}]
 
     @classmethod
-    def parse_action(cls, text: str) -> ToolCall | PlanSubmission | InvalidAction:
+    def parse_lenient(cls, text: str) -> ToolCall | PlanSubmission | InvalidAction:
         """A tool call ``Name[args]`` (:func:`~genenv.envs.parsing.parse_bracket_call`), else a plan
         (:func:`parse_plan`), else an :class:`InvalidAction` naming both problems."""
         try:

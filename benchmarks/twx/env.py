@@ -290,7 +290,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
                 {"role": "user", "content": observation_text(task.prompt, task.metadata["valid_actions"])}]
 
     @classmethod
-    def parse_action(cls, text: str) -> str | InvalidAction:
+    def parse_lenient(cls, text: str) -> str | InvalidAction:
         """One normalised command (:func:`genenv.envs.parsing.parse_command`)."""
         return parse_or_invalid(parse_command, text)
 

@@ -185,7 +185,7 @@ def gold_wins(task: Task, max_steps: int | None = None) -> bool:
     env.reset(options={"task_index": 0})
     info: dict[str, Any] = {}
     for command in task.gold:
-        _, _, terminated, truncated, info = env.step(env.parse_action(command))
+        _, _, terminated, truncated, info = env.step(env.parse_lenient(command))
         if terminated or truncated:
             break
     return bool(info.get("success"))
