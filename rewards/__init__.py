@@ -1,9 +1,9 @@
 """Benchmark-independent scoring, no LLM and no I/O: the free-text agent rewards (paper Eq. 1's soft similarity,
-:mod:`genenv.rewards.text`) and the environment rewards (paper Eq. 3 and the other learnability rewards,
-:mod:`genenv.rewards.env_reward`). Benchmark checkers live in their benchmark's folder. Imports neither torch nor
+:mod:`genenv.rewards.text`) and the environment policy's rewards (paper Eq. 3 and the other learnability rewards,
+:mod:`genenv.rewards.env_policy_reward`). Benchmark checkers live in their benchmark's folder. Imports neither torch nor
 verl, and of this project only the registry helper (:mod:`genenv.envs.tables`).
 """
-from genenv.rewards.env_reward import (
+from genenv.rewards.env_policy_reward import (
     ENV_REWARDS,
     absolute_zero_reward,
     alpha_curriculum_reward,

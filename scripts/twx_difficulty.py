@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from genenv.benchmarks.twx.spec import pin_steps
-    from genenv.rewards.env_reward import difficulty_filter
+    from genenv.rewards.env_policy_reward import difficulty_filter
     from genenv.trainer.cli import compose_config
     from genenv.trainer.engines import build_backend
     from genenv.runtime.episodes import play_episodes

@@ -195,7 +195,7 @@ def test_every_registry_is_the_one_registry_helper():
     same :class:`~genenv.envs.tables.Registry`: a name is taken once, re-registering the same object is a no-op,
     and an unknown name's error lists the registered ones."""
     from genenv.envs.tables import Registry
-    from genenv.rewards.env_reward import ENV_REWARDS
+    from genenv.rewards.env_policy_reward import ENV_REWARDS
     from genenv.trainer.engines import ENGINES
     from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
     from genenv.trainer.updates.advantages import ADVANTAGES

@@ -19,7 +19,7 @@ One iteration t:
    ``agent.frozen`` only the admitted tasks are rolled out (their p̂ is all the environment policy needs).
 4. **p̂ per task** = mean agent reward over its n episodes (= the success rate for binary rewards).
 5. **Environment reward** R_env(p̂) (``curriculum.env_reward``: Eq. 3 by default,
-   :mod:`genenv.rewards.env_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
+   :mod:`genenv.rewards.env_policy_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
 6. **Environment-policy update** — ``env_policy.update_mode`` (:mod:`genenv.trainer.env_policy_updates`): RWR on
    the in-band admitted generations (the paper), GRPO on R_env, or none; never in EnvGen mode (a frozen LLM).
 7. **Agent update** — GRPO with veRL's functions; groups whose rewards are all equal are dropped and counted
@@ -46,7 +46,7 @@ import torch
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.data import jsonl_line
 from genenv.envs.task import Task
-from genenv.rewards.env_reward import difficulty_filter, env_reward
+from genenv.rewards.env_policy_reward import difficulty_filter, env_reward
 from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES

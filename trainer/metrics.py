@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from genenv.envs.task import Task
-from genenv.rewards.env_reward import difficulty_filter
+from genenv.rewards.env_policy_reward import difficulty_filter
 from genenv.trainer.env_policy_updates import ScoredGeneration
 from genenv.trainer.settings import CurriculumSettings
 from genenv.trainer.updates.advantages import informative_task_ids

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.registry import env_entry
-from genenv.rewards.env_reward import ENV_REWARDS
+from genenv.rewards.env_policy_reward import ENV_REWARDS
 from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
 
 GENERATION_MODES = ("genenv", "envgen")  # generation.mode: trained on R_env | EnvGen's frozen writer
@@ -98,7 +98,7 @@ class CurriculumSettings:
     """The ``curriculum`` block: the environment-policy reward (paper Eq. 3 by default) and the difficulty filter.
 
     Attributes:
-        env_reward: a registered environment-policy reward (:data:`~genenv.rewards.env_reward.ENV_REWARDS`).
+        env_reward: a registered environment-policy reward (:data:`~genenv.rewards.env_policy_reward.ENV_REWARDS`).
         alpha, beta: the target success rate α and the sharpness β of Eq. 3.
         k_min: the half-width of the α band (``|p̂ - α| ≤ k_min`` passes the filter).
         lam: RWR's temperature λ (weights ``exp(λ R_env)``).

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from genenv.envs.task import Task
-from genenv.rewards.env_reward import learnability_reward
+from genenv.rewards.env_policy_reward import learnability_reward
 
 
 def replay_probabilities(scores: Sequence[float], last_seen: Sequence[int], iteration: int, temperature: float,
@@ -121,7 +121,7 @@ class TaskPool:
         tasks of ``origin`` when given. Each draw follows Prioritized Level Replay over a finite task set (Jiang et
         al. 2021, §3, the "proportional" replay schedule): with probability |seen| / |candidates| it replays a
         task already rolled out, drawn by :func:`replay_probabilities` of its learnability 4 p̂ (1 - p̂)
-        (:func:`~genenv.rewards.env_reward.learnability_reward` of its latest p̂; the rank prioritization makes the
+        (:func:`~genenv.rewards.env_policy_reward.learnability_reward` of its latest p̂; the rank prioritization makes the
         scale irrelevant; Rutherford et al. 2024, "No Regrets", use p̂(1-p̂)) and its staleness at ``iteration``;
         otherwise it draws a never-rolled-out task uniformly."""
         left = self._candidates(exclude, origin)
