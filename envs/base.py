@@ -1,4 +1,5 @@
-"""Base classes of the benchmark environments: single-step :class:`TaskEnv` and multi-step :class:`MultiStepTaskEnv`.
+"""Base classes of the benchmark environments: :class:`TaskEnv` (every env; single-step by itself) and
+:class:`MultiStepTaskEnv` (its multi-step subclass).
 
 An episode is one :class:`~genenv.envs.task.Task`: ``reset`` picks a task and returns its prompt as the
 observation. In a single-step env (BFCL single-turn, Bamboogle) ``step(action)`` scores the action against the
@@ -45,7 +46,9 @@ def parse_or_invalid(parser: Callable[[str], Any], text: str) -> Any:
 
 
 class TaskEnv(gym.Env, abc.ABC):
-    """A single-step episode over a fixed list of tasks.
+    """The base of every benchmark env: an episode over one task of a fixed list. Its own ``step`` is a
+    single-step episode (:meth:`score` the action, terminate); :class:`MultiStepTaskEnv` replaces ``step`` with
+    its episode of several steps and keeps the rest (tasks, reset, the readings of model text, the oracle).
 
     Args:
         tasks: the tasks to serve; if ``None`` they are loaded with :meth:`load_tasks` from ``split``.
