@@ -223,8 +223,10 @@ class BenchmarkSpec(abc.ABC):
         """``task`` in the JSON format the environment policy must produce (used for the demonstrations)."""
 
     @abc.abstractmethod
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
-        """Parse and validate one generation into a :class:`Task` (origin ``generated``) or a :class:`Rejection`."""
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
+        """Parse and validate one generation into a :class:`Task` (origin ``generated``, ``generation_step`` =
+        ``iteration``, the training iteration that wrote it) or a :class:`Rejection`. Callers pass the arguments
+        by position."""
 
     def dedup_text(self, task: Task) -> str:
         """The text compared for near-duplicates (the prompt by default)."""

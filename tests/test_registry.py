@@ -158,7 +158,7 @@ class EchoSpec(BenchmarkSpec):
     def as_generation(self, task):
         return {"word": task.gold}
 
-    def parse_generated(self, text, task_id, step, parent):
+    def parse_generated(self, text, task_id, iteration, parent):
         return Rejection("no_generation", "echo writes no tasks")
 '''
 

@@ -165,7 +165,7 @@ class ALFWorldSpec(BenchmarkSpec):
         """The task type (ALFWorld's six goal templates)."""
         return task.metadata.get("task_type", "")
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON; a goal of the grammar over the parent's scene; planner-solvable within
         :attr:`max_steps`; the plan replays to a win with every command admissible (see module docstring)."""
         obj = extract_json_object(text)
@@ -194,7 +194,7 @@ class ALFWorldSpec(BenchmarkSpec):
         task = Task(id=task_id, benchmark=self.name, split="train",
                     prompt=f"Your task is to: {goal_sentence(goal)}",
                     gold=plan, action_kind="structured", origin="generated", parent_id=parent.id,
-                    generation_step=step,
+                    generation_step=iteration,
                     metadata={"protocol": "episodic", "task_type": goal["task_type"], "goal": {**goal, "scene": scene},
                               "game_file": parent.metadata["game_file"], "walkthrough": plan, "goal_override": goal})
         record = game_record(task)

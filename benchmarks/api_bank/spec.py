@@ -169,7 +169,7 @@ class APIBankSpec(BenchmarkSpec):
         return {"dialogue": dialogue, "call": {"name": task.gold["name"],
                                                "arguments": ordered_arguments(task.gold["arguments"], description)}}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON -> known API -> arguments fit its description -> executes without exception -> :class:`Task`."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
@@ -195,7 +195,7 @@ class APIBankSpec(BenchmarkSpec):
         system = head + "\n".join(json.dumps(d, ensure_ascii=False) for d in descriptions)
         return Task(id=task_id, benchmark=self.name, split="train", prompt=f"{dialogue.strip()}\n{ASK}\n",
                     gold={"name": name, "arguments": arguments}, action_kind="structured", tools=descriptions,
-                    origin="generated", parent_id=parent.id if parent else None, generation_step=step,
+                    origin="generated", parent_id=parent.id if parent else None, generation_step=iteration,
                     metadata={"level": 1, "protocol": "official", "system": system, "replay": [],
                               "source": {"generated": True}})
 
@@ -271,7 +271,7 @@ class APIBankPlanSpec(BenchmarkSpec):
             {"name": c["name"], "arguments": ordered_arguments(c["arguments"], catalogue.get(c["name"], {}))}
             for c in task.gold if c["name"] != "ToolSearcher"]}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON -> known level-3 APIs -> arguments fit -> the sequence executes -> :class:`Task`."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
@@ -299,7 +299,7 @@ class APIBankPlanSpec(BenchmarkSpec):
             gold.append({"name": name, "arguments": arguments})
         return Task(id=task_id, benchmark=self.name, split="train", prompt=requirement.strip(), gold=gold,
                     action_kind="structured", tools=[searcher_description(self.data_dir)], origin="generated",
-                    parent_id=parent.id if parent else None, generation_step=step,
+                    parent_id=parent.id if parent else None, generation_step=iteration,
                     metadata={"response": "", "sample_id": None})
 
     def dedup_text(self, task: Task) -> str:
@@ -378,7 +378,7 @@ class APIBankResponseSpec(BenchmarkSpec):
             lines[-1] = lines[-1].split("]->", 1)[0] + "]"
         return {"dialogue": "\n".join(lines), "response": task.gold}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON -> the last ``API-Request:`` line executes -> its result is appended -> :class:`Task`."""
         from genenv.envs.parsing import ActionParseError, parse_tool_calls
 
@@ -415,4 +415,4 @@ class APIBankResponseSpec(BenchmarkSpec):
         return Task(id=task_id, benchmark=self.name, split="train",
                     prompt="\n".join(lines) + "\nGenerate AI Response:\n", gold=response.strip(),
                     action_kind="free_text", origin="generated", parent_id=parent.id if parent else None,
-                    generation_step=step, metadata={"level": 1, "system": system, "index": None})
+                    generation_step=iteration, metadata={"level": 1, "system": system, "index": None})

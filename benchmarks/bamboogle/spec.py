@@ -145,7 +145,7 @@ class BamboogleSpec(BenchmarkSpec):
         """``{"question", "answer"}``."""
         return {"question": task.prompt, "answer": first_alias(task.gold)}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON ``{"question", "answer"}``; both non-empty strings, the answer at most 12 words and not in
         the question as whole words; with :attr:`grounded`, the rules of the module docstring."""
         obj = extract_json_object(text)
@@ -166,4 +166,4 @@ class BamboogleSpec(BenchmarkSpec):
             return problem
         return Task(id=task_id, benchmark=self.name, split="train", prompt=question, gold=answer,
                     action_kind="free_text", origin="generated", parent_id=parent.id if parent else None,
-                    generation_step=step)
+                    generation_step=iteration)

@@ -120,7 +120,7 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
         return {"question": task.metadata["turns"][turn][0]["content"] if task.metadata["turns"][turn] else "",
                 "calls": [call_string(gold_call(c, functions)) for c in task.gold[turn]]}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON ``{"question", "calls"}``, validated by execution on the parent entry's initial state."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
@@ -149,7 +149,7 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
                 "long_context": False, "protocol": "official", "start_turn": 0, "end_turn": 0}
         task = Task(id=task_id, benchmark=self.name, split="train", prompt=question.strip(), gold=[strings],
                     action_kind="structured", tools=all_functions(parent), origin="generated",
-                    parent_id=parent.id, generation_step=step, metadata=meta)
+                    parent_id=parent.id, generation_step=iteration, metadata=meta)
         problem, results = execution_problem(task)
         if problem is None and self.grounded:
             problem = grounding_problem(parsed, question.strip(), results, all_functions(parent))

@@ -216,7 +216,7 @@ class BFCLSpec(BenchmarkSpec):
                     "parameters": {"type": "dict", "properties": props, "required": list(params.get("required", []))}}
         return {"function": function, "question": task.prompt, "answer": self.demonstration_call(task)}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON → schema check → gold call through bfcl-eval's checker → :class:`Task`."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
@@ -254,7 +254,7 @@ class BFCLSpec(BenchmarkSpec):
                     f"{p}={v!r}" for p, v in missing.items())[:200])
         return Task(id=task_id, benchmark=self.name, split="train", prompt=question.strip(), gold=ground_truth,
                     action_kind="structured", tools=[fn], origin="generated",
-                    parent_id=parent.id if parent else None, generation_step=step,
+                    parent_id=parent.id if parent else None, generation_step=iteration,
                     metadata={"category": "simple_python",
                               "question_messages": [{"role": "user", "content": question.strip()}]})
 

@@ -164,7 +164,7 @@ class TravelPlannerSpec(BenchmarkSpec):
         q = task.metadata["query"]
         return {k: q[k] for k in QUERY_FIELDS}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON -> fields validated over the database -> the search finds a plan passing every constraint
         -> :class:`Task` with that plan as gold (see the module docstring)."""
         obj = extract_json_object(text)
@@ -183,7 +183,7 @@ class TravelPlannerSpec(BenchmarkSpec):
             return Rejection(found.reason, found.detail[:200])
         return query_task(task_id, "train", fields, route_calls(fields, found.route), found.plan, db,
                           mode=self.mode, search={"reason": "", "detail": "", "cost": found.cost}, origin="generated",
-                          parent_id=parent.id if parent else None, generation_step=step)
+                          parent_id=parent.id if parent else None, generation_step=iteration)
 
     def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = 0.0) -> Rejection | None:
         """Same origin, destination, length, start date, group size and local constraints, and a budget within

@@ -117,7 +117,7 @@ class TWXSpec(BenchmarkSpec):
                              else len(order)))
         return {"game": meta["game"], "params": params, "steps": len(task.gold), "seed": meta["seed"]}
 
-    def parse_generated(self, text: str, task_id: str, step: int, parent: Task | None) -> Task | Rejection:
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON; a known game, integer params, optional ``steps`` (an integer in 1..:attr:`max_steps`), a
         train-fold seed; the engine generates the game (with ``steps``: the first game from the seed upward whose
         gold sequence has that many actions, :func:`pin_steps`); its gold sequence fits in :attr:`max_steps` and
@@ -141,7 +141,7 @@ class TWXSpec(BenchmarkSpec):
                                   or not 1 <= steps <= self.max_steps):
             return Rejection("bad_steps", f"steps {steps!r} is not an integer in 1..{self.max_steps}")
         fields = {"task_id": task_id, "split": "generated", "origin": "generated",
-                  "parent_id": parent.id if parent else None, "generation_step": step}
+                  "parent_id": parent.id if parent else None, "generation_step": iteration}
         try:
             task = (make_task(game, params, "train", seed, **fields) if steps is None
                     else pin_steps(game, params, seed, steps, **fields))
