@@ -20,6 +20,7 @@ Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_mes
 from __future__ import annotations
 
 import abc
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -117,8 +118,6 @@ class TaskEnv(gym.Env, abc.ABC):
     @classmethod
     def parse_action(cls, text: str) -> Any:
         """Deprecated name of :meth:`parse_lenient` (warns ``DeprecationWarning``, then reads ``text`` leniently)."""
-        import warnings
-
         warnings.warn(f"{cls.__name__}.parse_action is deprecated: call parse_lenient (the lenient reading) or "
                       "read_action (the env's parsing setting)", DeprecationWarning, stacklevel=2)
         return cls.parse_lenient(text)
@@ -128,8 +127,6 @@ class TaskEnv(gym.Env, abc.ABC):
         working: its ``parse_action`` becomes its ``parse_lenient``, with a ``DeprecationWarning``."""
         super().__init_subclass__(**kwargs)
         if "parse_action" in cls.__dict__ and "parse_lenient" not in cls.__dict__:
-            import warnings
-
             warnings.warn(f"{cls.__name__} defines parse_action, the deprecated name of parse_lenient; rename it",
                           DeprecationWarning, stacklevel=2)
             cls.parse_lenient = cls.__dict__["parse_action"]

@@ -12,6 +12,7 @@ local folder raises :class:`ModelNotFound` with what to do.
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 import logging
 import os
@@ -176,8 +177,6 @@ def low_precision_copy(model, dtype):
     different positional encoding from the float32 policy's (a model loaded in ``dtype`` has the float32
     buffers too). Tied weights stay tied (one tensor), so parameters pair one to one with ``model``'s. Returns
     the copy with ``requires_grad`` off."""
-    import copy
-
     out = copy.deepcopy(model)
     buffers = {name: buf for name, buf in out.named_buffers()}
     out.to(dtype)

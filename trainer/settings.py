@@ -170,7 +170,7 @@ class PoolSettings:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Where the policies run: ``engine`` (a registered engine name), ``device`` (``auto``, ``cpu``, ``cuda``),
+    """Where the policies run: ``name`` (the ``engine``, a registered engine name), ``device`` (``auto``, ``cpu``, ``cuda``),
     ``autocast_dtype`` (``auto``, ``bfloat16``, ``float32`` or ``None``), ``threads`` (a number, ``auto`` or
     ``None``) and ``env_server`` (a ``genenv-serve`` URL, ``None``: episodes in this process). An engine's own
     block (``verl_ray``) is that engine's to read."""
