@@ -10,7 +10,7 @@ the outcome experiment), ``agent.n`` episodes each, played by the local engine's
 ``genenv-train`` configures it. Rewards are replaced by alternating 0/1 so that every group trains. Each repeat
 times, for both variants, the reference log-prob pass (no gradient) and the gradient pass (forward and backward
 over micro-batches of ``agent.policy.micro_batch_size``); the optimiser does not step, so every repeat sees the same
-weights. Prints the batch (samples, tokens, trained tokens) and per variant the mean seconds of each pass.
+weights. A first round of both variants warms up and is not timed. Prints the batch (samples, tokens, trained tokens) and per variant the mean seconds of each pass.
 """
 from __future__ import annotations
 
@@ -64,30 +64,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     mbs = st.roles["agent"].micro_batch_size
     amp = getattr(torch, backend.autocast_dtype) if backend.autocast_dtype else None
     trained = batches.trained_columns
-    variants = {"trained columns": trained, "every column": lambda mb, r: torch.arange(r, device=mask.device)}
+    variants = {"trained columns": trained,
+                "every column": lambda mb, r: torch.arange(r, device=mb.batch["response_mask"].device)}
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)  # GPU kernels run async
     times: dict[str, dict[str, list[float]]] = {v: {"reference": [], "gradient": []} for v in variants}
     try:
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats + 1):  # round 0 warms up (kernels, allocator) and is not timed
             for name, columns in variants.items():
                 batches.trained_columns = columns
                 t0 = time.perf_counter()
                 if ref is not None:
                     batches.response_logprobs(ref, batch, mbs, autocast_dtype=amp)
+                sync()
                 t1 = time.perf_counter()
                 model.train()
                 for start in range(0, len(batch), mbs):
                     mb = batch.slice(start, start + mbs)
                     lp = batches.response_logprobs(model, mb, mbs, grad=True, autocast_dtype=amp)
                     (lp * mb.batch["response_mask"]).sum().backward()
+                sync()
                 model.zero_grad(set_to_none=True)
                 model.eval()
-                times[name]["reference"].append(t1 - t0)
-                times[name]["gradient"].append(time.perf_counter() - t1)
+                if repeat:
+                    times[name]["reference"].append(t1 - t0)
+                    times[name]["gradient"].append(time.perf_counter() - t1)
     finally:
         batches.trained_columns = trained
     print("| logits at | reference pass s | gradient pass s |\n|---|---|---|")
     for name, t in times.items():
-        print(f"| {name} | {statistics.mean(t['reference']):.1f} | {statistics.mean(t['gradient']):.1f} |")
+        print(f"| {name} | {statistics.mean(t['reference']):.2f} | {statistics.mean(t['gradient']):.2f} |")
     return 0
 
 
