@@ -182,6 +182,9 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
     assert (s.env_kwargs["twx"]["parsing"], s.generation.mode, s.agent.frozen, s.keep_checkpoints) == (
         "lenient", "genenv", True, 1)
     assert (s.engine.name, s.engine.device, s.engine.threads, s.engine.env_server) == ("local", "auto", "auto", None)
+    assert s.engine.options == {}  # the local engine has no block of its own; verl_ray's is its options
+    ray = run_settings(compose_config(["engine=verl_ray", "verl_ray.pools.agent.nnodes=2"])).engine.options
+    assert ray["pools"]["agent"] == {"nnodes": 2, "n_gpus_per_node": 4} and "common" in ray
     assert (s.curriculum.alpha, s.generation.rollouts_per_task, s.agent.response_budget) == (0.25, 4, 2048)
     assert s.roles["env_policy"] == RoleConfig.defaults("env_policy") and s.roles["env_policy"].kl_coef == 0.01
     assert s.roles["agent"].lr == cfg.agent.policy.lr and s.roles["agent"].lora_alpha == 32
@@ -200,9 +203,10 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
 
 def test_the_loop_reads_its_settings_not_the_raw_config():
     """The loop, task writing, the metric row and the engines read every decision from ``RunSettings``; the loop
-    keeps the composed config only to record it (``config.yaml``) and to build its engine, and the ``verl_ray``
-    engine reads its own ``verl_ray`` block (veRL's keys) and nothing else; a role's settings are read in
-    ``trainer/settings.py`` only."""
+    keeps the composed config only to record it (``config.yaml``) and builds its engine from its settings; the
+    ``verl_ray`` engine reads its own block from ``RunSettings.engine.options``; the engines build settings from a
+    config only through ``as_run_settings`` (a caller's settings are used as they are); a role's settings are
+    read in ``trainer/settings.py`` only."""
     import re
 
     modules = ["loop", "generation", "metrics", "engines/__init__", "engines/local", "engines/verl_ray/backend",
@@ -212,7 +216,9 @@ def test_the_loop_reads_its_settings_not_the_raw_config():
         text = (ROOT / "trainer" / f"{name}.py").read_text(encoding="utf-8")
         code = re.sub(r'"""(.|\n)*?"""', "", text)  # docstrings may name config keys
         found = [ln.strip() for ln in code.splitlines()
-                 if re.search(r"\bcfg\.(?!verl_ray\b)|\bcfg\[", ln) and "cfg.engine" not in ln]
+                 if re.search(r"\bcfg\.|\bcfg\[|(?<!as_)run_settings\(|build_backend\(cfg\)", ln)
+                 and ln.strip() != "self.settings = st = run_settings(cfg)  # validated once; the loop reads every "
+                                   "decision from here"]  # the loop's one reading
         if found:
             reads[name] = found
         role_reads += [name for ln in code.splitlines() if "RoleConfig.of(" in ln]

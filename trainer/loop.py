@@ -68,17 +68,18 @@ class CoEvolutionTrainer:
 
     Args:
         cfg: the composed OmegaConf config.
-        backend: a :class:`~genenv.trainer.engines.base.Backend`; built from ``cfg.engine`` when ``None``.
+        backend: a :class:`~genenv.trainer.engines.base.Backend`; built from the run's settings (``engine``) when
+            ``None``.
     """
 
     def __init__(self, cfg, backend=None):
-        self.cfg = cfg  # kept only to record the run's config (config.yaml) and to build the engine
+        self.cfg = cfg  # kept only to record the run's config (config.yaml)
         self.settings = st = run_settings(cfg)  # validated once; the loop reads every decision from here
         self.spec = get_benchmark(st.benchmark, st.data_dir, grounded=st.generation.grounded)
         self.run_dir = Path(st.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.backend = backend if backend is not None else build_backend(cfg)
+        self.backend = backend if backend is not None else build_backend(st)
         self.rng = random.Random(st.seed)
         torch.manual_seed(st.seed)
         self.iteration = 0

@@ -5,7 +5,7 @@ missing from the config is an error, not a silent default written again here."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -172,14 +172,16 @@ class PoolSettings:
 class EngineSettings:
     """Where the policies run: ``name`` (the ``engine``, a registered engine name), ``device`` (``auto``, ``cpu``, ``cuda``),
     ``autocast_dtype`` (``auto``, ``bfloat16``, ``float32`` or ``None``), ``threads`` (a number, ``auto`` or
-    ``None``) and ``env_server`` (a ``genenv-serve`` URL, ``None``: episodes in this process). An engine's own
-    block (``verl_ray``) is that engine's to read."""
+    ``None``), ``env_server`` (a ``genenv-serve`` URL, ``None``: episodes in this process) and ``options``: the
+    engine's own block of the config (the top-level key named ``name``, e.g. ``verl_ray``'s pools and veRL keys) as
+    a plain dict with interpolations resolved, empty when the config has none; only that engine reads it."""
 
     name: str
     device: str
     autocast_dtype: str | None
     threads: int | str | None
     env_server: str | None
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -308,10 +310,23 @@ def run_settings(cfg) -> RunSettings:
 def _engine_settings(cfg) -> EngineSettings:
     """The :class:`EngineSettings` of ``cfg``."""
     threads, dtype, server = _read(cfg, "threads"), _read(cfg, "autocast_dtype"), _read(cfg, "env_server")
-    return EngineSettings(name=str(_read(cfg, "engine")), device=str(_read(cfg, "device")),
+    name = str(_read(cfg, "engine"))
+    options = _read(cfg, name) if name in cfg else {}
+    return EngineSettings(name=name, device=str(_read(cfg, "device")),
                           autocast_dtype=None if dtype is None else str(dtype),
                           threads=threads if threads is None or isinstance(threads, str) else int(threads),
-                          env_server=str(server) if server else None)
+                          env_server=str(server) if server else None, options=dict(options or {}))
+
+
+def as_run_settings(settings_or_cfg) -> RunSettings:
+    """``settings_or_cfg`` itself when it is a :class:`RunSettings`, else :func:`run_settings` of it (a composed
+    config): what the engine builders and their helpers accept, so a caller holding the run's settings passes them
+    and a caller holding only a config need not build them first.
+
+    Raises:
+        ConfigError: as :func:`run_settings`, for a config.
+    """
+    return settings_or_cfg if isinstance(settings_or_cfg, RunSettings) else run_settings(settings_or_cfg)
 
 
 def env_kwargs(cfg) -> dict[str, dict[str, Any]]:

@@ -10,12 +10,15 @@ Ray), as veRL registers its workers; ``configs/engine/<name>.yaml`` selects one:
 from __future__ import annotations
 
 from genenv.envs.tables import Registry, load_object
+from genenv.trainer.settings import as_run_settings
 
-ENGINES = Registry("engine")  # name → "module:function" that builds the backend from the config
+ENGINES = Registry("engine")  # name → "module:function" that builds the backend from the run's settings
 
 
 def register_engine(name: str, builder: str) -> None:
-    """Register an engine's backend builder (``f(cfg) -> Backend``) by entry-point string.
+    """Register an engine's backend builder by entry-point string: ``f(settings) -> Backend``, ``settings`` a
+    :class:`~genenv.trainer.settings.RunSettings` (or a composed config:
+    :func:`~genenv.trainer.settings.as_run_settings`; the engine's own config block is ``settings.engine.options``).
 
     Raises:
         ValueError: a malformed entry point, or the name taken by another builder.
@@ -25,14 +28,18 @@ def register_engine(name: str, builder: str) -> None:
     ENGINES.add(name, builder)
 
 
-def build_backend(cfg):
-    """The backend of the engine named by ``cfg.engine``, built from ``cfg``.
+def build_backend(settings):
+    """The backend of the engine named by the run's ``engine``, built from ``settings`` (a
+    :class:`~genenv.trainer.settings.RunSettings`, or a composed config, read once by
+    :func:`~genenv.trainer.settings.as_run_settings`).
 
     Raises:
+        ConfigError: a config that :func:`~genenv.trainer.settings.run_settings` refuses.
         ValueError: an unknown engine (the message lists the registered ones).
         RuntimeError: ``verl_ray`` without the GPUs its resource pools need (before any worker starts).
     """
-    return load_object(ENGINES.lookup(cfg.engine))(cfg)
+    st = as_run_settings(settings)
+    return load_object(ENGINES.lookup(st.engine.name))(st)
 
 
 register_engine("local", "genenv.trainer.engines.local:build_local_backend")

@@ -20,7 +20,7 @@ from genenv.trainer.engines.verl_ray.config import (agent_loop_worker_config, re
 from genenv.trainer.engines.verl_ray.policy import VerlPolicy
 from genenv.trainer.engines.verl_ray.pools import check_cluster, cluster_nodes, resource_pool_manager, resource_pool_spec
 from genenv.runtime.episodes import Trajectory
-from genenv.trainer.settings import run_settings
+from genenv.trainer.settings import as_run_settings
 from genenv.trainer.updates import Sample, prepare_update
 
 
@@ -82,20 +82,21 @@ class VerlRayBackend:
     to veRL's ``AgentLoopManager``.
 
     Args:
-        cfg: the composed training config with ``engine: verl_ray`` (``configs/engine/verl_ray.yaml``).
+        settings: the run's :class:`~genenv.trainer.settings.RunSettings` with ``engine: verl_ray``, or its
+            composed config (``configs/engine/verl_ray.yaml``; the block is ``settings.engine.options``).
     Raises:
         RuntimeError: the Ray cluster cannot hold the placement groups of the two pools, GPUs or CPUs (raised
             before any worker or placement group is created; see :func:`check_cluster`).
         ValueError: a role's veRL config fails veRL's validation (:func:`validate_role_config`).
     """
 
-    def __init__(self, cfg):
+    def __init__(self, settings):
         import ray
         from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
-        self.settings = run_settings(cfg)
-        self.work_dir = Path(self.settings.run_dir).resolve() / "verl"
-        self.role_cfgs = {role: role_config(cfg, role) for role in ROLES}
+        self.settings = st = as_run_settings(settings)
+        self.work_dir = Path(st.run_dir).resolve() / "verl"
+        self.role_cfgs = {role: role_config(st, role) for role in ROLES}
         for rcfg in self.role_cfgs.values():
             validate_role_config(rcfg)
         if not ray.is_initialized():  # as verl.trainer.main_ppo.run_ppo: veRL's runtime env + ray_kwargs.ray_init
@@ -104,8 +105,8 @@ class VerlRayBackend:
             init["runtime_env"] = OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(first),
                                                                          init.get("runtime_env") or {}))
             ray.init(**{k: v for k, v in init.items() if v is not None})
-        self.pools = resource_pool_manager(cfg)
-        check_cluster(resource_pool_spec(cfg), cluster_nodes(), self.pools.max_colocate_count)
+        self.pools = resource_pool_manager(st)
+        check_cluster(resource_pool_spec(st), cluster_nodes(), self.pools.max_colocate_count)
         try:
             self.pools.create_resource_pool()  # veRL's own availability check runs here too
         except ValueError as exc:
@@ -302,6 +303,7 @@ def _num(value) -> float:
     return float(value)
 
 
-def build_verl_ray_backend(cfg) -> VerlRayBackend:
-    """The ``verl_ray`` back-end for ``cfg`` (its builder in :data:`genenv.trainer.engines.ENGINES`)."""
-    return VerlRayBackend(cfg)
+def build_verl_ray_backend(settings) -> VerlRayBackend:
+    """The ``verl_ray`` back-end for ``settings`` (a :class:`~genenv.trainer.settings.RunSettings` or a composed
+    config; its builder in :data:`genenv.trainer.engines.ENGINES`)."""
+    return VerlRayBackend(settings)

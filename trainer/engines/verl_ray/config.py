@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genenv.trainer.engines.base import ROLES
 from genenv.runtime.agent_loop import AGENT_LOOP_NAME
-from genenv.trainer.settings import run_settings
+from genenv.trainer.settings import as_run_settings
 
 
 def compose_verl_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -53,11 +53,12 @@ def resolve_model(name: str) -> str:
     return str(resolve_model_path(name)) if name in SMOLLM2_ALIASES else str(name)
 
 
-def derived_settings(cfg, role: str) -> dict[str, Any]:
+def derived_settings(settings, role: str) -> dict[str, Any]:
     """The veRL keys whose values our config decides, for ``role`` (nested dict, merged onto veRL's tree).
 
-    From the run's settings (:func:`~genenv.trainer.settings.run_settings`; the config's ``verl_ray`` block, this
-    engine's own, is read here) and the role's :class:`~genenv.trainer.settings.RoleConfig`: model,
+    From the run's settings (a :class:`~genenv.trainer.settings.RunSettings` or a composed config,
+    :func:`~genenv.trainer.settings.as_run_settings`; this engine's own block is ``settings.engine.options``) and
+    the role's :class:`~genenv.trainer.settings.RoleConfig`: model,
     LoRA rank/alpha, ``lr``, ``max_grad_norm`` (``optim.clip_grad``), ``clip_ratio`` (low = high), ``ppo_epochs``,
     ``kl_coef`` (``use_kl_loss`` with ``low_var_kl``: the KL leash; 0 disables the reference), ``micro_batch_size``
     (per GPU, for updates and log-prob passes). From the loop: GRPO group size ``n``, sampling temperature, batch
@@ -66,9 +67,9 @@ def derived_settings(cfg, role: str) -> dict[str, Any]:
     advantages computed by us (``algorithm.adv_estimator=grpo``, no critic, no in-reward KL), the role's pool
     size as ``trainer.nnodes``/``n_gpus_per_node``; for the agent, the ``genenv_gym`` agent loop.
     """
-    st = run_settings(cfg)
+    st = as_run_settings(settings)
     rc = st.roles[role]
-    pool = cfg.verl_ray.pools[role]
+    pool = st.engine.options["pools"][role]
     if role == "agent":
         n, temperature = st.agent.n, st.agent.temperature
         batch, response_length = st.agent.batch_tasks, st.agent.response_budget
@@ -99,26 +100,28 @@ def derived_settings(cfg, role: str) -> dict[str, Any]:
         "algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
         "critic": {"enable": False},
         "data": {"train_batch_size": batch, "max_response_length": response_length},
-        "trainer": {"nnodes": int(pool.nnodes), "n_gpus_per_node": int(pool.n_gpus_per_node),
+        "trainer": {"nnodes": int(pool["nnodes"]), "n_gpus_per_node": int(pool["n_gpus_per_node"]),
                     "project_name": "genenv", "experiment_name": f"{st.benchmark}-{role}"},
     }
 
 
-def role_config(cfg, role: str, resolve: bool = True) -> DictConfig:
+def role_config(settings, role: str, resolve: bool = True) -> DictConfig:
     """The complete veRL config of ``role``: :func:`compose_verl_config` with ``verl_ray.compose_overrides``,
     then :func:`derived_settings`, then ``verl_ray.common``, then ``verl_ray.<role>`` (later wins; all merged in
     struct mode, so a key veRL does not have raises ``omegaconf.errors.ConfigKeyError``); interpolations resolved.
+    ``settings``: a :class:`~genenv.trainer.settings.RunSettings` or a composed config (the ``verl_ray`` block is
+    read from ``settings.engine.options``).
 
     Raises:
         ValueError: ``role`` is not one of :data:`~genenv.trainer.engines.base.ROLES`.
     """
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-    vr = cfg.verl_ray
+    st = as_run_settings(settings)
+    vr = st.engine.options
     rcfg = compose_verl_config(list(vr.get("compose_overrides") or []))
-    for layer in (derived_settings(cfg, role), vr.get("common") or {}, vr.get(role) or {}):
-        rcfg = OmegaConf.merge(rcfg, OmegaConf.create(OmegaConf.to_container(layer, resolve=True)
-                                                      if OmegaConf.is_config(layer) else layer))
+    for layer in (derived_settings(st, role), vr.get("common") or {}, vr.get(role) or {}):
+        rcfg = OmegaConf.merge(rcfg, OmegaConf.create(layer))
     if resolve:
         OmegaConf.resolve(rcfg)
     return rcfg

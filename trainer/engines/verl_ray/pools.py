@@ -5,31 +5,35 @@ from __future__ import annotations
 from typing import Sequence
 
 from genenv.trainer.engines.base import ROLES
+from genenv.trainer.settings import as_run_settings
 
 POOLS = {"agent": "genenv_agent_pool", "env_policy": "genenv_env_policy_pool"}
 
 
-def resource_pool_spec(cfg) -> dict[str, list[int]]:
+def resource_pool_spec(settings) -> dict[str, list[int]]:
     """``{pool name: [GPUs on node 1, GPUs on node 2, ...]}`` for veRL's ``ResourcePoolManager``: one pool per
-    role from ``verl_ray.pools.<role>.{nnodes, n_gpus_per_node}``.
+    role from ``verl_ray.pools.<role>.{nnodes, n_gpus_per_node}`` (``settings``: a
+    :class:`~genenv.trainer.settings.RunSettings` or a composed config; the block from ``settings.engine.options``).
 
     Raises:
         ValueError: a pool with no node or no GPU.
     """
+    pools = as_run_settings(settings).engine.options["pools"]
     spec = {}
     for role in ROLES:
-        p = cfg.verl_ray.pools[role]
-        if int(p.nnodes) < 1 or int(p.n_gpus_per_node) < 1:
+        p = pools[role]
+        if int(p["nnodes"]) < 1 or int(p["n_gpus_per_node"]) < 1:
             raise ValueError(f"verl_ray.pools.{role} needs nnodes >= 1 and n_gpus_per_node >= 1, got {dict(p)}")
-        spec[POOLS[role]] = [int(p.n_gpus_per_node)] * int(p.nnodes)
+        spec[POOLS[role]] = [int(p["n_gpus_per_node"])] * int(p["nnodes"])
     return spec
 
 
-def resource_pool_manager(cfg):
-    """veRL's ``ResourcePoolManager`` over :func:`resource_pool_spec`, mapping each role to its pool."""
+def resource_pool_manager(settings):
+    """veRL's ``ResourcePoolManager`` over :func:`resource_pool_spec` of ``settings``, mapping each role to its
+    pool."""
     from verl.single_controller.ray import ResourcePoolManager
 
-    return ResourcePoolManager(resource_pool_spec=resource_pool_spec(cfg), mapping=dict(POOLS))
+    return ResourcePoolManager(resource_pool_spec=resource_pool_spec(settings), mapping=dict(POOLS))
 
 
 def check_cluster(spec: dict[str, list[int]], nodes: Sequence[tuple[float, float]], cpus_per_gpu: int) -> None:
