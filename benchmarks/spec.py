@@ -224,7 +224,7 @@ class BenchmarkSpec(abc.ABC):
 
     @abc.abstractmethod
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Parse and validate one generation into a :class:`Task` (origin ``generated``, ``generation_step`` =
+        """Parse and validate one generation into a :class:`Task` (origin ``generated``, ``admitted_iteration`` =
         ``iteration``, the training iteration that wrote it) or a :class:`Rejection`. Callers pass the arguments
         by position."""
 

@@ -202,7 +202,7 @@ def test_generated_goals_are_validated_by_the_planner():
             admitted = out
             break
     assert admitted is not None, "no receptacle of the scene admitted the parent's object"
-    assert admitted.origin == "generated" and admitted.parent_id == parent.id and admitted.generation_step == 3
+    assert admitted.origin == "generated" and admitted.parent_id == parent.id and admitted.admitted_iteration == 3
     assert admitted.prompt == f"Your task is to: {goal_sentence(admitted.metadata['goal_override'])}"
     env = TextActionWrapper(ALFWorldEnv(tasks=[admitted]))  # the planner's walkthrough wins in the env
     obs, steps = play(env, admitted, admitted.gold)

@@ -31,7 +31,7 @@ def _bfcl_generation(**over):
 def test_valid_bfcl_generation_is_admitted_and_solvable_by_its_gold_call():
     task = BFCL.parse_generated(_bfcl_generation(), "gen-0-0-0", 3, None)
     assert isinstance(task, Task), task
-    assert task.origin == "generated" and task.generation_step == 3 and task.metadata["category"] == "simple_python"
+    assert task.origin == "generated" and task.admitted_iteration == 3 and task.metadata["category"] == "simple_python"
     env = BFCLEnv(tasks=[task])
     env.reset(options={"task_index": 0})
     assert env.step(BFCLEnv.gold_action(task))[1] == 1.0

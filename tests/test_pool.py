@@ -14,7 +14,7 @@ def test_pool_round_trip_keeps_tasks_origins_and_history(tmp_path):
     seeds = load_bamboogle_tasks("train")[:5]
     pool = TaskPool(seeds)
     gen = Task(id="gen-1-0-0", benchmark="bamboogle", split="generated", prompt="Q?", gold="A",
-               action_kind="free_text", origin="generated", parent_id=seeds[0].id, generation_step=1)
+               action_kind="free_text", origin="generated", parent_id=seeds[0].id, admitted_iteration=1)
     pool.add(gen)
     pool.record(0, {seeds[0].id: 0.25, gen.id: 0.5})
     pool.record(1, {gen.id: 0.75})
@@ -28,6 +28,35 @@ def test_pool_round_trip_keeps_tasks_origins_and_history(tmp_path):
     assert back.recent_p_hat(last=2) == pytest.approx((0.25 + 0.75) / 2)
     sample = back.sample(3, random.Random(0), exclude=[gen.id])
     assert len(sample) == 3 and gen not in sample
+
+
+def test_a_pool_stored_under_the_deprecated_field_name_loads_unchanged(tmp_path):
+    """``admitted_iteration``'s deprecated name ``generation_step``: a stored pool (a shipped run's final pool)
+    loads with the same iterations and digests, the keyword and the attribute still work and warn."""
+    import json
+    import warnings
+    from pathlib import Path
+
+    from genenv.runtime.env_protocol import task_sha256
+
+    shipped = Path(__file__).resolve().parents[1] / "docs/curriculum/twx_env_policy_rwr/genenv/seed0/final_pool.jsonl"
+    rows = [json.loads(line) for line in shipped.read_text(encoding="utf-8").splitlines()]
+    old = [r for r in rows if r["task"].get("generation_step") is not None]
+    assert old, "the shipped pool has generated tasks stored under generation_step"
+    (tmp_path / "pool.jsonl").write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reading stored records does not warn
+        pool = TaskPool.load(tmp_path / "pool.jsonl")
+    for r in old:
+        task = pool.entries[r["task"]["id"]].task
+        assert task.admitted_iteration == r["task"]["generation_step"] and "generation_step" not in task.to_dict()
+        assert task_sha256(task.to_dict()) == task_sha256(r["task"])
+    with pytest.warns(DeprecationWarning, match="admitted_iteration"):
+        t = Task(id="g", benchmark="bamboogle", split="train", prompt="Q?", gold="A", action_kind="free_text",
+                 origin="generated", generation_step=4)
+    assert t.admitted_iteration == 4
+    with pytest.warns(DeprecationWarning, match="admitted_iteration"):
+        assert t.generation_step == 4
 
 
 def _replay_pool():

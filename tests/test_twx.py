@@ -93,7 +93,7 @@ def test_an_admitted_generated_game_is_won_by_its_gold_in_the_env():
     proposal = {"game": "coin", "params": {"numLocations": 4, "numDistractorItems": 1, "includeDoors": 0}, "seed": 17}
     task = spec.parse_generated(json.dumps(proposal), "gen-3-1-2", 3, None)
     assert not isinstance(task, Rejection), task
-    assert task.origin == "generated" and task.generation_step == 3 and task.metadata["fold"] == "train"
+    assert task.origin == "generated" and task.admitted_iteration == 3 and task.metadata["fold"] == "train"
     env = TextWorldExpressEnv(tasks=[task])
     env.reset(options={"task_index": 0})
     for command in task.gold:

@@ -92,7 +92,7 @@ def write_tasks(spec: BenchmarkSpec, policy: Policy, pool: TaskPool, rng: random
             ``prompts_per_iteration``, ``seed_examples``, ``generations_per_prompt``, ``temperature``,
             ``max_new_tokens``, ``constrained``).
         alpha: the target success rate named in GenEnv prompts.
-        iteration: the iteration (ids ``gen-<iteration>-<prompt>-<k>`` and the tasks' ``generation_step``).
+        iteration: the iteration (ids ``gen-<iteration>-<prompt>-<k>`` and the tasks' ``admitted_iteration``).
     Returns:
         one :class:`GenerationRecord` per generation, and the rejection counts by reason.
     """

@@ -194,7 +194,7 @@ class ALFWorldSpec(BenchmarkSpec):
         task = Task(id=task_id, benchmark=self.name, split="train",
                     prompt=f"Your task is to: {goal_sentence(goal)}",
                     gold=plan, action_kind="structured", origin="generated", parent_id=parent.id,
-                    generation_step=iteration,
+                    admitted_iteration=iteration,
                     metadata={"protocol": "episodic", "task_type": goal["task_type"], "goal": {**goal, "scene": scene},
                               "game_file": parent.metadata["game_file"], "walkthrough": plan, "goal_override": goal})
         record = game_record(task)

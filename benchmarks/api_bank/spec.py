@@ -195,7 +195,7 @@ class APIBankSpec(BenchmarkSpec):
         system = head + "\n".join(json.dumps(d, ensure_ascii=False) for d in descriptions)
         return Task(id=task_id, benchmark=self.name, split="train", prompt=f"{dialogue.strip()}\n{ASK}\n",
                     gold={"name": name, "arguments": arguments}, action_kind="structured", tools=descriptions,
-                    origin="generated", parent_id=parent.id if parent else None, generation_step=iteration,
+                    origin="generated", parent_id=parent.id if parent else None, admitted_iteration=iteration,
                     metadata={"level": 1, "protocol": "official", "system": system, "replay": [],
                               "source": {"generated": True}})
 
@@ -299,7 +299,7 @@ class APIBankPlanSpec(BenchmarkSpec):
             gold.append({"name": name, "arguments": arguments})
         return Task(id=task_id, benchmark=self.name, split="train", prompt=requirement.strip(), gold=gold,
                     action_kind="structured", tools=[searcher_description(self.data_dir)], origin="generated",
-                    parent_id=parent.id if parent else None, generation_step=iteration,
+                    parent_id=parent.id if parent else None, admitted_iteration=iteration,
                     metadata={"response": "", "sample_id": None})
 
     def dedup_text(self, task: Task) -> str:
@@ -415,4 +415,4 @@ class APIBankResponseSpec(BenchmarkSpec):
         return Task(id=task_id, benchmark=self.name, split="train",
                     prompt="\n".join(lines) + "\nGenerate AI Response:\n", gold=response.strip(),
                     action_kind="free_text", origin="generated", parent_id=parent.id if parent else None,
-                    generation_step=iteration, metadata={"level": 1, "system": system, "index": None})
+                    admitted_iteration=iteration, metadata={"level": 1, "system": system, "index": None})

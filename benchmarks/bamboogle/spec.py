@@ -166,4 +166,4 @@ class BamboogleSpec(BenchmarkSpec):
             return problem
         return Task(id=task_id, benchmark=self.name, split="train", prompt=question, gold=answer,
                     action_kind="free_text", origin="generated", parent_id=parent.id if parent else None,
-                    generation_step=iteration)
+                    admitted_iteration=iteration)

@@ -149,7 +149,7 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
                 "long_context": False, "protocol": "official", "start_turn": 0, "end_turn": 0}
         task = Task(id=task_id, benchmark=self.name, split="train", prompt=question.strip(), gold=[strings],
                     action_kind="structured", tools=all_functions(parent), origin="generated",
-                    parent_id=parent.id, generation_step=iteration, metadata=meta)
+                    parent_id=parent.id, admitted_iteration=iteration, metadata=meta)
         problem, results = execution_problem(task)
         if problem is None and self.grounded:
             problem = grounding_problem(parsed, question.strip(), results, all_functions(parent))

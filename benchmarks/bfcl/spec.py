@@ -254,7 +254,7 @@ class BFCLSpec(BenchmarkSpec):
                     f"{p}={v!r}" for p, v in missing.items())[:200])
         return Task(id=task_id, benchmark=self.name, split="train", prompt=question.strip(), gold=ground_truth,
                     action_kind="structured", tools=[fn], origin="generated",
-                    parent_id=parent.id if parent else None, generation_step=iteration,
+                    parent_id=parent.id if parent else None, admitted_iteration=iteration,
                     metadata={"category": "simple_python",
                               "question_messages": [{"role": "user", "content": question.strip()}]})
 

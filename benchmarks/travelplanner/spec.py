@@ -183,7 +183,7 @@ class TravelPlannerSpec(BenchmarkSpec):
             return Rejection(found.reason, found.detail[:200])
         return query_task(task_id, "train", fields, route_calls(fields, found.route), found.plan, db,
                           mode=self.mode, search={"reason": "", "detail": "", "cost": found.cost}, origin="generated",
-                          parent_id=parent.id if parent else None, generation_step=iteration)
+                          parent_id=parent.id if parent else None, admitted_iteration=iteration)
 
     def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = 0.0) -> Rejection | None:
         """Same origin, destination, length, start date, group size and local constraints, and a budget within

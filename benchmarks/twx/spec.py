@@ -141,7 +141,7 @@ class TWXSpec(BenchmarkSpec):
                                   or not 1 <= steps <= self.max_steps):
             return Rejection("bad_steps", f"steps {steps!r} is not an integer in 1..{self.max_steps}")
         fields = {"task_id": task_id, "split": "generated", "origin": "generated",
-                  "parent_id": parent.id if parent else None, "generation_step": iteration}
+                  "parent_id": parent.id if parent else None, "admitted_iteration": iteration}
         try:
             task = (make_task(game, params, "train", seed, **fields) if steps is None
                     else pin_steps(game, params, seed, steps, **fields))
