@@ -27,11 +27,12 @@ def plot_run(run_dir: Path) -> Path:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     from omegaconf import OmegaConf
 
-    from genenv.trainer.settings import default_config
+    from genenv.trainer.settings import curriculum_settings, default_config
 
-    config = Path(run_dir) / "config.yaml"  # the run's own; a folder without one is drawn with the defaults
-    cur = (OmegaConf.load(config) if config.is_file() else default_config()).curriculum
-    alpha, k_min = float(cur.alpha), float(cur.k_min)
+    config = Path(run_dir) / "config.yaml"  # the run's own (keys it lacks: the defaults); none: the defaults
+    cur = curriculum_settings(OmegaConf.merge(default_config(), OmegaConf.load(config)) if config.is_file()
+                              else default_config())
+    alpha, k_min = cur.alpha, cur.k_min
     from matplotlib.ticker import MaxNLocator
     its = [r["iteration"] for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))

@@ -245,6 +245,15 @@ def _block(cls, cfg, prefix: str, **resolved: Any):
     return cls(**out)
 
 
+def curriculum_settings(cfg) -> CurriculumSettings:
+    """The :class:`CurriculumSettings` of ``cfg`` (a composed config, or a run's stored ``config.yaml``).
+
+    Raises:
+        ConfigError: a curriculum key is missing.
+    """
+    return _block(CurriculumSettings, cfg, "curriculum")
+
+
 def run_settings(cfg) -> RunSettings:
     """The run's :class:`RunSettings` from the composed config, validated.
 
@@ -274,7 +283,7 @@ def run_settings(cfg) -> RunSettings:
         seed_options=dict(_read(cfg, "benchmark.seed_options") or {}),
         seed_limit=None if limit is None else int(limit),
         env_kwargs=env_kwargs(cfg),
-        curriculum=_block(CurriculumSettings, cfg, "curriculum"),
+        curriculum=curriculum_settings(cfg),
         generation=_block(GenerationSettings, cfg, "generation", rollouts_per_task=int(per_task or n),
                           upfront_tasks=int(_read(cfg, "generation.upfront_tasks") or 0),
                           upfront_max_rounds=int(rounds or 2 * iterations)),
