@@ -14,8 +14,8 @@ import pytest
 
 from genenv.trainer.cli import compose_config
 from genenv.trainer.experiments.run import ARMS, arm_config
-from genenv.trainer.experiments.report import (area_under, compare_arms, finished_runs, read_rows, reach_static,
-                                               seed_curve, write_report)
+from genenv.trainer.experiments.report import (area_under, compare_arms, compare_outcome, finished_runs, read_rows,
+                                               reach_static, seed_curve, write_report)
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
 from genenv.trainer.task_pool import TaskPool
@@ -396,3 +396,47 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
             assert [r["iteration"] for r in rows if "heldout/score" in r] == [1, 3, 5, 7, 9]
             assert len(heldout) == 100
     assert "Agent batches" in (exp / "summary.md").read_text()
+
+
+def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tmp_path):
+    """``genenv-experiment compare`` on arms with held-out evaluations: within one experiment it gives the report's
+    outcome figures; an arm copied into another experiment folder (a run with one setting changed) pairs with the
+    main run's arms by seed; experiments whose held-out scores measure different things, or without the untrained
+    agent's score, are refused; a frozen-agent experiment gets the alignment and a line saying why no outcome."""
+    shipped = SHIPPED / "twx_informative"
+    report = json.loads((shipped / "summary.json").read_text())
+    for control in ("random_env", "replay", "static"):
+        stat = json.loads(json.dumps(compare_outcome(shipped / "genenv", shipped / control)))
+        assert stat["arms"] == ["twx_informative/genenv", f"twx_informative/{control}"]
+        for key in ("cells", "n_cells", "difference", "p_value", "p_value_seeds", "final", "auc"):
+            assert stat[key] == report["outcome"][control][key], (control, key)
+    lever = tmp_path / "lever"
+    shutil.copytree(shipped / "genenv/seed0", lever / "genenv/seed0")
+    for name in ("experiment.yaml", "baseline.json"):
+        shutil.copyfile(shipped / name, lever / name)
+    stat = compare_outcome(lever / "genenv", shipped / "replay")
+    assert stat["arms"] == ["lever/genenv", "twx_informative/replay"] and stat["seeds"] == [0]
+    assert stat["n_cells"] == report["outcome"]["replay"]["n_cells"]
+    assert stat["auc"]["per_seed"][0] == pytest.approx(report["outcome"]["replay"]["auc"]["per_seed"]["0"])
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare", str(lever / "genenv"),
+                          str(shipped / "replay")], capture_output=True, text=True, check=True).stdout
+    assert "difficulty alignment, lever/genenv vs twx_informative/replay" in out
+    assert "## Held-out outcome, lever/genenv vs twx_informative/replay" in out and "| lever/genenv vs |" in out
+    base = json.loads((shipped / "baseline.json").read_text())
+    (lever / "baseline.json").write_text(json.dumps({**base, "heldout/score": base["heldout/score"] + 0.1}))
+    shifted = compare_outcome(lever / "genenv", shipped / "replay")  # its own untrained score starts its curve
+    assert shifted["final"] == stat["final"] and shifted["auc"]["per_seed"][0] > stat["auc"]["per_seed"][0]
+    (lever / "baseline.json").unlink()
+    with pytest.raises(FileNotFoundError, match="baseline.json"):
+        compare_outcome(lever / "genenv", shipped / "replay")
+    shutil.copyfile(shipped / "baseline.json", lever / "baseline.json")
+    (lever / "experiment.yaml").write_text((shipped / "experiment.yaml").read_text().replace("limit: 20", "limit: 10"))
+    with pytest.raises(ValueError, match="different held-out settings .*eval.limit"):
+        compare_outcome(lever / "genenv", shipped / "replay")
+    with pytest.raises(ValueError, match="different held-out settings"):
+        compare_outcome(SHIPPED / "twx_env_policy/genenv", shipped / "genenv")
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare",
+                          str(SHIPPED / "twx_env_policy/genenv"), str(SHIPPED / "twx_env_policy/random_env")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "difficulty alignment, twx_env_policy/genenv vs twx_env_policy/random_env" in out
+    assert "held-out outcome: not compared" in out

@@ -37,13 +37,16 @@ def heldout_scores(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -
 
 
 def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
-            auc: Callable[[Sequence[dict[str, Any]]], float], key: str = "heldout/score") -> dict[str, Any]:
+            auc: Callable[[Sequence[dict[str, Any]]], float], key: str = "heldout/score",
+            control_auc: Callable[[Sequence[dict[str, Any]]], float] | None = None) -> dict[str, Any]:
     """The statistic for one treatment-control pair over the seeds both finished.
 
     Args:
         treatment, control: ``{seed: metric rows}`` of each arm.
         auc: metric rows -> the run's AUC (the report's curve area, so that both use one definition).
         key: the held-out metric compared.
+        control_auc: the control's AUC when its curve starts from another untrained-agent score (arms of two
+            experiments); default ``auc``.
     Returns:
         ``cells`` (seed, iteration, difference), ``n_cells``, ``difference`` (mean and 95 % t interval, score
         units), ``p_value`` (sign-flip over cells), ``per_seed`` (seed -> mean cell difference),
@@ -53,15 +56,17 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
     seeds = sorted(set(treatment) & set(control))
     cells = paired_cells(treatment, control, values=lambda rows: heldout_scores(rows, key))
 
-    def per_run(value: Callable[[Sequence[dict[str, Any]]], float]) -> dict[str, Any]:
-        d = {s: value(treatment[s]) - value(control[s]) for s in seeds}
+    def per_run(value: Callable[[Sequence[dict[str, Any]]], float],
+                control_value: Callable[[Sequence[dict[str, Any]]], float]) -> dict[str, Any]:
+        d = {s: value(treatment[s]) - control_value(control[s]) for s in seeds}
         return {"per_seed": d, "difference": mean_interval(list(d.values())), "p_value": sign_flip_p(list(d.values()))}
 
     def final(rows):
         scores = heldout_scores(rows, key)
         return scores[max(scores)] if scores else float("nan")
 
-    return {"seeds": seeds, "cells": cells, **cell_test(cells), "final": per_run(final), "auc": per_run(auc)}
+    return {"seeds": seeds, "cells": cells, **cell_test(cells), "final": per_run(final, final),
+            "auc": per_run(auc, control_auc or auc)}
 
 
 def compare_all(rows_by_arm: dict[str, dict[int, Sequence[dict[str, Any]]]],
@@ -76,8 +81,17 @@ def compare_all(rows_by_arm: dict[str, dict[int, Sequence[dict[str, Any]]]],
 
 
 def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
-    """The report's section: one row per control (cells, mean difference with interval, p over cells and over
-    seeds, final and AUC differences per seed), in points."""
+    """The report's section: its title, what a cell is, and :func:`table` with ``genenv`` as the treatment."""
+    return ["## Does the trained environment policy help the agent? (held-out score, genenv vs each control)", "",
+            "Cells: (seed, iteration ≥ 1) at which both arms evaluated the agent on the held-out split; "
+            f"value = {TREATMENT}'s held-out score − the control's, in points. Final and AUC: one difference per "
+            "seed (s<k>: seed k).", "", *table(stats, TREATMENT)]
+
+
+def table(stats: dict[str, dict[str, Any]], treatment: str) -> list[str]:
+    """One markdown table row per control of ``stats`` (``{control name: compare(...)}``) against ``treatment``:
+    cells, mean difference with its 95 % t interval, p over cells and over seeds, final and AUC differences per
+    seed with their mean, interval and p; differences in points (100 x score units)."""
     def pts(x):
         return "—" if x is None or np.isnan(x) else f"{100 * x:+.1f}"
 
@@ -87,11 +101,7 @@ def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
     def interval(d):
         return "—" if d["low"] is None else f"[{pts(d['low'])}, {pts(d['high'])}]"
 
-    lines = ["## Does the trained environment policy help the agent? (held-out score, genenv vs each control)", "",
-             "Cells: (seed, iteration ≥ 1) at which both arms evaluated the agent on the held-out split; "
-             "value = genenv's held-out score − the control's, in points. Final and AUC: one difference per seed "
-             "(s<k>: seed k).", "",
-             "| genenv vs | cells | mean difference [95 % t] | p (cells) | p (seed means) | final, per seed | "
+    lines = [f"| {treatment} vs | cells | mean difference [95 % t] | p (cells) | p (seed means) | final, per seed | "
              "final mean [95 % t], p | AUC, per seed | AUC mean [95 % t], p |", "|---|---|---|---|---|---|---|---|---|"]
     for control, s in stats.items():
         f, a = s["final"], s["auc"]

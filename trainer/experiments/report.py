@@ -384,6 +384,34 @@ def plot_curves(data: dict[str, Any], out: Path) -> Path:
     return out
 
 
+def arm_folder(folder: Path) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
+    """``(experiment config, {seed: metric rows} of the finished runs)`` of one arm folder
+    (``<experiment_dir>/<arm>``) of any experiment.
+
+    Raises:
+        FileNotFoundError: the experiment has no ``experiment.yaml``, or the folder no finished run.
+    """
+    from omegaconf import OmegaConf
+
+    folder = Path(folder)
+    cfg_path = folder.parent / "experiment.yaml"
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"{cfg_path} not found: pass an arm folder, <experiment_dir>/<arm>")
+    runs = finished_runs(folder)
+    if not runs:
+        raise FileNotFoundError(f"{folder}: no finished run (seed<k>/done.json)")
+    return OmegaConf.load(cfg_path), runs
+
+
+def _arm_name(folder: Path) -> str:
+    return f"{Path(folder).parent.name}/{Path(folder).name}"
+
+
+def _common_seeds(a: dict[int, Any], b: dict[int, Any]) -> None:
+    if not set(a) & set(b):
+        raise ValueError(f"no seed finished in both: {sorted(a)} and {sorted(b)}")
+
+
 def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
     """The difficulty-alignment statistic (:func:`genenv.trainer.experiments.alignment.compare`) between two arm folders of
     any experiments (``<experiment_dir>/<arm>``, e.g. the ``genenv`` arms of an ``rwr`` and a ``grpo``
@@ -396,26 +424,54 @@ def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
         ValueError: the two experiments use different α bands (their in-band shares do not measure the same
             thing), or share no finished seed.
     """
-    from omegaconf import OmegaConf
-
-    runs, bands = [], []
-    for folder in (Path(treatment), Path(control)):
-        cfg_path = folder.parent / "experiment.yaml"
-        if not cfg_path.is_file():
-            raise FileNotFoundError(f"{cfg_path} not found: pass an arm folder, <experiment_dir>/<arm>")
-        cfg = OmegaConf.load(cfg_path)
-        bands.append((float(cfg.curriculum.alpha), float(cfg.curriculum.k_min)))
-        found = finished_runs(folder)
-        if not found:
-            raise FileNotFoundError(f"{folder}: no finished run (seed<k>/done.json)")
-        runs.append(found)
+    (cfg_t, runs_t), (cfg_c, runs_c) = arm_folder(treatment), arm_folder(control)
+    bands = [(float(c.curriculum.alpha), float(c.curriculum.k_min)) for c in (cfg_t, cfg_c)]
     if bands[0] != bands[1]:
         raise ValueError(f"different α bands (α, k_min): {bands[0]} and {bands[1]}; "
                          "in-band shares are not comparable")
-    if not set(runs[0]) & set(runs[1]):
-        raise ValueError(f"no seed finished in both: {sorted(runs[0])} and {sorted(runs[1])}")
-    names = tuple(f"{Path(f).parent.name}/{Path(f).name}" for f in (treatment, control))
-    return {**alignment.compare(runs[0], runs[1], names), "band": bands[0]}
+    _common_seeds(runs_t, runs_c)
+    names = (_arm_name(treatment), _arm_name(control))
+    return {**alignment.compare(runs_t, runs_c, names), "band": bands[0]}
+
+
+HELDOUT_SETTINGS = ("benchmark.name", "iterations", "eval.every", "eval.limit", "score_metric")  # must agree
+
+
+def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
+    """The held-out outcome statistic (:func:`genenv.trainer.experiments.outcome.compare`: paired cells, final and
+    AUC differences) between two arm folders of any experiments, e.g. the ``genenv`` arm of a run with one setting
+    changed against the ``genenv`` or ``replay`` arm of the main run, paired by seed and iteration. Each arm's AUC
+    starts from its own experiment's untrained-agent score (``baseline.json``). Returns the statistic with
+    ``arms`` = the two ``<experiment folder>/<arm>`` names added.
+
+    Raises:
+        FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml`` or no
+            ``baseline.json``.
+        ValueError: the experiments differ in a setting of :data:`HELDOUT_SETTINGS` (their held-out scores do not
+            measure the same thing), a folder has no held-out score, or no seed finished in both.
+    """
+    from omegaconf import OmegaConf
+
+    folders = (Path(treatment), Path(control))
+    loaded = [arm_folder(f) for f in folders]
+    settings = [{k: OmegaConf.select(cfg, k) for k in HELDOUT_SETTINGS} for cfg, _ in loaded]
+    if settings[0] != settings[1]:
+        diff = {k: (settings[0][k], settings[1][k]) for k in HELDOUT_SETTINGS if settings[0][k] != settings[1][k]}
+        raise ValueError(f"different held-out settings {diff}: the held-out scores are not comparable")
+    cfg = loaded[0][0]
+    key = f"heldout/{cfg.score_metric}" if cfg.get("score_metric") else "heldout/score"
+    baselines = []
+    for folder, (_, runs) in zip(folders, loaded):
+        base = folder.parent / "baseline.json"
+        if not base.is_file():
+            raise FileNotFoundError(f"{base} not found: the untrained agent's score of {folder.parent}")
+        if not any(key in row for rows in runs.values() for row in rows):
+            raise ValueError(f"{folder}: no held-out score ({key}) in its metrics")
+        baselines.append(float(json.loads(base.read_text()).get(key, float("nan"))))
+    _common_seeds(loaded[0][1], loaded[1][1])
+    stat = outcome.compare(loaded[0][1], loaded[1][1], lambda rows: area_under(*seed_curve(rows, baselines[0], key)),
+                           key, lambda rows: area_under(*seed_curve(rows, baselines[1], key)))
+    return {**stat, "arms": [_arm_name(f) for f in folders], "baselines": baselines}
 
 
 def write_report(experiment_dir: Path) -> Path:

@@ -37,7 +37,7 @@ Examples::
     genenv-experiment benchmark=twx arms=[genenv,random_env] agent.frozen=true eval.every=0 \
         env_policy.update_mode=grpo seeds=[0,1,2,3] iterations=10       # does the environment policy learn?
     genenv-experiment report experiments/bfcl          # rewrite summary.md / summary.json / curves.png
-    genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment of any two arm folders
+    genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment, held-out outcome of two arm folders
 """
 from __future__ import annotations
 
@@ -193,20 +193,36 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 
-        from genenv.trainer.experiments import alignment
-        from genenv.trainer.experiments.report import compare_arms
+        from genenv.trainer.experiments import alignment, outcome
+        from genenv.trainer.experiments.report import compare_arms, compare_outcome
 
         ap = argparse.ArgumentParser(prog="genenv-experiment compare",
-                                     description="difficulty alignment of two arm folders, paired by seed")
+                                     description="difficulty alignment and held-out outcome of two arm folders, "
+                                                 "paired by seed")
         ap.add_argument("treatment", type=Path, help="<experiment_dir>/<arm>, e.g. experiments/rwr/genenv")
         ap.add_argument("control", type=Path, help="<experiment_dir>/<arm>, e.g. experiments/grpo/genenv")
         ap.add_argument("--plot", type=Path, default=None, help="also draw the alignment plot to this file")
         args = ap.parse_args(sys.argv[2:])
-        stat = compare_arms(args.treatment, args.control)
-        print("\n".join(alignment.markdown(stat, *stat["band"])))
-        if args.plot:
-            alignment.plot(stat, *stat["band"], args.plot)
-        return 0
+        shown = 0
+        try:
+            stat = compare_arms(args.treatment, args.control)
+        except ValueError as e:
+            print(f"difficulty alignment: not compared ({e})")
+        else:
+            print("\n".join(alignment.markdown(stat, *stat["band"])))
+            if args.plot:
+                alignment.plot(stat, *stat["band"], args.plot)
+            shown += 1
+        try:
+            stat = compare_outcome(args.treatment, args.control)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"held-out outcome: not compared ({e})")
+        else:
+            treated, control = stat["arms"]
+            print(f"\n## Held-out outcome, {treated} vs {control}\n")
+            print("\n".join(outcome.table({control: stat}, treated)))
+            shown += 1
+        return 0 if shown else 1
     if len(sys.argv) > 1 and sys.argv[1] == "report":
         if len(sys.argv) != 3:
             print("usage: genenv-experiment report EXPERIMENT_DIR", file=sys.stderr)
