@@ -21,12 +21,13 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
   over, refill rounds and generated tokens per iteration, and the rollouts consumed when the arm reaches
   ``static``'s final score (:func:`batch_summary`).
 
-When ``genenv`` and a control (``random_env``, ``static``) ran with held-out evaluations, the report adds the
+When ``genenv`` and a control (``random_env``, ``replay``, ``static``) ran with held-out evaluations, the report adds the
 held-out outcome statistic of :mod:`genenv.trainer.experiments.outcome` (paired by seed and evaluation: a sign-flip permutation
 test, the mean difference with its 95 % interval, final and AUC differences per seed).
 When both ``genenv`` and ``random_env`` ran, the report adds the difficulty-alignment statistic of
 :mod:`genenv.trainer.experiments.alignment` (paired by seed: the in-band share of all generations, a sign-flip permutation
-test, the mean difference with its 95 % interval) and ``alignment.png``.
+test, the mean difference with its 95 % interval) and ``alignment.png``. :func:`compare_arms` and
+:func:`compare_outcome` give the same two statistics for arm folders of two experiments.
 
 Agent tasks consumed after iteration i = the sum of ``agent/tasks`` over iterations 0..i (each task rolled out
 ``agent.n`` times).
