@@ -203,6 +203,12 @@ def reach_static(arms: dict[str, dict[str, Any]], baseline: float) -> None:
                 a["batches"]["rollouts_to_static"] = a["batches"]["rollout_curve"][at]
 
 
+def score_key(cfg) -> str:
+    """The metric-row key of an experiment's held-out score: ``heldout/<score_metric>`` when its config
+    (``experiment.yaml``) names one, else ``heldout/score`` (the benchmark's headline metric)."""
+    return f"heldout/{cfg.score_metric}" if cfg.get("score_metric") else "heldout/score"
+
+
 def collect(experiment_dir: Path) -> dict[str, Any]:
     """The report's data: the experiment's settings, the untrained agent's score and :func:`arm_summary` of
     every arm with at least one finished seed (arms in the experiment's order)."""
@@ -211,7 +217,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     exp = Path(experiment_dir)
     cfg = OmegaConf.load(exp / "experiment.yaml")
     base_row = json.loads((exp / "baseline.json").read_text()) if (exp / "baseline.json").is_file() else {}
-    key = f"heldout/{cfg.score_metric}" if cfg.get("score_metric") else "heldout/score"
+    key = score_key(cfg)
     baseline = float(base_row.get(key, float("nan")))
     alpha = float(cfg.curriculum.alpha)
     arms: dict[str, dict[str, Any]] = {}
@@ -460,7 +466,7 @@ def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
         diff = {k: (settings[0][k], settings[1][k]) for k in HELDOUT_SETTINGS if settings[0][k] != settings[1][k]}
         raise ValueError(f"different held-out settings {diff}: the held-out scores are not comparable")
     cfg = loaded[0][0]
-    key = f"heldout/{cfg.score_metric}" if cfg.get("score_metric") else "heldout/score"
+    key = score_key(cfg)
     baselines = []
     for folder, (_, runs) in zip(folders, loaded):
         base = folder.parent / "baseline.json"

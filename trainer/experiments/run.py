@@ -37,7 +37,7 @@ Examples::
     genenv-experiment benchmark=twx arms=[genenv,random_env] agent.frozen=true eval.every=0 \
         env_policy.update_mode=grpo seeds=[0,1,2,3] iterations=10       # does the environment policy learn?
     genenv-experiment report experiments/bfcl          # rewrite summary.md / summary.json / curves.png
-    genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment, held-out outcome of two arm folders
+    genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment and outcome, two folders
 """
 from __future__ import annotations
 
