@@ -395,7 +395,16 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
             heldout = read_rows(exp / f"{arm}/seed{seed}/heldout.jsonl")
             assert [r["iteration"] for r in rows if "heldout/score" in r] == [1, 3, 5, 7, 9]
             assert len(heldout) == 100
-    assert "Agent batches" in (exp / "summary.md").read_text()
+            row = summary["per_seed"][str(seed)]
+            assert row["heldout"] == [r["heldout/score"] for r in rows if "heldout/score" in r]
+            assert row["groups_dropped"] == {o: sum(r[f"agent/groups_dropped/{o}"] for r in rows)
+                                             for o in ("seed", "generated")}
+    md = (exp / "summary.md").read_text()
+    assert "Agent batches" in md
+    page = (SHIPPED.parent / "results.md").read_text().split("**The rerun's arm-seeds so far**")[1].split("\n\n")[1]
+    seed_rows = [x for x in page.splitlines() if x.startswith("| ") and x[2].isdigit()]
+    n_finished = sum(len(a["seeds"]) for a in ours["arms"].values())
+    assert len(seed_rows) == n_finished and all(x in md for x in seed_rows)  # the page's rows are the report's
 
 
 def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tmp_path):

@@ -19,7 +19,9 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
 - **agent batches** (runs that log their GRPO groups, :func:`genenv.trainer.metrics.group_counts`): rollouts
   consumed, groups trained on per iteration, equal-reward groups dropped per task origin, informative groups left
   over, refill rounds and generated tokens per iteration, and the rollouts consumed when the arm reaches
-  ``static``'s final score (:func:`batch_summary`).
+  ``static``'s final score (:func:`batch_summary`);
+- **per seed**, one row per finished arm-seed (:func:`seed_summary`): its held-out scores, AUC, agent batches and
+  seconds.
 
 When ``genenv`` and a control (``random_env``, ``replay``, ``static``) ran with held-out evaluations, the report adds the
 held-out outcome statistic of :mod:`genenv.trainer.experiments.outcome` (paired by seed and evaluation: a sign-flip permutation
@@ -116,8 +118,8 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
     p_second: list[float] = []
     p_by_iter: dict[int, list[float]] = {}
     phases: dict[str, list[float]] = {}
-    wall = []
-    for run in runs.values():
+    wall: dict[int, float] = {}
+    for seed, run in runs.items():
         rows = run["rows"]
         counters = run["state"].get("counters", {})
         generated += sum(r.get("gen/generated", 0) for r in rows) + counters.get("upfront/generated", 0)
@@ -132,8 +134,8 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
             for k, v in r.items():
                 if k.startswith("time/"):
                     phases.setdefault(k.split("/", 1)[1], []).append(float(v))
-        wall.append(sum(r.get("time/total", 0.0) + r.get("time/heldout_eval", 0.0) for r in rows)
-                    + counters.get("upfront/seconds", 0.0))
+        wall[seed] = (sum(r.get("time/total", 0.0) + r.get("time/heldout_eval", 0.0) for r in rows)
+                      + counters.get("upfront/seconds", 0.0))
     return {
         "seeds": sorted(runs),
         "final": spread(ys[:, -1]), "best": spread(ys.max(axis=1)),
@@ -149,13 +151,30 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
         "p_gap_second_half": float(np.mean(p_second)) if p_second else None,
         "p_hat_generated_by_iteration": {int(k): float(np.mean(v)) for k, v in sorted(p_by_iter.items()) if v},
         "seconds_per_iteration": {k: float(np.mean(v)) for k, v in phases.items()},
-        "loop_seconds": spread(wall),
+        "loop_seconds": spread(list(wall.values())),
+        "per_seed": {s: seed_summary(r["rows"], baseline, key) | {"loop_seconds": wall[s]} for s, r in runs.items()},
         "wall_seconds": float(sum(x["wall_seconds"] for r in runs.values() for x in r["sittings"])),
         **({"batches": batches} if (batches := batch_summary(runs, baseline, key)) else {}),
     }
 
 
 BATCH_KEY = "agent/groups_informative"  # present in the rows of runs that log their GRPO groups
+
+
+def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score") -> dict[str, Any]:
+    """One finished arm-seed from its metric ``rows``: ``heldout`` (the held-out score, a fraction, after every
+    iteration with an evaluation, in order), ``auc`` (:func:`area_under` its :func:`seed_curve`; ``None`` without
+    an evaluation) and the mean seconds of one iteration (``seconds_per_iteration``, ``time/total``); for runs
+    that log their GRPO groups (:data:`BATCH_KEY`) also ``rollouts`` and ``groups_trained`` per iteration (means)
+    and ``groups_dropped`` per task origin (totals)."""
+    xs, ys = seed_curve(rows, baseline, key)
+    out: dict[str, Any] = {"heldout": ys[1:], "auc": area_under(xs, ys) if len(ys) > 1 else None,
+                           "seconds_per_iteration": float(np.mean([r.get("time/total", 0.0) for r in rows]))}
+    if rows and all(BATCH_KEY in r for r in rows):
+        out |= {k: float(np.mean([r.get(f"agent/{k}", 0) for r in rows])) for k in ("rollouts", "groups_trained")}
+        out["groups_dropped"] = {o: int(sum(r.get(f"agent/groups_dropped/{o}", 0) for r in rows))
+                                 for o in ("seed", "generated")}
+    return out
 
 
 def batch_summary(runs: dict[int, dict[str, Any]], baseline: float, key: str = "heldout/score"
@@ -299,6 +318,7 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(_opt(sec.get(p), ".1f") for p in PHASES)
                      + f" | {_fmt(a['loop_seconds'], pct=False)} | {a['wall_seconds']:.0f} |")
     lines += batch_table(arms)
+    lines += seed_table(arms)
     lines += ["", "## What the numbers allow", ""] + verdicts(arms)
     if data.get("outcome"):
         lines += [""] + outcome.markdown(data["outcome"])
@@ -323,6 +343,29 @@ def batch_table(arms: dict[str, dict[str, Any]]) -> list[str]:
                      f"| {b['groups_surplus']} | {b['refill_rounds']:.2f} | {b['generated_tokens']:.0f} | "
                      f"{_opt(b.get('rollouts_to_static'), '.0f')} |")
     return lines
+
+
+def seed_table(arms: dict[str, dict[str, Any]]) -> list[str]:
+    """One row per finished arm-seed, by seed then arm (:func:`seed_summary`): the held-out scores in %, AUC, the
+    agent batches (— for runs that do not log their groups) and the seconds of an iteration and of the loop."""
+    seeds = sorted({s for a in arms.values() for s in a.get("per_seed", {})})
+    lines = ["", "Per seed (held-out score in % after each evaluation; agent batches per iteration; dropped groups "
+             "in total):", "",
+             "| seed | arm | held-out | final | AUC | rollouts / iteration | groups trained / iteration | dropped groups "
+             "(seed, generated) | s / iteration | loop s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for seed in seeds:
+        for name, a in arms.items():
+            r = a.get("per_seed", {}).get(seed)
+            if r is None:
+                continue
+            held = [f"{100 * y:.0f}" for y in r["heldout"]]
+            dropped = "—" if "groups_dropped" not in r else ", ".join(str(v) for v in r["groups_dropped"].values())
+            lines.append(f"| {seed} | {name} | {', '.join(held) or '—'} | {held[-1] if held else '—'} | "
+                         f"{_opt(r['auc'] and 100 * r['auc'], '.1f')} | {_opt(r.get('rollouts'), '.1f')} | "
+                         f"{_opt(r.get('groups_trained'), '.1f')} | "
+                         f"{dropped} | "
+                         f"{r['seconds_per_iteration']:.0f} | {r['loop_seconds']:,.0f} |")
+    return lines if seeds else []
 
 
 PHASES = ("task_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval", "total")
