@@ -161,6 +161,12 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
 BATCH_KEY = "agent/groups_informative"  # present in the rows of runs that log their GRPO groups
 
 
+def dropped_groups(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Equal-reward groups dropped from the agent batches of metric ``rows``, in total per task origin:
+    ``{"seed": int, "generated": int}``."""
+    return {o: int(sum(r.get(f"agent/groups_dropped/{o}", 0) for r in rows)) for o in ("seed", "generated")}
+
+
 def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score") -> dict[str, Any]:
     """One finished arm-seed from its metric ``rows``: ``heldout`` (the held-out score, a fraction, after every
     iteration with an evaluation, in order), ``auc`` (:func:`area_under` its :func:`seed_curve`; ``None`` without
@@ -172,8 +178,7 @@ def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "he
                            "seconds_per_iteration": float(np.mean([r.get("time/total", 0.0) for r in rows]))}
     if rows and all(BATCH_KEY in r for r in rows):
         out |= {k: float(np.mean([r.get(f"agent/{k}", 0) for r in rows])) for k in ("rollouts", "groups_trained")}
-        out["groups_dropped"] = {o: int(sum(r.get(f"agent/groups_dropped/{o}", 0) for r in rows))
-                                 for o in ("seed", "generated")}
+        out["groups_dropped"] = dropped_groups(rows)
     return out
 
 
@@ -197,8 +202,7 @@ def batch_summary(runs: dict[int, dict[str, Any]], baseline: float, key: str = "
             "rollout_curve": np.mean([c[:n_points] for c in curves], axis=0).tolist(),
             **{k: per_iteration(f"agent/{k}") for k in ("groups_trained", "refill_rounds", "generated_tokens",
                                                         "rollouts")},
-            "groups_dropped": {o: int(sum(r.get(f"agent/groups_dropped/{o}", 0) for r in rows))
-                               for o in ("seed", "generated")},
+            "groups_dropped": dropped_groups(rows),
             "groups_surplus": int(sum(r.get("agent/groups_surplus", 0) for r in rows))}
 
 
