@@ -118,8 +118,7 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
     p_second: list[float] = []
     p_by_iter: dict[int, list[float]] = {}
     phases: dict[str, list[float]] = {}
-    wall: dict[int, float] = {}
-    for seed, run in runs.items():
+    for run in runs.values():
         rows = run["rows"]
         counters = run["state"].get("counters", {})
         generated += sum(r.get("gen/generated", 0) for r in rows) + counters.get("upfront/generated", 0)
@@ -134,8 +133,8 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
             for k, v in r.items():
                 if k.startswith("time/"):
                     phases.setdefault(k.split("/", 1)[1], []).append(float(v))
-        wall[seed] = (sum(r.get("time/total", 0.0) + r.get("time/heldout_eval", 0.0) for r in rows)
-                      + counters.get("upfront/seconds", 0.0))
+    per_seed = {s: seed_summary(r["rows"], baseline, key, r["state"].get("counters", {}).get("upfront/seconds", 0.0))
+                for s, r in runs.items()}
     return {
         "seeds": sorted(runs),
         "final": spread(ys[:, -1]), "best": spread(ys.max(axis=1)),
@@ -151,8 +150,8 @@ def arm_summary(runs: dict[int, dict[str, Any]], baseline: float, alpha: float, 
         "p_gap_second_half": float(np.mean(p_second)) if p_second else None,
         "p_hat_generated_by_iteration": {int(k): float(np.mean(v)) for k, v in sorted(p_by_iter.items()) if v},
         "seconds_per_iteration": {k: float(np.mean(v)) for k, v in phases.items()},
-        "loop_seconds": spread(list(wall.values())),
-        "per_seed": {s: seed_summary(r["rows"], baseline, key) | {"loop_seconds": wall[s]} for s, r in runs.items()},
+        "loop_seconds": spread([p["loop_seconds"] for p in per_seed.values()]),
+        "per_seed": per_seed,
         "wall_seconds": float(sum(x["wall_seconds"] for r in runs.values() for x in r["sittings"])),
         **({"batches": batches} if (batches := batch_summary(runs, baseline, key)) else {}),
     }
@@ -167,15 +166,19 @@ def dropped_groups(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     return {o: int(sum(r.get(f"agent/groups_dropped/{o}", 0) for r in rows)) for o in ("seed", "generated")}
 
 
-def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score") -> dict[str, Any]:
+def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score",
+                 upfront_seconds: float = 0.0) -> dict[str, Any]:
     """One finished arm-seed from its metric ``rows``: ``heldout`` (the held-out score, a fraction, after every
     iteration with an evaluation, in order), ``auc`` (:func:`area_under` its :func:`seed_curve`; ``None`` without
-    an evaluation) and the mean seconds of one iteration (``seconds_per_iteration``, ``time/total``); for runs
-    that log their GRPO groups (:data:`BATCH_KEY`) also ``rollouts`` and ``groups_trained`` per iteration (means)
-    and ``groups_dropped`` per task origin (totals)."""
+    an evaluation), the mean seconds of one iteration (``seconds_per_iteration``, ``time/total``) and of the loop
+    (``loop_seconds``: every iteration's ``time/total`` and ``time/heldout_eval`` plus ``upfront_seconds``, the
+    up-front generation of ``static_aug``); for runs that log their GRPO groups (:data:`BATCH_KEY`) also
+    ``rollouts`` and ``groups_trained`` per iteration (means) and ``groups_dropped`` per task origin (totals)."""
     xs, ys = seed_curve(rows, baseline, key)
     out: dict[str, Any] = {"heldout": ys[1:], "auc": area_under(xs, ys) if len(ys) > 1 else None,
-                           "seconds_per_iteration": float(np.mean([r.get("time/total", 0.0) for r in rows]))}
+                           "seconds_per_iteration": float(np.mean([r.get("time/total", 0.0) for r in rows])),
+                           "loop_seconds": upfront_seconds + sum(r.get("time/total", 0.0)
+                                                                 + r.get("time/heldout_eval", 0.0) for r in rows)}
     if rows and all(BATCH_KEY in r for r in rows):
         out |= {k: float(np.mean([r.get(f"agent/{k}", 0) for r in rows])) for k in ("rollouts", "groups_trained")}
         out["groups_dropped"] = dropped_groups(rows)
@@ -366,9 +369,7 @@ def seed_table(arms: dict[str, dict[str, Any]]) -> list[str]:
             dropped = "—" if "groups_dropped" not in r else ", ".join(str(v) for v in r["groups_dropped"].values())
             lines.append(f"| {seed} | {name} | {', '.join(held) or '—'} | {held[-1] if held else '—'} | "
                          f"{_opt(r['auc'] and 100 * r['auc'], '.1f')} | {_opt(r.get('rollouts'), '.1f')} | "
-                         f"{_opt(r.get('groups_trained'), '.1f')} | "
-                         f"{dropped} | "
-                         f"{r['seconds_per_iteration']:.0f} | {r['loop_seconds']:,.0f} |")
+                         f"{_opt(r.get('groups_trained'), '.1f')} | {dropped} | {r['seconds_per_iteration']:.0f} | {r['loop_seconds']:,.0f} |")
     return lines if seeds else []
 
 
