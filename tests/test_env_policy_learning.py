@@ -4,6 +4,7 @@ held-out outcomes, the TextWorldExpress ``steps`` field the policy controls, and
 (a permutation test that finds a planted effect and no effect where there is none)."""
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -190,11 +191,11 @@ def test_outcome_test_finds_a_planted_held_out_gain_and_not_a_null_one():
     at every evaluation is found (cells and AUC); genenv equal to the control up to noise is not; iteration 0 is
     left out of the cells; per-seed final differences are the last evaluation's."""
     from genenv.trainer.experiments import outcome
-    from genenv.trainer.experiments.report import area_under, seed_curve
+    from genenv.trainer.experiments.report import run_auc
 
     rng = np.random.default_rng(1)
     control = {s: _heldout_rows(rng.uniform(0.2, 0.5, 8)) for s in range(3)}
-    auc = lambda rows: area_under(*seed_curve(rows, 0.25))  # noqa: E731
+    auc = functools.partial(run_auc, baseline=0.25)
     planted = {s: _heldout_rows([r["heldout/score"] + 0.15 + rng.normal(0, 0.03) for r in control[s]])
                for s in range(3)}
     stat = outcome.compare(planted, control, auc)

@@ -15,7 +15,7 @@ import pytest
 from genenv.trainer.cli import compose_config
 from genenv.trainer.experiments.run import ARMS, arm_config
 from genenv.trainer.experiments.report import (area_under, compare_arms, compare_outcome, finished_runs, read_rows,
-                                               reach_static, seed_curve, write_report)
+                                               reach_static, run_auc, seed_curve, write_report)
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
 from genenv.trainer.task_pool import TaskPool
@@ -111,7 +111,8 @@ def test_report_curve_area_and_data_efficiency():
             {"agent/tasks": 6, "heldout/score": 0.2}]
     xs, ys = seed_curve(rows, baseline=0.1)
     assert xs == [0.0, 12.0, 26.0] and ys == [0.1, 0.3, 0.2]
-    assert area_under(xs, ys) == pytest.approx((12 * 0.2 + 14 * 0.25) / 26)
+    assert area_under(xs, ys) == pytest.approx((12 * 0.2 + 14 * 0.25) / 26) == run_auc(rows, 0.1)
+    assert run_auc(rows[:1], 0.1) == 0.1  # no evaluation: the untrained score
     arms = {"static": {"final": {"mean": 0.25}, "curve": {"tasks": [0, 12, 24], "mean": [0.1, 0.2, 0.25]}},
             "genenv": {"final": {"mean": 0.3}, "curve": {"tasks": [0, 12, 24], "mean": [0.1, 0.28, 0.3]}},
             "random_env": {"final": {"mean": 0.2}, "curve": {"tasks": [0, 12, 24], "mean": [0.1, 0.15, 0.2]}}}

@@ -36,6 +36,7 @@ Agent tasks consumed after iteration i = the sum of ``agent/tasks`` over iterati
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -92,6 +93,13 @@ def area_under(xs: Sequence[float], ys: Sequence[float]) -> float:
     if len(xs) < 2 or xs[-1] <= xs[0]:
         return float(ys[0]) if len(ys) else float("nan")
     return float(np.trapezoid(ys, xs) / (xs[-1] - xs[0]))
+
+
+def run_auc(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score") -> float:
+    """The AUC of one run from its metric ``rows``: :func:`area_under` its :func:`seed_curve` from the untrained
+    agent's ``baseline`` (a fraction; ``baseline`` itself for a run without an evaluation). The one definition the
+    report and the outcome statistic (:mod:`genenv.trainer.experiments.outcome`) share."""
+    return area_under(*seed_curve(rows, baseline, key))
 
 
 def spread(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -261,7 +269,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     pair = [rows_by_arm.get(a) for a in alignment.PAIR]
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
-    helped = outcome.compare_all(trained, lambda rows: area_under(*seed_curve(rows, baseline, key)), key)
+    helped = outcome.compare_all(trained, functools.partial(run_auc, baseline=baseline, key=key), key)
     return {"benchmark": cfg.benchmark.name, "iterations": int(cfg.iterations), "seeds": list(cfg.seeds),
             "arms_planned": list(cfg.arms), "score": cfg.get("score_metric") or "headline", "alpha": alpha,
             "k_min": float(cfg.curriculum.k_min),
@@ -524,8 +532,8 @@ def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
             raise ValueError(f"{folder}: no held-out score ({key}) in its metrics")
         baselines.append(float(json.loads(base.read_text()).get(key, float("nan"))))
     _common_seeds(loaded[0][1], loaded[1][1])
-    stat = outcome.compare(loaded[0][1], loaded[1][1], lambda rows: area_under(*seed_curve(rows, baselines[0], key)),
-                           key, lambda rows: area_under(*seed_curve(rows, baselines[1], key)))
+    auc_t, auc_c = (functools.partial(run_auc, baseline=b, key=key) for b in baselines)
+    stat = outcome.compare(loaded[0][1], loaded[1][1], auc_t, key, auc_c)
     return {**stat, "arms": [_arm_name(f) for f in folders], "baselines": baselines}
 
 
