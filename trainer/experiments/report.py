@@ -97,8 +97,9 @@ def area_under(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def run_auc(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score") -> float:
     """The AUC of one run from its metric ``rows``: :func:`area_under` its :func:`seed_curve` from the untrained
-    agent's ``baseline`` (a fraction; ``baseline`` itself for a run without an evaluation). The one definition the
-    report and the outcome statistic (:mod:`genenv.trainer.experiments.outcome`) share."""
+    agent's ``baseline`` (a fraction; ``baseline`` itself for a run without an evaluation): the AUC that the
+    outcome statistic (:mod:`genenv.trainer.experiments.outcome`) compares, in the report and in :func:`compare_outcome`,
+    and that the per-seed rows (:func:`seed_summary`) print."""
     return area_under(*seed_curve(rows, baseline, key))
 
 
