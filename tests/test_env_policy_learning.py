@@ -26,6 +26,7 @@ from genenv.trainer.experiments.report import compare_arms, read_rows
 from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
+from genenv.trainer.updates.advantages import get_advantage
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
@@ -49,6 +50,41 @@ def test_grpo_mode_learns_from_every_generation_and_rwr_from_the_band_only():
     assert {s.uid for s in samples} == {"prompt-0"}  # one GRPO group per generation prompt
     samples, mode = env_policy_samples("rwr", scored, 1.0)
     assert mode == "rwr" and [s.reward for s in samples] == [1.0]
+
+
+def _shipped_generation_groups(run: Path) -> dict[tuple[int, int], list[ScoredGeneration]]:
+    """The generation groups (iteration, prompt) of a shipped run, each generation with its logged R_env."""
+    groups: dict[tuple[int, int], list[ScoredGeneration]] = {}
+    for k, row in enumerate(read_rows(run / "generations.jsonl")):
+        scored = ScoredGeneration(_record(k, row["admitted"]), row["r_env"], False)
+        scored.record.prompt_index = row["prompt_index"]
+        groups.setdefault((row["iteration"], row["prompt_index"]), []).append(scored)
+    return groups
+
+
+def test_drgrpo_moves_the_writer_by_the_reward_gap_where_grpo_moves_it_a_whole_unit():
+    """The shipped TWX rerun's ``genenv`` seed 2 (env_policy.update_mode=grpo, β 20): in a group where the best
+    generation is an admitted game at p̂ 0 or 1 (R_env 0.0067) beside rejected ones (0), GRPO's std-normalised
+    advantage of that game is as large as that of an in-band game (R_env 1) in its own group; Dr. GRPO's is
+    its reward gap, under 0.01, and the in-band game keeps an advantage above 0.5."""
+    groups = _shipped_generation_groups(SHIPPED / "twx_informative" / "genenv" / "seed2")
+    best = {key: max(s.r_env for s in group) for key, group in groups.items()}
+    unwinnable = [g for key, g in groups.items() if 0.006 < best[key] < 0.007 and min(s.r_env for s in g) == 0.0]
+    in_band = [g for key, g in groups.items() if best[key] == 1.0]
+    assert len(unwinnable) == 13 and len(in_band) == 1
+
+    def top_advantage(group: list[ScoredGeneration], mode: str) -> float:
+        samples, estimator = env_policy_samples(mode, group, 1.0)
+        assert estimator == mode
+        kept, advantages, metrics = get_advantage(estimator)(samples)
+        assert metrics == {"groups_kept": 1, "groups_dropped": 0}
+        return max(advantages)
+
+    grpo_unwinnable = [top_advantage(g, "grpo") for g in unwinnable]
+    assert min(grpo_unwinnable) > 0.49 and np.mean(grpo_unwinnable) > 1.0  # +1.5 beside three rejected ones
+    assert top_advantage(in_band[0], "grpo") == pytest.approx(max(grpo_unwinnable), rel=1e-3)  # the same push
+    assert max(top_advantage(g, "drgrpo") for g in unwinnable) < 0.01
+    assert top_advantage(in_band[0], "drgrpo") > 0.5
 
 
 def _tiny_twx_overrides(tiny_model_dir) -> list[str]:

@@ -7,6 +7,9 @@ with what reward and which advantage estimator. Registered with :func:`register_
   at R_env 0, admitted ones at R_env(p̂) whether inside the α band or not. The group mean is the baseline, so
   tasks that are too easy, too hard or invalid are pushed down and those nearer α pushed up (contrast the
   paper's RWR lacks: inside the band its weights differ by a few per cent, and it sees nothing outside it);
+- ``drgrpo``: the same groups with Dr. GRPO's advantage ``R_env - mean(group)``, not divided by the group's
+  standard deviation (:mod:`genenv.trainer.updates.advantages`), so a game at p̂ 0 or 1 among rejected ones
+  (R_env 0.0067 at β = 20 against 0) moves the policy by its reward gap, not by a whole standardised unit;
 - ``none``: the environment policy stays frozen (the paper's RandomEnv ablation).
 """
 from __future__ import annotations
@@ -62,6 +65,12 @@ def rwr(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], s
 def grpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
     """Every generation with tokens, grouped by prompt: rejected ones at R_env 0, admitted ones at R_env(p̂)."""
     return [_sample(s) for s in scored if s.record.generation.response_ids], "grpo"
+
+
+@register_env_policy_update("drgrpo")
+def drgrpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
+    """The generations of ``grpo``, advantage ``R_env - mean(group)`` (Dr. GRPO: no division by the group's std)."""
+    return grpo(scored, lam)[0], "drgrpo"
 
 
 @register_env_policy_update("none")

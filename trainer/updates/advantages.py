@@ -8,6 +8,12 @@ each (outcome advantages are the same on every response token), and its metrics.
   (``core_algos.get_adv_estimator_fn("grpo")``, Shao et al. 2024), computed per *episode* (an episode trained as
   several per-turn sequences counts once) and grouped by ``uid`` (the task; for the environment policy, the
   generation prompt). Groups whose episodes' rewards are all equal carry no signal and are dropped and counted.
+- ``drgrpo`` (the environment policy's Dr. GRPO option): the same groups with the advantage ``r - mean(group)``,
+  not divided by the group's standard deviation (Liu et al. 2025, "Understanding R1-Zero-Like Training", §3;
+  veRL's ``norm_adv_by_std_in_grpo=False``). GRPO's division makes a group's advantages about ±1 whatever the
+  spread of its rewards: a group of rejected generations (R_env 0) and one admitted game at p̂ 0 (R_env
+  exp(-β/4) = 0.0067 at β = 20) pushes that game up as hard as a group whose best game sits at α (R_env 1);
+  without it the push scales with the reward gap.
 - ``rwr`` (the environment policy, paper §3): reward-weighted regression; every sample is kept with advantage
   ``w_i / mean(w)`` where ``w_i = exp(λ · R_env,i)`` is set by the caller (:func:`rwr_weights`), so the PPO-clip
   loss at ratio 1 reduces to the weighted log-likelihood ``Σ w_i log π(y_i | x_i)``.
@@ -60,7 +66,8 @@ def informative_task_ids(trajectories: Sequence[Any]) -> list[str]:
 
 
 def grpo_scores(rewards: Sequence[float], uids: Sequence[str], norm_by_std: bool = True) -> list[float]:
-    """veRL's GRPO outcome advantage of scalar ``rewards`` grouped by ``uids`` (one value per reward)."""
+    """veRL's GRPO outcome advantage of scalar ``rewards`` grouped by ``uids`` (one value per reward), divided by
+    the group's standard deviation (``norm_by_std``, GRPO) or not (Dr. GRPO)."""
     from verl.trainer.ppo import core_algos
 
     scores = torch.tensor(list(rewards), dtype=torch.float32).unsqueeze(-1)  # [E, 1]: the reward on the only token
@@ -70,9 +77,8 @@ def grpo_scores(rewards: Sequence[float], uids: Sequence[str], norm_by_std: bool
     return adv[:, 0].tolist()
 
 
-@register_advantage("grpo")
-def grpo(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str, Any]]:
-    """GRPO per episode (see the module docstring); metrics ``groups_kept``, ``groups_dropped``."""
+def _grouped(samples: Sequence[Sample], norm_by_std: bool) -> tuple[list[Sample], list[float], dict[str, Any]]:
+    """GRPO's outcome advantage per episode over the informative groups (see the module docstring)."""
     episodes: dict[str, list[int]] = {}
     for i, s in enumerate(samples):
         episodes.setdefault(s.episode or f"sample-{i}", []).append(i)
@@ -83,13 +89,26 @@ def grpo(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str
     metrics = {"groups_kept": kept, "groups_dropped": dropped}
     if not keep:
         return [], [], metrics
-    scores = grpo_scores([rewards[i] for i in keep], [uids[i] for i in keep])
+    scores = grpo_scores([rewards[i] for i in keep], [uids[i] for i in keep], norm_by_std)
     out, advantages = [], []
     for e, score in zip(keep, scores):
         for i in episodes[keys[e]]:
             out.append(samples[i])
             advantages.append(score)
     return out, advantages, metrics
+
+
+@register_advantage("grpo")
+def grpo(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str, Any]]:
+    """GRPO per episode (see the module docstring); metrics ``groups_kept``, ``groups_dropped``."""
+    return _grouped(samples, norm_by_std=True)
+
+
+@register_advantage("drgrpo")
+def drgrpo(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str, Any]]:
+    """Dr. GRPO per episode: GRPO's groups, advantage ``r - mean(group)`` (see the module docstring); metrics as
+    :func:`grpo`."""
+    return _grouped(samples, norm_by_std=False)
 
 
 @register_advantage("rwr")
