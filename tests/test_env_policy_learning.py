@@ -32,12 +32,12 @@ from genenv.trainer.updates.advantages import get_advantage
 SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
 
 
-def _record(k: int, admitted: bool) -> GenerationRecord:
+def _record(k: int, admitted: bool, prompt_index: int = 0) -> GenerationRecord:
     gen = Generation(f"text {k}", prompt_ids=[1, 2, 3], response_ids=[4, 5 + k])
     if admitted:
-        return GenerationRecord(0, gen, task=Task(id=f"t{k}", benchmark="bamboogle", split="generated", prompt="q", gold="a",
+        return GenerationRecord(prompt_index, gen, task=Task(id=f"t{k}", benchmark="bamboogle", split="generated", prompt="q", gold="a",
                                                    action_kind="free_text"))
-    return GenerationRecord(0, gen, rejection=Rejection("bad_json"))
+    return GenerationRecord(prompt_index, gen, rejection=Rejection("bad_json"))
 
 
 def test_grpo_mode_learns_from_every_generation_and_rwr_from_the_band_only():
@@ -56,8 +56,7 @@ def _shipped_generation_groups(run: Path) -> dict[tuple[int, int], list[ScoredGe
     """The generation groups (iteration, prompt) of a shipped run, each generation with its logged R_env."""
     groups: dict[tuple[int, int], list[ScoredGeneration]] = {}
     for k, row in enumerate(read_rows(run / "generations.jsonl")):
-        scored = ScoredGeneration(_record(k, row["admitted"]), row["r_env"], False)
-        scored.record.prompt_index = row["prompt_index"]
+        scored = ScoredGeneration(_record(k, row["admitted"], row["prompt_index"]), row["r_env"], False)
         groups.setdefault((row["iteration"], row["prompt_index"]), []).append(scored)
     return groups
 
@@ -76,7 +75,7 @@ def test_drgrpo_moves_the_writer_by_the_reward_gap_where_grpo_moves_it_a_whole_u
     def top_advantage(group: list[ScoredGeneration], mode: str) -> float:
         samples, estimator = env_policy_samples(mode, group, 1.0)
         assert estimator == mode
-        kept, advantages, metrics = get_advantage(estimator)(samples)
+        _, advantages, metrics = get_advantage(estimator)(samples)
         assert metrics == {"groups_kept": 1, "groups_dropped": 0}
         return max(advantages)
 
