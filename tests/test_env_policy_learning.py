@@ -35,8 +35,9 @@ SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
 def _record(k: int, admitted: bool, prompt_index: int = 0) -> GenerationRecord:
     gen = Generation(f"text {k}", prompt_ids=[1, 2, 3], response_ids=[4, 5 + k])
     if admitted:
-        return GenerationRecord(prompt_index, gen, task=Task(id=f"t{k}", benchmark="bamboogle", split="generated", prompt="q", gold="a",
-                                                   action_kind="free_text"))
+        task = Task(id=f"t{k}", benchmark="bamboogle", split="generated", prompt="q", gold="a",
+                    action_kind="free_text")
+        return GenerationRecord(prompt_index, gen, task=task)
     return GenerationRecord(prompt_index, gen, rejection=Rejection("bad_json"))
 
 
