@@ -178,13 +178,13 @@ def dropped_groups(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
 def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score",
                  upfront_seconds: float = 0.0) -> dict[str, Any]:
     """One finished arm-seed from its metric ``rows``: ``heldout`` (the held-out score, a fraction, after every
-    iteration with an evaluation, in order), ``auc`` (:func:`run_auc`; ``None`` without
+    iteration with an evaluation, in order), ``auc`` (the :func:`run_auc` of ``rows``; ``None`` without
     an evaluation), the mean seconds of one iteration (``seconds_per_iteration``, ``time/total``) and of the loop
     (``loop_seconds``: every iteration's ``time/total`` and ``time/heldout_eval`` plus ``upfront_seconds``, the
     up-front generation of ``static_aug``); for runs that log their GRPO groups (:data:`BATCH_KEY`) also
     ``rollouts`` and ``groups_trained`` per iteration (means) and ``groups_dropped`` per task origin (totals)."""
-    ys = seed_curve(rows, baseline, key)[1]
-    out: dict[str, Any] = {"heldout": ys[1:], "auc": run_auc(rows, baseline, key) if len(ys) > 1 else None,
+    xs, ys = seed_curve(rows, baseline, key)
+    out: dict[str, Any] = {"heldout": ys[1:], "auc": area_under(xs, ys) if len(ys) > 1 else None,
                            "seconds_per_iteration": float(np.mean([r.get("time/total", 0.0) for r in rows])),
                            "loop_seconds": upfront_seconds + sum(r.get("time/total", 0.0)
                                                                  + r.get("time/heldout_eval", 0.0) for r in rows)}
