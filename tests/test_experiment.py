@@ -379,7 +379,8 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
     """``docs/curriculum/twx_informative`` (docs/results.md, "Informative batches and curated replay"): the finished
     arm-seeds rebuild their report; every iteration stayed within the 48-rollout cap, trained at most 4 groups,
     every one of them informative, and counted every group once; each held-out evaluation logged its 20 games
-    after iterations 2, 4, 6, 8 and 10."""
+    after iterations 2, 4, 6, 8 and 10; the page's per-seed rows and its genenv − control statistic (30 cells per
+    control: mean difference, 95 % interval, p over cells and over seed means) are the rebuilt report's."""
     exp, ours = _rebuilt_shipped_run("twx_informative", tmp_path)
     assert ours["arms"] and all("batches" in a for a in ours["arms"].values())
     for arm, summary in ours["arms"].items():
@@ -402,10 +403,18 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
                                              for o in ("seed", "generated")}
     md = (exp / "summary.md").read_text()
     assert "Agent batches" in md
-    page = (SHIPPED.parent / "results.md").read_text().split("**The rerun's arm-seeds so far**")[1].split("\n\n")[1]
-    seed_rows = [x for x in page.splitlines() if x.startswith("| ") and x[2].isdigit()]
+    section = (SHIPPED.parent / "results.md").read_text().split("**The rerun's arm-seeds**")[1].split("\n\n")
+    seed_rows = [x for x in section[1].splitlines() if x.startswith("| ") and x[2].isdigit()]
     n_finished = sum(len(a["seeds"]) for a in ours["arms"].values())
     assert len(seed_rows) == n_finished and all(x in md for x in seed_rows)  # the page's rows are the report's
+    result = {x.split(" | ")[0][2:]: x.replace("−", "-").split(" | ") for x in section[3].splitlines()[2:]}
+    outcome = md.split("| genenv vs |")[1].split("\n\n")[0].splitlines()[2:]
+    assert sorted(x.split(" | ")[0][2:] for x in outcome) == ["random_env", "replay", "static"]
+    for row in outcome:  # the page's statistic per control is the report's, over cells and over seed means
+        control, cells, diff, p_cells, p_seeds = row[2:].split(" | ")[:5]
+        assert cells == "30" and result[control][6] == diff
+        assert abs(float(result[control][7]) - float(p_cells)) < 0.006
+        assert abs(float(result[control][8]) - float(p_seeds)) < 0.006
 
 
 def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tmp_path):
