@@ -417,6 +417,39 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
         assert abs(float(result[control][8]) - float(p_seeds)) < 0.006
 
 
+def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_run():
+    """``docs/curriculum/twx_levers/<lever>`` (docs/results.md, "Settings changed one at a time"): each lever's
+    experiment differs from the powered run's in one training setting (its arms, seeds and folders apart); each
+    finished seed ran 10 iterations with the same 5 held-out evaluations; ``compare_outcome`` pairs it with the
+    powered run's ``genenv`` by seed, 5 cells a seed, and the page quotes that mean difference and interval."""
+    from omegaconf import OmegaConf
+
+    def flat(cfg, prefix=""):
+        out = {}
+        for k, v in cfg.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    powered = SHIPPED / "twx_informative"
+    base = flat(OmegaConf.to_container(OmegaConf.load(powered / "experiment.yaml")))
+    page = " ".join((SHIPPED.parent / "results.md").read_text().replace("−", "-").split())
+    levers = sorted((SHIPPED / "twx_levers").iterdir())
+    assert levers
+    for lever in levers:
+        cfg = flat(OmegaConf.to_container(OmegaConf.load(lever / "experiment.yaml")))
+        changed = {k for k in base.keys() | cfg.keys() if base.get(k) != cfg.get(k)}
+        assert len(changed - {"run_dir", "experiment_dir", "arms", "seeds"}) == 1, changed
+        runs = finished_runs(lever / "genenv")
+        seeds = list(runs)
+        assert seeds
+        for seed, rows in runs.items():
+            assert [r["iteration"] for r in rows] == list(range(10))
+            assert [r["iteration"] for r in rows if "heldout/score" in r] == [1, 3, 5, 7, 9]
+        stat = compare_outcome(lever / "genenv", powered / "genenv")
+        assert stat["seeds"] == seeds and stat["n_cells"] == 5 * len(seeds)
+        d = stat["difference"]
+        assert f"{100 * d['mean']:+.1f} points [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]" in page
+
 def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tmp_path):
     """``genenv-experiment compare`` on arms with held-out evaluations: within one experiment it gives the report's
     outcome figures; an arm copied into another experiment folder (a run with one setting changed) pairs with the
