@@ -69,15 +69,16 @@ def checkpoint_folder(name: str | Path, role: str = "agent") -> Path | None:
     return None
 
 
-def resolve_model_path(name: str) -> Path:
+def resolve_model_path(name: str, role: str = "agent") -> Path:
     """Local folder for ``name``: the SmolLM2 aliases (converted and cached on first use), a training
-    checkpoint's agent (:func:`checkpoint_folder`) or an existing folder.
+    checkpoint's ``role`` (:func:`checkpoint_folder`: ``"agent"`` or ``"env_policy"``; a run dir given as an
+    environment policy's model warm-starts it from that run's environment policy) or an existing folder.
 
     Raises:
         ModelNotFound: ``name`` is not a folder with a ``config.json`` or a LoRA checkpoint (hub ids are not
             fetched offline).
     """
-    trained = checkpoint_folder(name)
+    trained = checkpoint_folder(name, role)
     if trained is not None:
         return trained
     if name in SMOLLM2_ALIASES:
@@ -133,7 +134,7 @@ def resolve_dtype(dtype: str | None, device: str = "cpu") -> str | None:
     return dtype
 
 
-def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"):
+def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu", role: str = "agent"):
     """Load ``(model, tokenizer)`` for generation and training.
 
     Args:
@@ -142,6 +143,7 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
         dtype: ``"auto"`` (:func:`resolve_dtype`: bfloat16 where the device computes it natively, else
             float32), ``"bfloat16"`` or ``"float32"``.
         device: ``"cpu"`` or ``"cuda"``.
+        role: which role's weights a training checkpoint gives (:func:`resolve_model_path`).
     Returns:
         the model (eval mode) and a tokenizer with a pad token, left padding and ``stop_token_ids`` attribute.
     Raises:
@@ -150,7 +152,7 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = resolve_model_path(name)
+    path = resolve_model_path(name, role)
     tok = AutoTokenizer.from_pretrained(path)
     torch_dtype = getattr(torch, resolve_dtype(dtype, device))
     if (path / "adapter_config.json").is_file():  # a LoRA run's checkpoint: merge the adapter into its base

@@ -75,7 +75,7 @@ class LocalBackend:
 
         from genenv.runtime.models import load_model_and_tokenizer
 
-        base, tok = load_model_and_tokenizer(rc.model, dtype="float32", device=self.device)
+        base, tok = load_model_and_tokenizer(rc.model, dtype="float32", device=self.device, role=role)
         frozen_dtype = getattr(torch, self.autocast_dtype) if self.autocast_dtype else torch.float32
         if rc.lora_r > 0:
             from peft import LoraConfig, PeftModel, get_peft_model

@@ -76,14 +76,14 @@ def plan_role(role: str, params: int, trainable: int, lora_r: int, bf16: bool) -
                     sampling=2 * params if bf16 else 0, optimizer=8 * params, gradients=4 * params)
 
 
-def model_config(name: str):
-    """The transformers config of model ``name`` (a SmolLM2 alias, folder or checkpoint,
+def model_config(name: str, role: str = "agent"):
+    """The transformers config of model ``name`` (a SmolLM2 alias, folder or checkpoint, whose ``role`` is read:
     :func:`~genenv.runtime.models.resolve_model_path`); no weights are read."""
     from transformers import AutoConfig
 
     from genenv.runtime.models import resolve_model_path
 
-    return AutoConfig.from_pretrained(resolve_model_path(name))
+    return AutoConfig.from_pretrained(resolve_model_path(name, role))
 
 
 def describe(plans: list[RolePlan]) -> str:
@@ -104,7 +104,7 @@ def check_fits(roles: Mapping[str, Any], free_bytes: int, bf16: bool, device: st
         MemoryPlanError: they do not fit; the message lists each role's plan and what the options would need
             (LoRA r=16 for every role, a smaller model, the ``verl_ray`` engine across GPUs).
     """
-    configs = {role: model_config(rc.model) for role, rc in roles.items()}
+    configs = {role: model_config(rc.model, role) for role, rc in roles.items()}
     plans = [plan_role(role, *parameter_counts(configs[role], rc.lora_r), rc.lora_r, bf16) for role, rc in roles.items()]
     need, budget = sum(p.total for p in plans), int((1 - HEADROOM) * free_bytes)
     if need <= budget:
