@@ -29,6 +29,7 @@ import copy
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,7 +44,8 @@ from genenv.envs.verl_rows import to_verl_row
 from genenv.trainer.cli import compose_config
 from genenv.trainer.engines.verl_ray.batches import (batch_meta, pad_for_workers, tasks_to_batch,
                                                      trajectories_from_output, update_meta, worker_tensordict)
-from genenv.trainer.engines.verl_ray.config import agent_loop_worker_config, role_config, validate_role_config
+from genenv.trainer.engines.verl_ray.config import (agent_loop_worker_config, ref_in_actor, role_config,
+                                                    validate_role_config)
 from genenv.trainer.engines.verl_ray.policy import VerlPolicy
 from genenv.trainer.engines.verl_ray.pools import (check_cluster, cluster_nodes, resource_pool_manager,
                                                    resource_pool_spec)
@@ -177,7 +179,7 @@ def test_reference_in_actor_reads_lora_as_verls_trainer(monkeypatch):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
     from verl.trainer.ppo.utils import Role
 
-    from genenv.trainer.engines.verl_ray.config import lora_rank, ref_in_actor
+    from genenv.trainer.engines.verl_ray.config import lora_rank
 
     monkeypatch.setattr(RayPPOTrainer, "_create_dataloader", lambda self, *args, **kwargs: None)
     monkeypatch.setattr(RayPPOTrainer, "_init_dump_executor", lambda self: None)
@@ -195,6 +197,45 @@ def test_reference_in_actor_reads_lora_as_verls_trainer(monkeypatch):
         rcfg = role_config(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides]), "agent")
         model = rcfg.actor_rollout_ref.model
         assert (lora_rank(model), ref_in_actor(model), verls(rcfg)) == (rank, expected, expected), name
+
+
+def test_a_local_checkpoint_as_a_roles_model_gives_verl_that_roles_weights_or_adapter(tiny_model_dir, tmp_path):
+    """A run dir of the ``local`` engine as a role's model (the warm start) gives veRL that role's folder of the
+    newest checkpoint: full weights as ``model.path``; a LoRA adapter as ``lora_adapter_path`` on its base model,
+    which veRL loads only with a LoRA rank; a folder with neither (a veRL checkpoint's shards) is refused."""
+    import random
+
+    from genenv.trainer.task_pool import TaskPool
+    from genenv.trainer.checkpoint import save_checkpoint
+    from genenv.trainer.engines.local import build_local_backend
+
+    run = tmp_path / "run"
+    roles = [f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
+             "env_policy.policy.lora_r=4", "threads=1"]
+    backend = build_local_backend(compose_config(roles))
+    save_checkpoint(run / "checkpoints", 3, backend, TaskPool(), {}, random.Random(0), keep=1)
+    newest = run / "checkpoints" / "iter-00003"
+    assert (newest / "agent" / "config.json").is_file() and (newest / "env_policy" / "adapter_config.json").is_file()
+
+    def model(role, *overrides):
+        rcfg = role_config(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides]), role)
+        return rcfg, rcfg.actor_rollout_ref.model
+
+    _, agent = model("agent", f"agent.policy.model={run}")
+    assert (agent.path, agent.lora_adapter_path) == (str(newest / "agent"), None)
+    rcfg, env = model("env_policy", f"env_policy.policy.model={run}", "env_policy.policy.lora_r=4")
+    assert (env.path, env.lora_adapter_path) == (str(tiny_model_dir), str(newest / "env_policy"))
+    assert ref_in_actor(env)
+    rcfg, _ = model("env_policy", f"env_policy.policy.model={newest}")  # no LoRA rank: veRL would drop the adapter
+    with pytest.raises(ValueError, match="lora_r"):
+        validate_role_config(rcfg)
+    _, smollm2 = model("agent")  # the alias still resolves to the converted folder
+    assert Path(smollm2.path).joinpath("config.json").is_file() and smollm2.lora_adapter_path is None
+    for f in (newest / "agent").iterdir():  # what a verl_ray checkpoint holds instead: FSDP shards
+        if f.name in ("config.json", "adapter_config.json"):
+            f.unlink()
+    with pytest.raises(ValueError, match="model_merger"):
+        model("agent", f"agent.policy.model={run}")
 
 
 # ------------------------------------------------------------------------------------------ resource pools
@@ -294,7 +335,6 @@ def test_launch_script_commands_compose_and_pass_verls_validation(tmp_path):
     needs GPUs."""
     import shlex
     import subprocess
-    from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "launch_verl_ray.sh"
     env = {**os.environ, "DRY_RUN": "1", "RUN_DIR": str(tmp_path / "run")}
@@ -322,7 +362,6 @@ def test_launch_script_makes_relative_paths_absolute_where_it_runs(tmp_path):
     GENENV_DATA_DIR and model folders are made absolute from the directory the script ran in."""
     import shlex
     import subprocess
-    from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "launch_verl_ray.sh"
     here = tmp_path.resolve()

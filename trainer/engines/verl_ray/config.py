@@ -44,13 +44,37 @@ def _compose_verl_config(overrides: tuple[str, ...]) -> DictConfig:
             GlobalHydra.instance().initialize(outer)
 
 
-def resolve_model(name: str) -> str:
-    """The model path veRL's workers load: the SmolLM2 aliases resolve to the converted local folder
-    (:func:`genenv.runtime.models.resolve_model_path`), anything else (a folder on every node, or a hub id) is
-    passed to veRL unchanged."""
-    from genenv.runtime.models import SMOLLM2_ALIASES, resolve_model_path
+def model_source(name: str, role: str) -> dict[str, str]:
+    """veRL's ``actor_rollout_ref.model`` keys that load ``name`` as ``role``'s weights: ``path`` and, for a LoRA
+    checkpoint, ``lora_adapter_path`` (veRL's FSDP engine loads that adapter onto ``path`` to train on).
 
-    return str(resolve_model_path(name)) if name in SMOLLM2_ALIASES else str(name)
+    ``name`` may be a SmolLM2 alias (the converted local folder,
+    :func:`genenv.runtime.models.resolve_model_path`); a training checkpoint of the ``local`` engine (a run dir,
+    its ``checkpoints`` folder or one ``iter-N``: :func:`genenv.runtime.models.checkpoint_folder`), whose
+    ``role`` folder holds full weights (``path``) or an adapter (``path`` its base model, named in the
+    checkpoint's ``backend.json``); anything else (a folder on every node, or a hub id) is passed unchanged.
+
+    Raises:
+        ValueError: ``name`` is a checkpoint whose ``role`` folder holds neither (a ``verl_ray`` checkpoint's
+            FSDP shards: veRL's ``python -m verl.model_merger merge`` makes a Hugging Face folder of them), or an
+            adapter whose base model is itself an adapter.
+    """
+    from genenv.runtime.models import SMOLLM2_ALIASES, checkpoint_folder, resolve_model_path
+
+    trained = checkpoint_folder(name, role)
+    if trained is None:
+        return {"path": str(resolve_model_path(name)) if name in SMOLLM2_ALIASES else str(name)}
+    if (trained / "config.json").is_file():
+        return {"path": str(trained.resolve())}
+    if (trained / "adapter_config.json").is_file():
+        base = model_source(json.loads((trained.parent / "backend.json").read_text())[role]["model"], role)
+        if "lora_adapter_path" in base:
+            raise ValueError(f"{trained} is an adapter on another adapter ({base['lora_adapter_path']}); veRL loads "
+                             f"one: merge the base adapter into a Hugging Face folder first")
+        return {"path": base["path"], "lora_adapter_path": str(trained.resolve())}
+    raise ValueError(
+        f"{trained} holds no Hugging Face weights (config.json) and no LoRA adapter (adapter_config.json); a "
+        f"verl_ray checkpoint's shards load as a model after `python -m verl.model_merger merge`")
 
 
 def derived_settings(settings, role: str) -> dict[str, Any]:
@@ -58,7 +82,7 @@ def derived_settings(settings, role: str) -> dict[str, Any]:
 
     From the run's settings (a :class:`~genenv.trainer.settings.RunSettings` or a composed config,
     :func:`~genenv.trainer.settings.as_run_settings`; this engine's own block is ``settings.engine.options``) and
-    the role's :class:`~genenv.trainer.settings.RoleConfig`: model,
+    the role's :class:`~genenv.trainer.settings.RoleConfig`: model (:func:`model_source`),
     LoRA rank/alpha, ``lr``, ``max_grad_norm`` (``optim.clip_grad``), ``clip_ratio`` (low = high), ``ppo_epochs``,
     ``kl_coef`` (``use_kl_loss`` with ``low_var_kl``: the KL leash; 0 disables the reference), ``micro_batch_size``
     (per GPU, for updates and log-prob passes). From the loop: GRPO group size ``n``, sampling temperature, batch
@@ -84,7 +108,8 @@ def derived_settings(settings, role: str) -> dict[str, Any]:
         rollout["agent"] = {"default_agent_loop": AGENT_LOOP_NAME}
     return {
         "actor_rollout_ref": {
-            "model": {"path": resolve_model(rc.model), "lora_rank": int(rc.lora_r), "lora_alpha": int(rc.lora_alpha)},
+            "model": {**model_source(rc.model, role), "lora_rank": int(rc.lora_r),
+                      "lora_alpha": int(rc.lora_alpha)},
             "actor": {
                 "optim": {"lr": float(rc.lr), "clip_grad": float(rc.max_grad_norm),
                           "total_training_steps": st.iterations},
@@ -130,7 +155,9 @@ def role_config(settings, role: str, resolve: bool = True) -> DictConfig:
 def validate_role_config(rcfg: DictConfig) -> None:
     """veRL's own check of a trainer config (``verl.utils.config.validate_config``, as ``main_ppo`` runs it:
     batch divisibility by GPUs, micro-batch settings, ``ActorConfig`` dataclass checks), plus what this engine
-    needs: vLLM or SGLang rollout, hybrid engine, no critic, a sampling temperature above 0.
+    needs: vLLM or SGLang rollout, hybrid engine, no critic, a sampling temperature above 0, a LoRA rank above 0
+    where a pre-trained adapter is given (veRL 0.9.1's FSDP engine, ``workers/engine/fsdp/transformer_impl.py``,
+    builds LoRA, and loads ``lora_adapter_path``, only when ``lora_rank`` > 0: without it the adapter is ignored).
 
     Raises:
         ValueError / AssertionError: from veRL's checks, or the engine's own conditions.
@@ -138,6 +165,10 @@ def validate_role_config(rcfg: DictConfig) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
+    model = rcfg.actor_rollout_ref.model
+    if model.get("lora_adapter_path") is not None and lora_rank(model) <= 0:
+        raise ValueError(f"the model loads the LoRA adapter {model.lora_adapter_path}, which veRL ignores without a "
+                         "LoRA rank: set the role's policy.lora_r (e.g. agent.policy.lora_r=8) above 0")
     validate_config(config=rcfg, use_reference_policy=need_reference_policy(rcfg), use_critic=need_critic(rcfg))
     if need_critic(rcfg):
         raise ValueError("engine=verl_ray computes GRPO/RWR advantages itself: set critic.enable=false")
