@@ -69,6 +69,23 @@ def checkpoint_folder(name: str | Path, role: str = "agent") -> Path | None:
     return None
 
 
+def adapter_base(folder: str | Path) -> str | None:
+    """The base model of the LoRA adapter in ``folder`` (a role folder of a training checkpoint,
+    :func:`checkpoint_folder`), as the checkpoint's ``backend.json`` names it under the role (the folder's name);
+    ``None`` when ``folder`` holds no adapter (``adapter_config.json``).
+
+    Raises:
+        KeyError: the checkpoint's ``backend.json`` records no model for that role.
+        FileNotFoundError: an adapter folder with no ``backend.json`` beside it.
+    """
+    import json
+
+    folder = Path(folder)
+    if not (folder / "adapter_config.json").is_file():
+        return None
+    return json.loads((folder.parent / "backend.json").read_text())[folder.name]["model"]
+
+
 def resolve_model_path(name: str, role: str = "agent") -> Path:
     """Local folder for ``name``: the SmolLM2 aliases (converted and cached on first use), a training
     checkpoint's ``role`` (:func:`checkpoint_folder`: ``"agent"`` or ``"env_policy"``; a run dir given as an
@@ -155,12 +172,10 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
     path = resolve_model_path(name, role)
     tok = AutoTokenizer.from_pretrained(path)
     torch_dtype = getattr(torch, resolve_dtype(dtype, device))
-    if (path / "adapter_config.json").is_file():  # a LoRA run's checkpoint: merge the adapter into its base
-        import json
-
+    base_name = adapter_base(path)
+    if base_name is not None:  # a LoRA run's checkpoint: merge the adapter into its base
         from peft import PeftModel
 
-        base_name = json.loads((path.parent / "backend.json").read_text())[path.name]["model"]
         base, _ = load_model_and_tokenizer(base_name, dtype="float32", device=device)
         model = PeftModel.from_pretrained(base, str(path)).merge_and_unload().to(torch_dtype)
     else:

@@ -59,15 +59,16 @@ def model_source(name: str, role: str) -> dict[str, str]:
             FSDP shards: veRL's ``python -m verl.model_merger merge`` makes a Hugging Face folder of them), or an
             adapter whose base model is itself an adapter.
     """
-    from genenv.runtime.models import SMOLLM2_ALIASES, checkpoint_folder, resolve_model_path
+    from genenv.runtime.models import SMOLLM2_ALIASES, adapter_base, checkpoint_folder, resolve_model_path
 
     trained = checkpoint_folder(name, role)
     if trained is None:
         return {"path": str(resolve_model_path(name)) if name in SMOLLM2_ALIASES else str(name)}
     if (trained / "config.json").is_file():
         return {"path": str(trained.resolve())}
-    if (trained / "adapter_config.json").is_file():
-        base = model_source(json.loads((trained.parent / "backend.json").read_text())[role]["model"], role)
+    base_name = adapter_base(trained)
+    if base_name is not None:
+        base = model_source(base_name, role)
         if "lora_adapter_path" in base:
             raise ValueError(f"{trained} is an adapter on another adapter ({base['lora_adapter_path']}); veRL loads "
                              f"one: merge the base adapter into a Hugging Face folder first")
