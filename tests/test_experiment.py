@@ -417,11 +417,13 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
         assert abs(float(result[control][8]) - float(p_seeds)) < 0.006
 
 
-def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_run():
+def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_run(tmp_path):
     """``docs/curriculum/twx_levers/<lever>`` (docs/results.md, "Settings changed one at a time"): each lever's
     experiment differs from the powered run's in one training setting (its arms, seeds and folders apart); each
     finished seed ran 10 iterations with the same 5 held-out evaluations; ``compare_outcome`` pairs it with the
-    powered run's ``genenv`` by seed, 5 cells a seed, and the page quotes that mean difference and interval."""
+    powered run's ``genenv`` by seed, 5 cells a seed, and the page quotes that mean difference and interval. A
+    warm start (the environment policy's model changed) ships the run it started from in ``source/``: a finished
+    frozen-agent ``genenv`` run of 10 iterations whose report rebuilds."""
     import pandas as pd
     from omegaconf import OmegaConf
 
@@ -437,6 +439,11 @@ def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_r
         cfg = flat(lever)
         changed = {k for k in base.keys() | cfg.keys() if base.get(k) != cfg.get(k)}
         assert len(changed - {"run_dir", "experiment_dir", "arms", "seeds"}) == 1, changed
+        if "env_policy.policy.model" in changed:
+            assert Path(cfg["env_policy.policy.model"]).parts[-2:] == ("genenv", "seed0")
+            _, source = _rebuilt_shipped_run(f"twx_levers/{lever.name}/source", tmp_path)
+            assert source["agent_frozen"] and source["seeds"] == [0] and list(source["arms"]) == ["genenv"]
+            assert [r["iteration"] for r in finished_runs(lever / "source/genenv")[0]] == list(range(10))
         runs = finished_runs(lever / "genenv")
         seeds = list(runs)
         assert seeds
