@@ -42,7 +42,7 @@ def generation_config(benchmark: str, constrained: bool, prompts: int, n: int):
 
 def run_benchmark(name: str, policy, prompts: int, n: int, seed: int, data_dir: str | None) -> dict[str, Any]:
     """Both sampling modes on one benchmark; returns the figures and example rows."""
-    from genenv.trainer.generation import write_tasks
+    from genenv.trainer.generation import genenv_plans, write_tasks
 
     spec = get_benchmark(name, data_dir)
     format_only = get_benchmark(name, data_dir, grounded=False)  # validation without the grounded rules
@@ -53,7 +53,7 @@ def run_benchmark(name: str, policy, prompts: int, n: int, seed: int, data_dir: 
         pool = TaskPool(tasks)
         tokens0, seconds0 = policy.generated_tokens, policy.generate_seconds
         t0 = time.perf_counter()
-        records, rejected = write_tasks(spec, policy, pool, random.Random(seed), g, 0.5, 0)
+        records, rejected = write_tasks(spec, policy, pool, g, 0.5, 0, genenv_plans(spec, pool, random.Random(seed), g))
         wall = time.perf_counter() - t0
         tokens, seconds = policy.generated_tokens - tokens0, policy.generate_seconds - seconds0
         loose, examples = Counter(), []

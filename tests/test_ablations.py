@@ -18,13 +18,13 @@ def _run(tmp_path, tiny_model_dir, *extra, benchmark: str = "bamboogle"):
 
 
 def test_static_data_ablation_generates_nothing(tmp_path, tiny_model_dir):
-    row = _run(tmp_path, tiny_model_dir, "generation.enabled=false")
+    row = _run(tmp_path, tiny_model_dir, "task_source=static")
     assert row["gen/generated"] == 0 and row["pool/generated"] == 0 and row["agent/tasks"] == 2
     assert row["weights/env_policy_delta"] == 0.0
 
 
 def test_frozen_environment_policy_ablation(tmp_path, tiny_model_dir):
-    row = _run(tmp_path, tiny_model_dir, "env_policy.update_mode=none", "curriculum.k_min=1.0")
+    row = _run(tmp_path, tiny_model_dir, "task_source=random_env", "curriculum.k_min=1.0")
     assert row["gen/generated"] == 2 and row["env_policy_update/skipped"] is True and row["weights/env_policy_delta"] == 0.0
 
 
@@ -47,7 +47,9 @@ def test_other_environment_rewards_score_generations_by_their_formulas(tmp_path,
     records = [SimpleNamespace(task=SimpleNamespace(id=k)) for k in p_hats] + [SimpleNamespace(task=None)]
     from genenv.trainer.settings import run_settings
 
-    scored = CoEvolutionTrainer.score_generations(SimpleNamespace(settings=run_settings(cfg)), records, p_hats)
+    from genenv.trainer.strategies import build_task_source
+
+    scored = build_task_source(run_settings(cfg)).score(records, p_hats)
     assert [s.r_env for s in scored] == pytest.approx([FORMULAS[reward](p) for p in p_hats.values()] + [0.0])
     assert [s.in_band for s in scored] == [False, True, False, False, False, False]  # |p̂ - 0.25| <= 0.15
     import json
@@ -64,7 +66,7 @@ def test_multi_step_episodes_train_as_one_packed_sequence_each(tmp_path, tiny_mo
     and the environment's tokens between turns are masked out (mask 0) where an episode took several turns."""
     cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=twx", "iterations=1", "tensorboard=false",
                           "threads=1", f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
-                          "generation.enabled=false", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=6",
+                          "task_source=static", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=6",
                           "agent.temperature=1.0", "benchmark.env_kwargs.max_steps=3",
                           "+benchmark.seed_options.episodes=4"])
     trainer = CoEvolutionTrainer(cfg)
@@ -87,68 +89,74 @@ def test_multi_step_episodes_train_as_one_packed_sequence_each(tmp_path, tiny_mo
 
 
 def test_unknown_env_update_mode_is_a_clear_error(tmp_path, tiny_model_dir):
-    with pytest.raises(ValueError, match="config key .env_policy.update_mode. is .ppo.; choose one of .*grpo.*none.*rwr"):
+    with pytest.raises(ValueError, match="config key .env_policy.update_mode. is .ppo.; choose one of .*drgrpo.*grpo.*rwr"):
         _run(tmp_path, tiny_model_dir, "env_policy.update_mode=ppo")
 
 
 def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10, *extra):
-    """A trainer stand-in for :meth:`CoEvolutionTrainer.fill_informative`: real config and settings, a uniform
-    draw from a pool of 30 real Bamboogle seed tasks, and rollouts whose rewards ``rewards_of(task, i)`` sets."""
+    """The ``uniform`` agent batch over a loop stand-in: real config and settings, a pool of 30 real Bamboogle seed
+    tasks, and rollouts whose rewards ``rewards_of(task, i)`` sets. Returns the batch, the loop, the first two
+    tasks rolled out and the sizes of the rollout calls."""
     import random
     from types import SimpleNamespace
 
     from genenv.benchmarks.bamboogle.env import load_bamboogle_tasks
     from genenv.trainer.settings import run_settings
+    from genenv.trainer.strategies import build_agent_batch
+    from genenv.trainer.strategies.agent_batches import RolledBatch
     from genenv.trainer.task_pool import TaskPool
 
     cfg = compose_config(["benchmark=bamboogle", f"agent.batch_tasks={batch_tasks}", f"agent.n={n}",
                           "agent.filter_groups.enable=true", f"agent.filter_groups.max_rollouts={max_rollouts}",
                           *extra])
-    pool, rng = TaskPool(load_bamboogle_tasks("train")[:30]), random.Random(0)
     calls = []
 
-    def rollout(tasks):
+    def rollout(tasks, n_=None):
         calls.append(len(tasks))
         return [SimpleNamespace(task=t, reward=rewards_of(t, i)) for t in tasks for i in range(n)], \
             {"generate_seconds": 1.0}
 
-    stub = SimpleNamespace(cfg=cfg, settings=run_settings(cfg), rollout=rollout,
-                           draw_pool=lambda k, exclude=(), origin=None: pool.sample(k, rng, exclude, origin))
-    stub.trained_groups = lambda trajs: CoEvolutionTrainer.trained_groups(stub, trajs)
-    first = pool.sample(2, rng)
-    return stub, first, rollout(first)[0], calls
+    loop = SimpleNamespace(pool=TaskPool(load_bamboogle_tasks("train")[:30]), rng=random.Random(0), iteration=0,
+                           rollout=rollout)
+    batch = build_agent_batch(run_settings(cfg))
+    first = loop.pool.sample(2, loop.rng)
+    trajs, seconds = rollout(first)
+    return batch, loop, RolledBatch(list(first), trajs, seconds), calls
 
 
 def test_informative_refill_stops_at_its_rollout_cap():
-    stub, first, trajs, calls = _refill_stub(lambda t, i: 0.0)  # every group equal: nothing to learn
-    stats = {"generate_seconds": 1.0}
-    tasks, trajs, rounds = CoEvolutionTrainer.fill_informative(stub, first, trajs, stats)
+    batch, loop, rolled, calls = _refill_stub(lambda t, i: 0.0)  # every group equal: nothing to learn
+    first = list(rolled.tasks)
+    batch.refill(loop, rolled)
     # 4 rollouts of the first 2 tasks, then (10 - 4) // 2 = 3 more tasks: the cap of 10, never past it
-    assert len(trajs) == 10 and rounds == 1 and calls == [2, 3] and stats["generate_seconds"] == 2.0
-    assert len({t.id for t in tasks}) == 5 and tasks[:2] == first  # distinct tasks, the batch first
+    assert len(rolled.trajectories) == 10 and rolled.refill_rounds == 1 and calls == [2, 3]
+    assert rolled.seconds["generate_seconds"] == 2.0
+    assert len({t.id for t in rolled.tasks}) == 5 and rolled.tasks[:2] == first  # distinct tasks, the batch first
 
 
 def test_informative_refill_stops_once_the_batch_is_informative():
-    stub, first, trajs, calls = _refill_stub(lambda t, i: float(i % 2) if int(t.id.split("_")[-1]) % 2 else 0.5,
-                                             max_rollouts=200)
-    tasks, trajs, rounds = CoEvolutionTrainer.fill_informative(stub, first, trajs, {})
+    batch, loop, rolled, calls = _refill_stub(lambda t, i: float(i % 2) if int(t.id.split("_")[-1]) % 2 else 0.5,
+                                              max_rollouts=200)
+    batch.refill(loop, rolled)
     from genenv.trainer.updates.advantages import informative_task_ids
 
+    trajs = rolled.trajectories
     informative = informative_task_ids(trajs)
-    assert len(informative) >= 4 and rounds >= 1 and len(trajs) < 200
+    assert len(informative) >= 4 and rolled.refill_rounds >= 1 and len(trajs) < 200
     assert all({tr.reward for tr in trajs if tr.task.id == i} == {0.0, 1.0} for i in informative)
 
 
 def test_generated_tasks_fill_at_most_their_share_of_the_trained_groups():
     import dataclasses
 
-    stub, first, _, _ = _refill_stub(lambda t, i: float(i % 2), 4, 2, 10, "agent.filter_groups.generated_share=0.5")
+    batch, loop, rolled, _ = _refill_stub(lambda t, i: float(i % 2), 4, 2, 10, "agent.filter_groups.generated_share=0.5")
     from genenv.benchmarks.bamboogle.env import load_bamboogle_tasks
 
+    first = rolled.tasks
     seeds = load_bamboogle_tasks("train")[40:43]
     made = [dataclasses.replace(t, id=f"gen-{i}", origin="generated") for i, t in enumerate(seeds)]
-    trajs = stub.rollout(made + first)[0]  # 3 informative generated groups first, then 2 informative seed groups
-    assert stub.trained_groups(trajs) == ["gen-0", "gen-1", first[0].id, first[1].id]
+    trajs = loop.rollout(made + first)[0]  # 3 informative generated groups first, then 2 informative seed groups
+    assert batch.trained_groups(trajs) == ["gen-0", "gen-1", first[0].id, first[1].id]
 
 
 def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny_model_dir):
@@ -159,7 +167,7 @@ def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny
     seen, rolled = [], []
     cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=1", "tensorboard=false",
                           "threads=1", f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
-                          "generation.enabled=false", "agent.batch_tasks=3", "agent.n=3", "agent.max_new_tokens=6",
+                          "task_source=static", "agent.batch_tasks=3", "agent.n=3", "agent.max_new_tokens=6",
                           "agent.temperature=1.0", "reward.free_text_metric=fuzz",
                           "agent.filter_groups.enable=true", "agent.filter_groups.max_rollouts=24"])
     trainer = CoEvolutionTrainer(cfg)
@@ -198,8 +206,8 @@ def test_the_replay_arm_leaves_the_writer_frozen(tmp_path, tiny_model_dir):
 
     exp = compose_config(["benchmark=bamboogle", f"experiment_dir={tmp_path}"], "experiment")
     arm = arm_config(exp, "replay", 0)
-    assert arm.env_policy.update_mode == "none" and arm.pool.sampling == "learnability" and arm.generation.enabled
-    row = _run(tmp_path, tiny_model_dir, "env_policy.update_mode=none", "pool.sampling=learnability",
+    assert (arm.task_source, arm.agent_batch) == ("random_env", "replay")
+    row = _run(tmp_path, tiny_model_dir, "arm=replay",
                "curriculum.k_min=1.0", "iterations=2")
     assert row["gen/generated"] == 2 and row["env_policy_update/skipped"] is True
     assert row["weights/env_policy_delta"] == 0.0

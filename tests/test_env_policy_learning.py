@@ -102,7 +102,7 @@ def _tiny_twx(tmp_path, tiny_model_dir, *extra):
 def test_frozen_agent_rolls_out_only_new_tasks_and_never_updates(tmp_path, tiny_model_dir):
     """agent.frozen: the agent's weights stay, only the admitted generated tasks are rolled out
     (generation.rollouts_per_task each), the environment policy is updated; held-out outcomes per task."""
-    cfg = _tiny_twx(tmp_path, tiny_model_dir, "iterations=2", "agent.frozen=true", "env_policy.update_mode=grpo",
+    cfg = _tiny_twx(tmp_path, tiny_model_dir, "iterations=2", "agent_batch=frozen", "env_policy.update_mode=grpo",
                     "generation.rollouts_per_task=3", "eval.every=1", "eval.limit=2")
     rows = CoEvolutionTrainer(cfg).run()
     for row in rows:
@@ -168,7 +168,7 @@ def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path
     seed (iteration 0 is left out: both arms generate it from the same weights) and draws alignment.png."""
     exp = tmp_path / "exp"
     cfg = compose_config([f"experiment_dir={exp}", "arms=[genenv,random_env]", "seeds=[0,1]", "iterations=2",
-                          "eval.every=0", "agent.frozen=true", "env_policy.update_mode=grpo",
+                          "eval.every=0", "agent_batch=frozen", "env_policy.update_mode=grpo",
                           *_tiny_twx_overrides(tiny_model_dir)],
                          config_name="experiment")
     run_experiment(cfg)
@@ -191,7 +191,7 @@ def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_differen
     for mode, seeds in (("grpo", "[0,1]"), ("rwr", "[1]")):
         exps[mode] = tmp_path / mode
         run_experiment(compose_config([f"experiment_dir={exps[mode]}", "arms=[genenv]", f"seeds={seeds}",
-                                       "iterations=2", "eval.every=0", "agent.frozen=true",
+                                       "iterations=2", "eval.every=0", "agent_batch=frozen",
                                        f"env_policy.update_mode={mode}", *_tiny_twx_overrides(tiny_model_dir)],
                                       config_name="experiment"))
     stat = compare_arms(exps["rwr"] / "genenv", exps["grpo"] / "genenv")

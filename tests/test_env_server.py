@@ -267,14 +267,14 @@ def test_training_over_the_server_gives_the_same_rewards(tmp_path, tiny_model_di
                               "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=8", "agent.temperature=1.0",
                               "reward.free_text_metric=fuzz", *extra])
         trainer = CoEvolutionTrainer(cfg)
-        rewards, rollout = [], trainer.rollout_batch
+        rewards, rollout = [], trainer.rollout
 
         def spy(*args, **kwargs):
             out = rollout(*args, **kwargs)
             rewards.extend(t.reward for t in out[0])
             return out
 
-        trainer.rollout_batch = spy
+        trainer.rollout = spy
         return trainer.run()[0], rewards
 
     here, here_rewards = run("here")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from genenv.trainer.cli import compose_config
-from genenv.trainer.experiments.run import ARMS, arm_config
+from genenv.trainer.experiments.run import ARM_DIR, arm_config
 from genenv.trainer.experiments.report import (area_under, compare_arms, compare_outcome, finished_runs, read_rows,
                                                reach_static, run_auc, seed_curve, write_report)
 from genenv.trainer.loop import CoEvolutionTrainer
@@ -75,22 +75,28 @@ def test_killed_experiment_finishes_with_the_pool_and_metrics_of_an_uninterrupte
     assert (killed / "genenv" / "seed0" / "metrics.jsonl").read_text() == before
 
 
-def test_arms_differ_only_in_the_task_source():
+def test_arms_differ_only_in_their_strategies():
+    """Each shipped arm file names a task source (and, where the arm is about it, an agent batch); the arms' run
+    configs are otherwise equal; a frozen-agent experiment freezes every arm that names no batch of its own."""
     cfg = compose_config(["benchmark=bfcl", "experiment_dir=/x", "iterations=12"], "experiment")
-    configs = {arm: arm_config(cfg, arm, 1) for arm in ARMS if arm != "static_aug"}
-    assert configs["genenv"].env_policy.update_mode == "rwr" and configs["genenv"].generation.mode == "genenv"
-    assert configs["random_env"].env_policy.update_mode == "none" and configs["random_env"].generation.enabled
-    assert configs["envgen"].generation.mode == "envgen" and not configs["static"].generation.enabled
+    arms = sorted(p.stem for p in ARM_DIR.glob("*.yaml"))
+    assert arms == ["envgen", "genenv", "random_env", "replay", "static", "static_aug"]
+    configs = {arm: arm_config(cfg, arm, 1) for arm in arms if arm != "static_aug"}
+    assert {arm: (c.task_source, c.agent_batch) for arm, c in configs.items()} == {
+        "genenv": ("genenv", "uniform"), "random_env": ("random_env", "uniform"), "replay": ("random_env", "replay"),
+        "envgen": ("envgen", "envgen"), "static": ("static", "uniform")}
     for arm, c in configs.items():
         assert c.run_dir == f"/x/{arm}/seed1" and c.seed == 1 and c.iterations == 12
         assert c.agent == configs["static"].agent and c.eval == configs["static"].eval
+        assert c.env_policy == configs["static"].env_policy and c.generation == configs["static"].generation
     with pytest.raises(ValueError, match="finished genenv arm"):
         arm_config(cfg, "static_aug", 1)
     with pytest.raises(ValueError, match="unknown arm"):
         arm_config(cfg, "gemini", 0)
-    frozen = compose_config(["experiment_dir=/x", "env_policy.update_mode=none"], "experiment")
-    with pytest.raises(ValueError, match="random_env"):
-        arm_config(frozen, "genenv", 0)
+    frozen = compose_config(["experiment_dir=/x", "agent_batch=frozen", "eval.every=0"], "experiment")
+    assert arm_config(frozen, "random_env", 0).agent_batch == "frozen"
+    with pytest.raises(ValueError, match="freezes the agent"):
+        arm_config(frozen, "replay", 0)
 
 
 def test_paper_profile_composes_a_gpu_experiment():
@@ -146,7 +152,7 @@ class _Scripted:
 def test_static_augmentation_writes_its_tasks_up_front(tmp_path, tiny_model_dir):
     cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=1", "tensorboard=false",
                           "threads=1", f"agent.policy.model={tiny_model_dir}",
-                          f"env_policy.policy.model={tiny_model_dir}", "generation.enabled=false",
+                          f"env_policy.policy.model={tiny_model_dir}", "task_source=static_aug",
                           "generation.upfront_tasks=3", "generation.upfront_max_rounds=5",
                           "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
                           "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=6"])
@@ -165,7 +171,7 @@ def test_static_augmentation_writes_its_tasks_up_front(tmp_path, tiny_model_dir)
 def test_unlimited_rounds_are_bounded(tmp_path, tiny_model_dir):
     cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=1", "tensorboard=false",
                           "threads=1", f"agent.policy.model={tiny_model_dir}",
-                          f"env_policy.policy.model={tiny_model_dir}", "generation.enabled=false",
+                          f"env_policy.policy.model={tiny_model_dir}", "task_source=static_aug",
                           "generation.upfront_tasks=50", "generation.upfront_max_rounds=2",
                           "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2"])
     trainer = CoEvolutionTrainer(cfg)

@@ -255,7 +255,7 @@ def test_envgen_calls_the_frozen_llm_only_every_k_iterations(tmp_path, tiny_mode
     cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=3", "tensorboard=false",
                           "threads=1", f"agent.policy.model={tiny_model_dir}",
                           f"env_policy.policy.model={tiny_model_dir}",
-                          "generation.mode=envgen", "generation.every=2", "generation.prompts_per_iteration=1",
+                          "arm=envgen", "generation.every=2", "generation.prompts_per_iteration=1",
                           "generation.generations_per_prompt=2", "generation.max_new_tokens=8",
                           "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=6"])
     trainer = CoEvolutionTrainer(cfg)
@@ -283,5 +283,5 @@ def test_envgen_calls_the_frozen_llm_only_every_k_iterations(tmp_path, tiny_mode
     assert all(seeds_rolled[i] >= 2 for i in range(3))  # every batch mixes in original tasks (half of 3, rounded up)
     new = [dataclasses.replace(t, id=f"gen-{t.id}", origin="generated")
            for t in trainer.pool.sample(5, random.Random(0), origin="seed")]
-    batch = trainer.agent_batch(new)
+    batch = trainer.agent_batch.select(trainer, new)
     assert batch[:5] == new and [t.origin for t in batch[5:]] == ["seed", "seed"]  # every new task, plus seeds

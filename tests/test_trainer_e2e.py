@@ -61,14 +61,14 @@ def test_one_iteration_on_bfcl_validates_with_the_official_checker(tmp_path, smo
         "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
         "generation.max_new_tokens=160", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=48"])
     trainer = CoEvolutionTrainer(cfg)
-    played, rollout = [], trainer.rollout_batch
+    played, rollout = [], trainer.rollout
 
     def spy(*args, **kwargs):
         out = rollout(*args, **kwargs)
         played.extend(out[0])
         return out
 
-    trainer.rollout_batch = spy
+    trainer.rollout = spy
     row = trainer.run()[0]
     assert row["gen/generated"] == 2 and row["gen/admitted"] + row["gen/rejected"] == 2
     assert row["agent/rollouts"] == 2 * row["agent/tasks"] == len(played) >= 4

@@ -3,7 +3,7 @@
 Examples::
 
     genenv-train benchmark=bfcl                       # CPU profile, SmolLM2 as agent and env policy
-    genenv-train benchmark=bamboogle iterations=5 env_policy.update_mode=none   # RandomEnv ablation
+    genenv-train benchmark=bamboogle iterations=5 arm=random_env   # RandomEnv ablation (configs/arm/)
     genenv-train benchmark=bfcl run_dir=runs/a        # re-run the same command to resume after a crash
     genenv-train plot runs/a                          # curriculum plot → runs/a/curriculum.png
 """

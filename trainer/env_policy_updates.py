@@ -10,7 +10,9 @@ with what reward and which advantage estimator. Registered with :func:`register_
 - ``drgrpo``: the same groups with Dr. GRPO's advantage ``R_env - mean(group)``, not divided by the group's
   standard deviation (:mod:`genenv.trainer.updates.advantages`), so a game at p̂ 0 or 1 among rejected ones
   (R_env 0.0067 at β = 20 against 0) moves the policy by its reward gap, not by a whole standardised unit;
-- ``none``: the environment policy stays frozen (the paper's RandomEnv ablation).
+
+Whether the environment policy is updated at all is its task source's (``task_source``: ``random_env``, ``envgen``
+and ``static`` never update it; :mod:`genenv.trainer.strategies.task_sources`).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ class ScoredGeneration:
 
 Selector = Callable[[Sequence[ScoredGeneration], float], tuple[list[Sample], str | None]]
 ENV_POLICY_UPDATES = Registry("env_policy.update_mode")  # mode → selector f(scored, λ) -> (samples, estimator)
-register_env_policy_update = ENV_POLICY_UPDATES.register  # decorator; a selector returning no estimator: no update
+register_env_policy_update = ENV_POLICY_UPDATES.register  # decorator
 
 
 def env_policy_samples(name: str, scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
@@ -71,9 +73,3 @@ def grpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], 
 def drgrpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
     """The generations of ``grpo``, advantage ``R_env - mean(group)`` (Dr. GRPO: no division by the group's std)."""
     return grpo(scored, lam)[0], "drgrpo"
-
-
-@register_env_policy_update("none")
-def frozen(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
-    """No update."""
-    return [], None

@@ -2,12 +2,12 @@
 generation prompts, sampling, and the benchmark spec's parsing and validation, each generation recorded with its
 verdict.
 
-Two modes (``generation.mode``):
+Two kinds of prompts, chosen by the run's task source (:mod:`genenv.trainer.strategies.task_sources`):
 
-- ``genenv`` (GenEnv): every iteration, ``generation.prompts_per_iteration`` prompts, each with
+- GenEnv's (:func:`genenv_plans`): every iteration, ``generation.prompts_per_iteration`` prompts, each with
   ``generation.seed_examples`` demonstrations drawn from the task pool and the agent's recent success rate p̂
   against the target α; the environment policy is trained on R_env.
-- ``envgen`` (EnvGen, Zala et al., COLM 2024): every ``generation.every`` iterations only, a *frozen* environment
+- EnvGen's (:func:`envgen_plans`; Zala et al., COLM 2024): every ``generation.every`` iterations only, a *frozen* environment
   policy gets the agent's per-skill success rates measured on the original (seed) tasks
   (:meth:`~genenv.trainer.task_pool.TaskPool.skill_success`, skills from
   :meth:`~genenv.benchmarks.spec.BenchmarkSpec.skill_of`) and is asked for tasks aimed at the weakest skills:
@@ -81,61 +81,80 @@ def weakest_skills(rates: dict[str, tuple[float, int]], k: int, rng: random.Rand
     return [order[i % len(order)] for i in range(k)] if order else []
 
 
-def write_tasks(spec: BenchmarkSpec, policy: Policy, pool: TaskPool, rng: random.Random, g, alpha: float,
-                iteration: int) -> tuple[list[GenerationRecord], Counter]:
-    """Steps 1-2: sample task texts from the environment ``policy`` and validate them.
+@dataclass(frozen=True)
+class PromptPlan:
+    """One generation prompt to write: its ``seeds`` (the demonstrated pool tasks; the first is the parent of every
+    task written from it), the EnvGen ``request`` text (``None``: a GenEnv prompt, which shows the agent's recent p̂
+    against α instead) and the ``feedback`` recorded with its generations (EnvGen: ``{"target_skill",
+    "skill_success": {skill: [rate, n]}}``; ``None`` otherwise)."""
+
+    seeds: list[Task]
+    request: str | None = None
+    feedback: dict[str, Any] | None = None
+
+
+def genenv_plans(spec: BenchmarkSpec, pool: TaskPool, rng: random.Random, g) -> list[PromptPlan]:
+    """GenEnv's prompts: ``g.prompts_per_iteration`` of them, each demonstrating ``g.seed_examples`` pool tasks
+    drawn at random (among those the spec can demonstrate)."""
+    seeds_all = [t for t in pool.tasks if spec.demonstrable(t)]
+    return [PromptPlan(rng.sample(seeds_all, min(g.seed_examples, len(seeds_all))))
+            for _ in range(g.prompts_per_iteration)]
+
+
+def envgen_plans(spec: BenchmarkSpec, pool: TaskPool, rng: random.Random, g) -> list[PromptPlan]:
+    """EnvGen's prompts: ``g.prompts_per_iteration * g.every`` of them, prompt ``i`` aimed at the ``i``-th weakest
+    skill (:func:`weakest_skills` of the agent's per-skill success rates on the original tasks), demonstrating
+    ``g.seed_examples`` tasks of that skill (any pool task when the skill has none) and carrying the rates."""
+    seeds_all = [t for t in pool.tasks if spec.demonstrable(t)]
+    rates = pool.skill_success(spec.skill_of)
+    plans = []
+    for target in weakest_skills(rates, int(g.prompts_per_iteration) * int(g.every), rng):
+        of_skill = [t for t in seeds_all if spec.skill_of(t) == target] or seeds_all
+        plans.append(PromptPlan(rng.sample(of_skill, min(g.seed_examples, len(of_skill))),
+                                skill_feedback(rates, target),
+                                {"target_skill": target,
+                                 "skill_success": {s: [None if math.isnan(r) else r, n] for s, (r, n) in rates.items()}}))
+    return plans
+
+
+def write_tasks(spec: BenchmarkSpec, policy: Policy, pool: TaskPool, g, alpha: float, iteration: int,
+                plans: list[PromptPlan]) -> tuple[list[GenerationRecord], Counter]:
+    """Steps 1-2: sample task texts from the environment ``policy`` for each of ``plans`` and validate them.
 
     Args:
-        spec: the benchmark spec (prompts, schema, parsing, validation, near-duplicates, skills).
-        pool: the task pool (demonstrations, recent p̂ or per-skill success rates, near-duplicate check).
-        g: the run's :class:`~genenv.trainer.settings.GenerationSettings` (``mode``, ``every``,
-            ``prompts_per_iteration``, ``seed_examples``, ``generations_per_prompt``, ``temperature``,
-            ``max_new_tokens``, ``constrained``).
+        spec: the benchmark spec (prompts, schema, parsing, validation, near-duplicates).
+        pool: the task pool (recent p̂ shown in GenEnv prompts, the near-duplicate check).
+        g: the run's :class:`~genenv.trainer.settings.GenerationSettings` (``generations_per_prompt``,
+            ``temperature``, ``max_new_tokens``, ``constrained``).
         alpha: the target success rate named in GenEnv prompts.
         iteration: the iteration (ids ``gen-<iteration>-<prompt>-<k>`` and the tasks' ``admitted_iteration``).
+        plans: the prompts to write (:func:`genenv_plans`, :func:`envgen_plans`).
     Returns:
         one :class:`GenerationRecord` per generation, and the rejection counts by reason.
     """
-    seeds_all = [t for t in pool.tasks if spec.demonstrable(t)]
     prompts: list[Prompt] = []
-    parents: list[Task | None] = []
-    feedbacks: list[dict[str, Any] | None] = []
-    constrained = bool(g.constrained)
-    if g.mode == "envgen":
-        rates = pool.skill_success(spec.skill_of)
-        targets = weakest_skills(rates, int(g.prompts_per_iteration) * int(g.every), rng)
-        plans = []
-        for target in targets:
-            of_skill = [t for t in seeds_all if spec.skill_of(t) == target] or seeds_all
-            seeds = rng.sample(of_skill, min(g.seed_examples, len(of_skill)))
-            plans.append((seeds, skill_feedback(rates, target),
-                          {"target_skill": target,
-                           "skill_success": {s: [None if math.isnan(r) else r, n] for s, (r, n) in rates.items()}}))
-    else:
-        plans = [(rng.sample(seeds_all, min(g.seed_examples, len(seeds_all))), None, None)
-                 for _ in range(g.prompts_per_iteration)]
-    for seeds, text, feedback in plans:
-        schema = spec.generation_schema(seeds) if constrained else None
-        p_hat_shown = None if text is not None else pool.recent_p_hat()
-        prompts.append(Prompt(spec.generation_messages(seeds, p_hat_shown, alpha, text), json_schema=schema))
-        parents.append(seeds[0] if seeds else None)
-        feedbacks.append(feedback)
+    for plan in plans:
+        schema = spec.generation_schema(plan.seeds) if g.constrained else None
+        p_hat_shown = None if plan.request is not None else pool.recent_p_hat()
+        prompts.append(Prompt(spec.generation_messages(plan.seeds, p_hat_shown, alpha, plan.request),
+                              json_schema=schema))
     outputs = policy.generate(prompts, n=g.generations_per_prompt, temperature=g.temperature,
                               max_new_tokens=g.max_new_tokens)
     records: list[GenerationRecord] = []
     rejected: Counter = Counter()
     admitted: list[Task] = []
-    for pi, (parent, group) in enumerate(zip(parents, outputs)):
+    for pi, (plan, group) in enumerate(zip(plans, outputs)):
+        parent = plan.seeds[0] if plan.seeds else None
         for k, gen in enumerate(group):
             out = spec.parse_generated(gen.text, f"gen-{iteration}-{pi}-{k}", iteration, parent)
             if isinstance(out, Task):
                 out = spec.near_duplicate(out, pool.tasks + admitted) or out
             if isinstance(out, Rejection):
                 rejected[out.reason] += 1
-                records.append(GenerationRecord(pi, gen, rejection=out, feedback=feedbacks[pi], parent=parent))
+                records.append(GenerationRecord(pi, gen, rejection=out, feedback=plan.feedback, parent=parent))
             else:
                 admitted.append(out)
-                records.append(GenerationRecord(pi, gen, task=out, feedback=feedbacks[pi], parent=parent))
+                records.append(GenerationRecord(pi, gen, task=out, feedback=plan.feedback, parent=parent))
     return records, rejected
 
 

@@ -3,29 +3,27 @@
 
 One iteration t:
 
-1. **Environment generation** and 2. **validation** — the environment policy writes tasks (under the spec's JSON
-   Schema when ``generation.constrained``), the benchmark spec admits or rejects each
-   (:mod:`genenv.trainer.generation`; skipped with ``generation.enabled: false``; in EnvGen mode only every
-   ``generation.every`` iterations, prompted with per-skill success rates); rejections are counted by reason and
-   get R_env = 0.
-3. **Agent rollouts** — every admitted task, ``generation.rollouts_per_task`` episodes each (``agent.n`` when
-   null), whatever the agent's batch size; plus tasks drawn from the pool up to ``agent.batch_tasks``,
-   ``agent.n`` episodes each (``pool.sampling``: uniformly, or by curated replay; EnvGen: generated tasks mixed
-   with at least half a batch of original ones, :meth:`CoEvolutionTrainer.agent_batch`), through the one episode
-   loop; agent reward per paper Eq. 1. With ``agent.filter_groups.enable`` (informative batches, DAPO's dynamic
-   sampling) more pool tasks are rolled out until ``agent.batch_tasks`` groups have unequal rewards or
-   ``agent.filter_groups.max_rollouts`` is reached (:meth:`CoEvolutionTrainer.fill_informative`; generated tasks
-   fill at most ``agent.filter_groups.generated_share`` of those groups). With
-   ``agent.frozen`` only the admitted tasks are rolled out (their p̂ is all the environment policy needs).
+An arm of the loop is two registered strategies (:mod:`genenv.trainer.strategies`): the run's **task source**
+(``task_source``: what the environment policy writes, when, and whether it learns) and its **agent batch**
+(``agent_batch``: which tasks the agent is rolled out and trained on). The loop itself never branches on an arm.
+
+1. **Environment generation** and 2. **validation** — at the iterations the task source writes
+   (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.writes_at`), the environment policy writes its
+   prompts (under the spec's JSON Schema when ``generation.constrained``), the benchmark spec admits or rejects
+   each (:mod:`genenv.trainer.generation`); rejections are counted by reason and get R_env = 0.
+3. **Agent rollouts** — the agent batch's tasks (every admitted task, ``generation.rollouts_per_task`` episodes
+   each, whatever the batch size; then pool tasks, ``agent.n`` episodes each), through the one episode loop;
+   agent reward per paper Eq. 1 (:meth:`~genenv.trainer.strategies.agent_batches.AgentBatch.roll_out`, with
+   informative refill under ``agent.filter_groups.enable``).
 4. **p̂ per task** = mean agent reward over its n episodes (= the success rate for binary rewards).
-5. **Environment reward** R_env(p̂) (``curriculum.env_reward``: Eq. 3 by default,
-   :mod:`genenv.rewards.env_policy_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
-6. **Environment-policy update** — ``env_policy.update_mode`` (:mod:`genenv.trainer.env_policy_updates`): RWR on
-   the in-band admitted generations (the paper), GRPO on R_env, or none; never in EnvGen mode (a frozen LLM).
-7. **Agent update** — GRPO with veRL's functions; groups whose rewards are all equal are dropped and counted
-   (with informative batches, only the first ``agent.batch_tasks`` informative groups are trained on).
-   Skipped with ``agent.frozen: true`` (a stationary agent, so the environment policy's learning is measured
-   alone).
+5. **Environment reward** — the task source scores each generation
+   (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.score`): R_env(p̂) (``curriculum.env_reward``: Eq. 3 by
+   default, :mod:`genenv.rewards.env_policy_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
+6. **Environment-policy update** — when the task source learns, ``env_policy.update_mode``
+   (:mod:`genenv.trainer.env_policy_updates`): RWR on the in-band admitted generations (the paper) or GRPO on R_env.
+7. **Agent update** — GRPO with veRL's functions on the groups the agent batch names; groups whose rewards are
+   all equal are dropped and counted. Skipped by the ``frozen`` agent batch (a stationary agent, so the
+   environment policy's learning is measured alone).
 8. Admitted tasks join the pool; metrics are written; a checkpoint is saved (:mod:`genenv.trainer.checkpoint`).
    A killed run resumes from the last checkpoint.
 """
@@ -33,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 from collections import Counter
@@ -46,18 +43,16 @@ import torch
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.data import jsonl_line
 from genenv.envs.task import Task
-from genenv.rewards.env_policy_reward import difficulty_filter, env_reward
 from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES
-from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.generation import GenerationRecord, record_row, write_tasks
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
 from genenv.runtime.episodes import Trajectory
 from genenv.trainer.settings import run_settings
+from genenv.trainer.strategies import build_agent_batch, build_task_source
 from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates import Sample
-from genenv.trainer.updates.advantages import informative_task_ids
 
 log = logging.getLogger(__name__)
 RUN_LOGS = ("metrics.jsonl", "generations.jsonl", "heldout.jsonl")  # per-iteration rows, cut back on resume
@@ -80,6 +75,8 @@ class CoEvolutionTrainer:
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.backend = backend if backend is not None else build_backend(st)
+        self.task_source = build_task_source(st)
+        self.agent_batch = build_agent_batch(st)
         self.rng = random.Random(st.seed)
         torch.manual_seed(st.seed)
         self.iteration = 0
@@ -92,44 +89,13 @@ class CoEvolutionTrainer:
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
         """Fill the pool with the benchmark's training split (its :attr:`seed_options` updated by the run's
-        ``benchmark.seed_options``: :meth:`~genenv.benchmarks.spec.BenchmarkSpec.pool_options`; ``seed_limit``), then,
-        with ``generation.upfront_tasks`` = N > 0, with N tasks written once up front by the environment policy
-        as it is (:meth:`write_upfront`)."""
+        ``benchmark.seed_options``: :meth:`~genenv.benchmarks.spec.BenchmarkSpec.pool_options`; ``seed_limit``), then
+        let the task source add what it writes before the first iteration
+        (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.prepare`; ``static_aug``'s up-front tasks)."""
         tasks = self.spec.load(split="train", **self.spec.pool_options(self.settings.seed_options))
         limit = self.settings.seed_limit
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
-        if self.settings.generation.upfront_tasks > 0:
-            self.write_upfront(self.settings.generation.upfront_tasks)
-
-    def write_upfront(self, target: int) -> None:
-        """The paper's static augmentation: generation rounds (:func:`~genenv.trainer.generation.write_tasks`,
-        the same prompts and validation as every iteration) until ``target`` tasks are admitted or
-        ``generation.upfront_max_rounds`` rounds have run; the admitted tasks (at most ``target``) join the pool
-        before the first iteration. Each generation is written to ``generations.jsonl`` with ``"upfront": true``
-        and iteration -1 - round; the counts go to the counters ``upfront/generated``, ``upfront/admitted`` and
-        ``upfront/rounds`` and ``upfront/seconds`` (saved with every checkpoint)."""
-        start = time.perf_counter()
-        admitted: list[Task] = []
-        max_rounds = self.settings.generation.upfront_max_rounds
-        rounds = 0
-        while len(admitted) < target and rounds < max_rounds:
-            it = -1 - rounds
-            records, _ = write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng,
-                                     self.settings.generation, self.settings.curriculum.alpha, it)
-            rounds += 1
-            with open(self.run_dir / "generations.jsonl", "a", encoding="utf-8") as fh:
-                for r in records:
-                    keep = r.task is not None and len(admitted) < target
-                    if keep:
-                        admitted.append(r.task)
-                        self.pool.add(r.task)
-                    fh.write(json.dumps({**record_row(it, r, {}, 0.0), "upfront": True,
-                                         "kept": keep}, ensure_ascii=False) + "\n")
-                    self.counters["upfront/generated"] += 1
-        self.counters["upfront/admitted"] = len(admitted)
-        self.counters["upfront/rounds"] = rounds
-        self.counters["upfront/seconds"] = time.perf_counter() - start
-        log.info("static augmentation: %d of %d tasks admitted in %d rounds", len(admitted), target, rounds)
+        self.task_source.prepare(self)
 
     def latest_checkpoint(self) -> Path | None:
         """The checkpoint named in ``checkpoints/latest``, if any."""
@@ -181,16 +147,16 @@ class CoEvolutionTrainer:
         return rows
 
     def generate_tasks(self, it: int) -> tuple[list[GenerationRecord], Counter]:
-        """Steps 1-2 (:func:`~genenv.trainer.generation.write_tasks`); nothing when generation is off or, in
-        EnvGen mode, between its calls (:meth:`~genenv.trainer.settings.RunSettings.generates_at`)."""
-        if not self.settings.generates_at(it):
+        """Steps 1-2 (:func:`~genenv.trainer.generation.write_tasks` of the task source's prompts); nothing at an
+        iteration the task source does not write."""
+        if not self.task_source.writes_at(it):
             return [], Counter()
-        return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.rng, self.settings.generation,
-                           self.settings.curriculum.alpha, it)
+        return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.settings.generation,
+                           self.settings.curriculum.alpha, it, self.task_source.plans(self))
 
     def rollout(self, tasks, n: int | None = None) -> tuple[list[Trajectory], dict[str, float]]:
-        """Step 3: ``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine; returns
-        them and the phase seconds (``generate_seconds``, ``env_seconds``)."""
+        """``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine; returns them and the
+        phase seconds (``generate_seconds``, ``env_seconds``). The agent batch's one way to play episodes."""
         a = self.settings.agent
         stats: dict[str, float] = {}
         if not tasks:
@@ -199,110 +165,6 @@ class CoEvolutionTrainer:
                                      max_new_tokens=a.max_new_tokens, env_kwargs=self.env_kwargs,
                                      max_response_tokens=a.response_budget, stats=stats)
         return trajs, stats
-
-    def rollout_batch(self, new_tasks: list[Task], batch: list[Task]) -> tuple[list[Trajectory], dict[str, float]]:
-        """Step 3 for one iteration's ``batch`` (:meth:`agent_batch`): the newly admitted tasks with
-        ``generation.rollouts_per_task`` episodes each when it is set and differs from ``agent.n``, the rest with
-        ``agent.n``; seconds of both calls added up."""
-        n_gen = self.settings.generation.rollouts_per_task
-        if n_gen == self.settings.agent.n:
-            return self.rollout(batch)
-        new_ids = {t.id for t in new_tasks}
-        trajs, stats = self.rollout([t for t in batch if t.id in new_ids], n_gen)
-        more, more_stats = self.rollout([t for t in batch if t.id not in new_ids])
-        for k, v in more_stats.items():
-            stats[k] = stats.get(k, 0.0) + v
-        return trajs + more, stats
-
-    def score_generations(self, records: list[GenerationRecord], p_hat: dict[str, float]) -> list[ScoredGeneration]:
-        """Steps 4-5: R_env of every generation (0 when rejected) and whether its task is in the α band."""
-        cur = self.settings.curriculum
-        scored = []
-        for r in records:
-            if r.task is None:
-                scored.append(ScoredGeneration(r, 0.0, False))
-            else:
-                ph = p_hat[r.task.id]
-                scored.append(ScoredGeneration(r, float(env_reward(cur.env_reward, ph, alpha=cur.alpha, beta=cur.beta)),
-                                               bool(difficulty_filter(ph, cur.alpha, cur.k_min))))
-        return scored
-
-    def agent_batch(self, new_tasks: list[Task]) -> list[Task]:
-        """The tasks rolled out this iteration. GenEnv: every newly admitted task (its p̂ is its R_env), then pool
-        samples up to ``agent.batch_tasks``; with ``agent.frozen`` the new tasks only. EnvGen: generated tasks (the
-        new ones, or, between LLM calls, half the
-        batch sampled from the pool's generated tasks) mixed with at least half a batch of original (seed) tasks,
-        whose p̂ are the per-skill success rates the next EnvGen prompt reports."""
-        k = self.settings.agent.batch_tasks
-        if self.settings.agent.frozen:
-            return list(new_tasks)
-        if self.settings.generation.mode != "envgen":
-            return new_tasks + self.draw_pool(max(0, k - len(new_tasks)))
-        generated = new_tasks or self.draw_pool(k // 2, origin="generated")
-        seeds = self.draw_pool(max(k - len(generated), (k + 1) // 2), origin="seed")
-        return generated + seeds
-
-    def draw_pool(self, k: int, exclude: list[str] | tuple = (), origin: str | None = None) -> list[Task]:
-        """``k`` distinct pool tasks (not in ``exclude``; of ``origin`` when given) by ``pool.sampling``: uniformly
-        (:meth:`TaskPool.sample`) or by curated replay (:meth:`TaskPool.sample_replay`)."""
-        pool = self.settings.pool
-        if pool.sampling == "learnability":
-            return self.pool.sample_replay(k, self.rng, self.iteration, pool.temperature, pool.staleness, exclude,
-                                           origin)
-        return self.pool.sample(k, self.rng, exclude, origin)
-
-    def fill_informative(self, batch: list[Task], trajs: list[Trajectory], stats: dict[str, float]
-                         ) -> tuple[list[Task], list[Trajectory], int]:
-        """Informative batches (DAPO's dynamic sampling, Yu et al. 2025; veRL's ``algorithm.filter_groups``): while
-        fewer than ``agent.batch_tasks`` of the rolled-out groups have unequal rewards, draw more pool tasks not yet
-        rolled out this iteration (:meth:`draw_pool`) and roll them out, ``agent.n`` episodes each, never past
-        ``agent.filter_groups.max_rollouts`` rollouts in the iteration. Each round draws the missing number of
-        groups divided by the informative share seen so far (at least 1/4), so a batch of mostly equal groups
-        refills in few rounds. ``stats`` gains the rounds' seconds.
-
-        Returns:
-            the tasks rolled out (``batch`` then the drawn ones, in order), all trajectories, the rounds run.
-        """
-        a = self.settings.agent
-        k, n, cap = a.batch_tasks, a.n, a.max_rollouts
-        tasks, trajs, rounds = list(batch), list(trajs), 0
-        while True:
-            informative = len(self.trained_groups(trajs))
-            groups = len({t.task.id for t in trajs})
-            room = (cap - len(trajs)) // n
-            if informative >= k or room <= 0:
-                break
-            share = informative / groups if groups else 1.0
-            more = self.draw_pool(min(room, math.ceil((k - informative) / max(share, 0.25))),
-                                  exclude=[t.id for t in tasks])
-            if not more:
-                break
-            more_trajs, more_stats = self.rollout(more)
-            for key, v in more_stats.items():
-                stats[key] = stats.get(key, 0.0) + v
-            tasks += more
-            trajs += more_trajs
-            rounds += 1
-        return tasks, trajs, rounds
-
-    def trained_groups(self, trajs: list[Trajectory]) -> list[str]:
-        """The task groups an informative batch trains on: the informative ones
-        (:func:`~genenv.trainer.updates.advantages.informative_task_ids`) in rollout order, at most
-        ``agent.batch_tasks``, of which at most ``agent.filter_groups.generated_share`` x ``agent.batch_tasks``
-        (rounded down) are generated tasks."""
-        k = self.settings.agent.batch_tasks
-        most_generated = math.floor(self.settings.agent.generated_share * k + 1e-9)
-        out, generated = [], 0
-        origin = {t.task.id: t.task.origin for t in trajs}
-        for task_id in informative_task_ids(trajs):
-            if origin[task_id] == "generated":
-                if generated >= most_generated:
-                    continue
-                generated += 1
-            out.append(task_id)
-            if len(out) == k:
-                break
-        return out
 
     def run_iteration(self) -> dict[str, Any]:
         """One full iteration (see module docstring); returns its metric row."""
@@ -313,39 +175,29 @@ class CoEvolutionTrainer:
         timing["task_generation"] = time.perf_counter() - t0
 
         new_tasks = [r.task for r in records if r.task is not None]
-        batch = self.agent_batch(new_tasks)
-        trajs, stats = self.rollout_batch(new_tasks, batch)
-        refills = 0
-        if st.agent.frozen:
-            trained = []
-        elif st.agent.filter_groups:
-            batch, trajs, refills = self.fill_informative(batch, trajs, stats)
-            trained = self.trained_groups(trajs)
-        else:
-            trained = informative_task_ids(trajs)  # the update drops equal-reward groups itself
-        timing["agent_rollout"] = stats.get("generate_seconds", 0.0)
-        timing["env_steps"] = stats.get("env_seconds", 0.0)
+        rolled = self.agent_batch.roll_out(self, new_tasks)
+        trajs = rolled.trajectories
+        timing["agent_rollout"] = rolled.seconds.get("generate_seconds", 0.0)
+        timing["env_steps"] = rolled.seconds.get("env_seconds", 0.0)
 
         t1 = time.perf_counter()
         rewards_by_task: dict[str, list[float]] = {}
         for t in trajs:
             rewards_by_task.setdefault(t.task.id, []).append(t.reward)
         p_hat = {tid: float(np.mean(rs)) for tid, rs in rewards_by_task.items()}
-        scored = self.score_generations(records, p_hat)
+        scored = self.task_source.score(records, p_hat)
         timing["env_reward"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
-        update_mode = "none" if st.generation.mode == "envgen" else st.env_update_mode
-        samples, estimator = env_policy_samples(update_mode, scored, st.curriculum.lam)  # EnvGen's LLM is frozen
+        samples, estimator = self.task_source.update_samples(scored)
         env_update = self.backend.update("env_policy", samples, estimator) if estimator else {"skipped": True}
         timing["env_policy_update"] = time.perf_counter() - t2
 
         t3 = time.perf_counter()
-        if st.agent.frozen:  # a stationary agent: the environment policy is measured alone
+        if not self.agent_batch.trains:  # a stationary agent: the environment policy is measured alone
             agent_update = {"skipped": True, "frozen": True, "groups_dropped": 0}
         else:
-            keep = set(trained) if st.agent.filter_groups else {t.task.id for t in trajs}
-            agent_update = self.backend.update("agent", agent_samples([t for t in trajs if t.task.id in keep]), "grpo")
+            agent_update = self.backend.update("agent", agent_samples(rolled.update_trajectories), "grpo")
         timing["agent_update"] = time.perf_counter() - t3
 
         for task in new_tasks:
@@ -362,7 +214,7 @@ class CoEvolutionTrainer:
             for s in scored:
                 fh.write(json.dumps(record_row(it, s.record, p_hat, s.r_env), ensure_ascii=False) + "\n")
         outcome = IterationOutcome(it, scored, rejected, new_tasks, trajs, p_hat, agent_update, env_update, timing,
-                                   trained=trained, refill_rounds=refills)
+                                   trained=rolled.trained, refill_rounds=rolled.refill_rounds)
         deltas = {r: abs(self.backend.fingerprint(r) - self.initial_fingerprint[r]) for r in ROLES}
         row = metrics_row(outcome, st.curriculum, self.pool.counts(), len(self.pool), deltas)
         self.iteration += 1

@@ -15,9 +15,7 @@ from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.registry import env_entry
 from genenv.rewards.env_policy_reward import ENV_REWARDS
 from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
-
-GENERATION_MODES = ("genenv", "envgen")  # generation.mode: trained on R_env | EnvGen's frozen writer
-POOL_SAMPLING = ("uniform", "learnability")  # pool.sampling (trainer/task_pool.py)
+from genenv.trainer.strategies import AGENT_BATCHES, TASK_SOURCES
 
 
 class ConfigError(ValueError):
@@ -30,7 +28,7 @@ def default_config():
     return OmegaConf.load(Path(__file__).resolve().parents[1] / "configs" / "train.yaml")
 
 
-def _read(cfg, key: str) -> Any:
+def read_key(cfg, key: str) -> Any:
     """The value at dotted ``key`` of ``cfg``.
 
     Raises:
@@ -45,7 +43,7 @@ def _read(cfg, key: str) -> Any:
 
 
 def _choice(cfg, key: str, choices) -> str:
-    value = _read(cfg, key)
+    value = read_key(cfg, key)
     if value not in choices:
         raise ConfigError(f"config key {key!r} is {value!r}; choose one of {sorted(choices)}")
     return value
@@ -78,13 +76,13 @@ class RoleConfig:
         Raises:
             ConfigError: a field missing from the config, or a key the role does not have.
         """
-        block = _read(cfg, f"{role}.policy")
+        block = read_key(cfg, f"{role}.policy")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(block) - names)
         if unknown:
             raise ConfigError(f"config keys {[f'{role}.policy.{k}' for k in unknown]} are not role settings; "
                               f"known: {sorted(names)}")
-        return cls(**{name: _read(cfg, f"{role}.policy.{name}") for name in sorted(names)})
+        return cls(**{name: read_key(cfg, f"{role}.policy.{name}") for name in sorted(names)})
 
     @classmethod
     def defaults(cls, role: str, **changes: Any) -> "RoleConfig":
@@ -116,10 +114,9 @@ class GenerationSettings:
     """The ``generation`` block: how the environment policy writes tasks (``configs/train.yaml`` documents every key).
 
     ``rollouts_per_task`` is resolved (``agent.n`` when the config says null) and so is ``upfront_max_rounds``
-    (2 x ``iterations`` when null)."""
+    (2 x ``iterations`` when null). Whether and when the environment policy writes is the task source's
+    (``task_source``, :mod:`genenv.trainer.strategies.task_sources`)."""
 
-    enabled: bool
-    mode: str
     every: int
     constrained: bool
     grounded: bool
@@ -135,10 +132,10 @@ class GenerationSettings:
 
 @dataclass(frozen=True)
 class AgentSettings:
-    """The ``agent`` block less its policy (:class:`RoleConfig`): the batch, the sampling and informative batches.
+    """The ``agent`` block less its policy (:class:`RoleConfig`): the batch, the sampling and informative batches
+    (which tasks the batch holds is the agent batch's, ``agent_batch``, :mod:`genenv.trainer.strategies.agent_batches`).
 
     Attributes:
-        frozen: no agent update, only the new tasks' episodes.
         batch_tasks, n: tasks per iteration and rollouts per task (the GRPO group size).
         temperature, max_new_tokens: sampling per turn.
         response_budget: tokens per episode after its first prompt (:func:`response_budget`).
@@ -147,7 +144,6 @@ class AgentSettings:
             tasks at most this share of the trained groups).
     """
 
-    frozen: bool
     batch_tasks: int
     n: int
     temperature: float
@@ -160,10 +156,9 @@ class AgentSettings:
 
 @dataclass(frozen=True)
 class PoolSettings:
-    """The ``pool`` block: how the agent batch draws pool tasks, one of :data:`POOL_SAMPLING`, and curated
-    replay's rank temperature β and staleness weight ρ (Prioritized Level Replay)."""
+    """The ``pool`` block: the ``replay`` agent batch's rank temperature β and staleness weight ρ (Prioritized
+    Level Replay, :meth:`~genenv.trainer.task_pool.TaskPool.sample_replay`)."""
 
-    sampling: str
     temperature: float
     staleness: float
 
@@ -191,6 +186,7 @@ class RunSettings:
 
     Attributes:
         benchmark, seed, run_dir, iterations, save_every: the run.
+        task_source, agent_batch: the arm's two strategies (registered names, :mod:`genenv.trainer.strategies`).
         data_dir: the benchmark data directory (``None``: ``$GENENV_DATA_DIR``, else the packaged samples).
         seed_options: the run's changes to the benchmark's seed-pool loader options (``benchmark.seed_options``).
         seed_limit: at most this many seed tasks in the pool (``None``: all).
@@ -204,6 +200,8 @@ class RunSettings:
     """
 
     benchmark: str
+    task_source: str
+    agent_batch: str
     seed: int
     run_dir: str
     iterations: int
@@ -225,12 +223,6 @@ class RunSettings:
     roles: dict[str, RoleConfig]
     engine: EngineSettings
 
-    def generates_at(self, iteration: int) -> bool:
-        """Whether the environment policy writes tasks at ``iteration``: every iteration in GenEnv mode, every
-        ``generation.every``-th (0, K, 2K, ...) in EnvGen mode; never when ``generation.enabled`` is false."""
-        g = self.generation
-        return g.enabled and (g.mode == "genenv" or iteration % g.every == 0)
-
 
 def _block(cls, cfg, prefix: str, **resolved: Any):
     """``cls`` with each field read from ``<prefix>.<field>`` of ``cfg`` and converted to the field's type, except
@@ -240,7 +232,7 @@ def _block(cls, cfg, prefix: str, **resolved: Any):
         if f.name in resolved:
             out[f.name] = resolved[f.name]
             continue
-        value = _read(cfg, f"{prefix}.{f.name}")
+        value = read_key(cfg, f"{prefix}.{f.name}")
         out[f.name] = {"bool": bool, "int": int, "float": float, "str": str}.get(str(f.type), lambda v: v)(value)
     return cls(**out)
 
@@ -258,47 +250,47 @@ def run_settings(cfg) -> RunSettings:
     """The run's :class:`RunSettings` from the composed config, validated.
 
     Raises:
-        ConfigError: a missing key; an unknown ``parsing``, ``generation.mode``, ``env_policy.update_mode``,
-            ``curriculum.env_reward`` or ``pool.sampling``; ``generation.every``, ``keep_checkpoints``,
+        ConfigError: a missing key; an unknown ``task_source``, ``agent_batch``, ``parsing``,
+            ``env_policy.update_mode`` or ``curriculum.env_reward``; ``generation.every``, ``keep_checkpoints``,
             ``iterations``, ``save_every``, ``agent.batch_tasks``, ``agent.n`` or
             ``agent.filter_groups.max_rollouts`` below 1; ``pool.temperature`` ≤ 0; ``pool.staleness`` or
             ``agent.filter_groups.generated_share`` outside [0, 1]. The message names the key.
     """
-    data_dir = _read(cfg, "data_dir")
-    iterations = int(_read(cfg, "iterations"))
-    n = int(_read(cfg, "agent.n"))
-    _choice(cfg, "generation.mode", GENERATION_MODES)
+    data_dir = read_key(cfg, "data_dir")
+    iterations = int(read_key(cfg, "iterations"))
+    n = int(read_key(cfg, "agent.n"))
     _choice(cfg, "curriculum.env_reward", ENV_REWARDS)
-    _choice(cfg, "pool.sampling", POOL_SAMPLING)
-    per_task, rounds = _read(cfg, "generation.rollouts_per_task"), _read(cfg, "generation.upfront_max_rounds")
+    per_task, rounds = read_key(cfg, "generation.rollouts_per_task"), read_key(cfg, "generation.upfront_max_rounds")
     fg = "agent.filter_groups"
-    limit, eval_limit = _read(cfg, "benchmark.seed_limit"), _read(cfg, "eval.limit")
+    limit, eval_limit = read_key(cfg, "benchmark.seed_limit"), read_key(cfg, "eval.limit")
     settings = RunSettings(
-        benchmark=str(_read(cfg, "benchmark.name")),
-        seed=int(_read(cfg, "seed")),
-        run_dir=str(_read(cfg, "run_dir")),
+        benchmark=str(read_key(cfg, "benchmark.name")),
+        task_source=_choice(cfg, "task_source", TASK_SOURCES),
+        agent_batch=_choice(cfg, "agent_batch", AGENT_BATCHES),
+        seed=int(read_key(cfg, "seed")),
+        run_dir=str(read_key(cfg, "run_dir")),
         iterations=iterations,
-        save_every=int(_read(cfg, "save_every")),
+        save_every=int(read_key(cfg, "save_every")),
         data_dir=None if data_dir is None else str(data_dir),
-        seed_options=dict(_read(cfg, "benchmark.seed_options") or {}),
+        seed_options=dict(read_key(cfg, "benchmark.seed_options") or {}),
         seed_limit=None if limit is None else int(limit),
         env_kwargs=env_kwargs(cfg),
         curriculum=curriculum_settings(cfg),
         generation=_block(GenerationSettings, cfg, "generation", rollouts_per_task=int(per_task or n),
-                          upfront_tasks=int(_read(cfg, "generation.upfront_tasks") or 0),
+                          upfront_tasks=int(read_key(cfg, "generation.upfront_tasks") or 0),
                           upfront_max_rounds=int(rounds or 2 * iterations)),
-        agent=AgentSettings(frozen=bool(_read(cfg, "agent.frozen")), batch_tasks=int(_read(cfg, "agent.batch_tasks")),
-                            n=n, temperature=float(_read(cfg, "agent.temperature")),
-                            max_new_tokens=int(_read(cfg, "agent.max_new_tokens")), response_budget=response_budget(cfg),
-                            filter_groups=bool(_read(cfg, f"{fg}.enable")), max_rollouts=int(_read(cfg, f"{fg}.max_rollouts")),
-                            generated_share=float(_read(cfg, f"{fg}.generated_share"))),
+        agent=AgentSettings(batch_tasks=int(read_key(cfg, "agent.batch_tasks")),
+                            n=n, temperature=float(read_key(cfg, "agent.temperature")),
+                            max_new_tokens=int(read_key(cfg, "agent.max_new_tokens")), response_budget=response_budget(cfg),
+                            filter_groups=bool(read_key(cfg, f"{fg}.enable")), max_rollouts=int(read_key(cfg, f"{fg}.max_rollouts")),
+                            generated_share=float(read_key(cfg, f"{fg}.generated_share"))),
         pool=_block(PoolSettings, cfg, "pool"),
         env_update_mode=_choice(cfg, "env_policy.update_mode", ENV_POLICY_UPDATES),
-        eval_every=int(_read(cfg, "eval.every") or 0),
+        eval_every=int(read_key(cfg, "eval.every") or 0),
         eval_limit=None if eval_limit is None else int(eval_limit),
-        tensorboard=bool(_read(cfg, "tensorboard")),
-        resume=bool(_read(cfg, "resume")),
-        keep_checkpoints=int(_read(cfg, "keep_checkpoints")),
+        tensorboard=bool(read_key(cfg, "tensorboard")),
+        resume=bool(read_key(cfg, "resume")),
+        keep_checkpoints=int(read_key(cfg, "keep_checkpoints")),
         roles={role: RoleConfig.of(cfg, role) for role in ("agent", "env_policy")},
         engine=_engine_settings(cfg),
     )
@@ -318,10 +310,10 @@ def run_settings(cfg) -> RunSettings:
 
 def _engine_settings(cfg) -> EngineSettings:
     """The :class:`EngineSettings` of ``cfg``."""
-    threads, dtype, server = _read(cfg, "threads"), _read(cfg, "autocast_dtype"), _read(cfg, "env_server")
-    name = str(_read(cfg, "engine"))
-    options = _read(cfg, name) if name in cfg else {}
-    return EngineSettings(name=name, device=str(_read(cfg, "device")),
+    threads, dtype, server = read_key(cfg, "threads"), read_key(cfg, "autocast_dtype"), read_key(cfg, "env_server")
+    name = str(read_key(cfg, "engine"))
+    options = read_key(cfg, name) if name in cfg else {}
+    return EngineSettings(name=name, device=str(read_key(cfg, "device")),
                           autocast_dtype=None if dtype is None else str(dtype),
                           threads=threads if threads is None or isinstance(threads, str) else int(threads),
                           env_server=str(server) if server else None, options=dict(options or {}))

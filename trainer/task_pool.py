@@ -1,5 +1,5 @@
 """The task pool D_t: seed tasks plus admitted generated tasks, with each task's success-rate history, and the two
-ways the agent batch draws from it (``pool.sampling``): ``uniform`` (:meth:`TaskPool.sample`) and ``learnability``
+ways the agent batch draws from it: uniformly (:meth:`TaskPool.sample`, the ``uniform`` agent batch) and by learnability
 (:meth:`TaskPool.sample_replay`, curated replay: Prioritized Level Replay with the learnability score of p̂).
 
 Training data grows over iterations as in the paper: admitted tasks are kept for all later iterations (the

@@ -1,28 +1,30 @@
 """``genenv-experiment``: the curriculum experiment. Arms of the co-evolution loop on one benchmark, equal in
-everything but the task source, run for several seeds and compared on the held-out split.
+everything but their strategies, run for several seeds and compared on the held-out split.
 
-Arms (:data:`ARMS`; GenEnv, arXiv 2512.19682, §5 and its BFCL comparison):
+An arm is a config file, ``configs/arm/<arm>.yaml`` (or any YAML file given by path in ``arms``), that names a task
+source and, where the arm is about it, an agent batch (:mod:`genenv.trainer.strategies`; GenEnv, arXiv
+2512.19682, §5 and its BFCL comparison):
 
 - ``genenv``: the environment policy writes tasks every iteration and is trained on R_env (``env_policy.update_mode``
   as configured, RWR by default).
-- ``random_env``: the same generation, the environment policy frozen (``env_policy.update_mode=none``; the
-  paper's RandomEnv).
-- ``replay``: ``random_env`` (the environment policy frozen) with the pool drawn by curated replay
-  (``pool.sampling=learnability``: Prioritized Level Replay on p̂(1-p̂), :meth:`TaskPool.sample_replay`), so a
-  comparison with ``genenv`` asks whether *training* the writer adds anything beyond curating what a frozen writer
-  wrote.
-- ``envgen``: EnvGen mode (a frozen LLM prompted with the agent's per-skill success rates every
-  ``generation.every`` iterations; Zala et al., COLM 2024).
-- ``static``: the seed tasks only (``generation.enabled=false``).
+- ``random_env``: the same writing, the environment policy frozen (the paper's RandomEnv).
+- ``replay``: ``random_env``'s writer with the pool drawn by curated replay (Prioritized Level Replay on p̂(1-p̂)),
+  so a comparison with ``genenv`` asks whether *training* the writer adds anything beyond curating what a frozen
+  writer wrote.
+- ``envgen``: EnvGen (a frozen LLM prompted with the agent's per-skill success rates every ``generation.every``
+  iterations; Zala et al., COLM 2024).
+- ``static``: the seed tasks only.
 - ``static_aug``: the seed tasks plus as many generated tasks as the ``genenv`` arm of the same seed admitted over
-  its run, written once up front by the frozen environment policy (``generation.upfront_tasks``; the paper's
-  static augmentation). It runs after that ``genenv`` arm.
+  its run, written once up front by the frozen environment policy (the paper's static augmentation; its task
+  source names the arm it is sized by, :attr:`~genenv.trainer.strategies.task_sources.TaskSource.sized_by_arm`).
+  It runs after that arm.
 
-With ``agent.frozen=true`` (and ``eval.every=0``: a frozen agent's held-out score cannot change) the experiment
+An arm that does not name an agent batch gets the experiment's (``agent_batch``, ``uniform`` by default). With
+``agent_batch=frozen`` (and ``eval.every=0``: a frozen agent's held-out score cannot change) the experiment
 measures the environment policy alone: ``genenv`` against ``random_env`` on a stationary agent, compared by the
 report's difficulty-alignment statistic (:mod:`genenv.trainer.experiments.alignment`).
 
-Every arm has the same iterations, agent batch (``agent.batch_tasks`` tasks x ``agent.n`` rollouts; a GenEnv
+Every arm has the same iterations, agent batch size (``agent.batch_tasks`` tasks x ``agent.n`` rollouts; a GenEnv
 iteration that admits more tasks than the batch rolls all of them out, so the report's x-axis is the agent tasks
 actually consumed), seeds and held-out tasks; the held-out split is evaluated greedily every ``eval.every``
 iterations and after the last, and the untrained agent once per experiment (all arms start from the same
@@ -34,8 +36,9 @@ Examples::
 
     genenv-experiment benchmark=bfcl iterations=12 seeds=[0,1] experiment_dir=experiments/bfcl
     genenv-experiment benchmark=bamboogle iterations=1 seeds=[0] arms=[genenv,static]
-    genenv-experiment benchmark=twx arms=[genenv,random_env] agent.frozen=true eval.every=0 \
+    genenv-experiment benchmark=twx arms=[genenv,random_env] agent_batch=frozen eval.every=0 \
         env_policy.update_mode=grpo seeds=[0,1,2,3] iterations=10       # does the environment policy learn?
+    genenv-experiment benchmark=twx arms=[genenv,my_arms/hard_first.yaml]   # an arm file of your own
     genenv-experiment report experiments/bfcl          # rewrite summary.md / summary.json / curves.png
     genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment and outcome, two folders
 """
@@ -48,21 +51,33 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
+from genenv.trainer.experiments.settings import ExperimentSettings, experiment_settings
 
 log = logging.getLogger(__name__)
 
-ARMS: dict[str, dict[str, Any]] = {
-    "genenv": {"generation.enabled": True, "generation.mode": "genenv"},
-    "random_env": {"generation.enabled": True, "generation.mode": "genenv", "env_policy.update_mode": "none"},
-    "replay": {"generation.enabled": True, "generation.mode": "genenv", "env_policy.update_mode": "none",
-               "pool.sampling": "learnability"},
-    "envgen": {"generation.enabled": True, "generation.mode": "envgen"},
-    "static": {"generation.enabled": False},
-    "static_aug": {"generation.enabled": False},  # + generation.upfront_tasks from the genenv arm
-}
+ARM_DIR = Path(__file__).resolve().parents[2] / "configs" / "arm"  # the shipped arm files, one per arm
+
+
+def arm_name(arm: str) -> str:
+    """The name of ``arm`` (its run folder ``<experiment_dir>/<name>``): the file's stem for a path to a YAML
+    file, else ``arm`` itself."""
+    return Path(arm).stem if arm.endswith((".yaml", ".yml")) else arm
+
+
+def arm_file(arm: str) -> Path:
+    """The arm file of ``arm``: ``configs/arm/<arm>.yaml`` for a name, the file itself for a path.
+
+    Raises:
+        ValueError: no such arm file (the message lists the shipped arms).
+    """
+    path = Path(arm) if arm.endswith((".yaml", ".yml")) else ARM_DIR / f"{arm}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in ARM_DIR.glob("*.yaml")))
+        raise ValueError(f"unknown arm {arm!r}: no arm file {path}; shipped arms: {known} (or give a path to a YAML "
+                         "file naming task_source and, optionally, agent_batch)")
+    return path
 
 
 def admitted_over_run(run_dir: Path) -> int:
@@ -70,38 +85,43 @@ def admitted_over_run(run_dir: Path) -> int:
     return int(sum(r.get("gen/admitted", 0) for r in read_rows(Path(run_dir) / "metrics.jsonl")))
 
 
-def check_arm(arm: str) -> None:
-    """Raises ``ValueError`` naming the known arms when ``arm`` is not one of :data:`ARMS`."""
-    if arm not in ARMS:
-        raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
-
-
-def arm_config(cfg, arm: str, seed: int):
-    """The ``genenv-train`` config of ``arm`` at ``seed``: a copy of ``cfg`` with the arm's settings
-    (:data:`ARMS`), ``seed``, ``run_dir`` = :func:`arm_dir` and, for ``static_aug``, ``generation.upfront_tasks`` =
-    the tasks the ``genenv`` arm of that seed admitted.
+def arm_config(cfg, arm: str, seed: int, exp: ExperimentSettings | None = None):
+    """The ``genenv-train`` config of ``arm`` at ``seed``: a copy of ``cfg`` less the experiment's own keys, with the
+    arm file merged over it (:func:`arm_file`), ``seed``, ``run_dir`` = :func:`arm_dir` and, for a task source sized
+    by another arm (``static_aug``), ``generation.upfront_tasks`` = the tasks that arm's run of the seed admitted.
 
     Raises:
-        ValueError: an unknown arm; ``static_aug`` before its ``genenv`` arm has finished; a ``genenv`` arm whose
-            environment policy is frozen (``env_policy.update_mode=none`` makes it ``random_env``).
+        ValueError: an unknown arm; an arm file that names no ``task_source`` or keys ``genenv-train`` does not
+            have; an arm that names its own agent batch in an experiment on a frozen agent; ``static_aug`` before
+            the run it is sized by has finished.
     """
     from omegaconf import OmegaConf
 
-    check_arm(arm)
+    from genenv.envs.tables import load_object
+    from genenv.trainer.strategies import TASK_SOURCES
+
+    exp = exp or experiment_settings(cfg)
+    arm_cfg = OmegaConf.load(arm_file(arm))
+    if "task_source" not in arm_cfg:
+        raise ValueError(f"arm file {arm_file(arm)} names no task_source")
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     for key in ("arms", "seeds", "experiment_dir", "keep_finished_checkpoints", "score_metric"):
         out.pop(key, None)
-    for key, value in ARMS[arm].items():
-        OmegaConf.update(out, key, value)
-    if arm == "genenv" and out.env_policy.update_mode == "none":
-        raise ValueError("the genenv arm trains its environment policy: env_policy.update_mode=none is random_env")
+    unknown = sorted(set(OmegaConf.to_container(arm_cfg)) - set(out))
+    if unknown:
+        raise ValueError(f"arm file {arm_file(arm)} sets {unknown}, which are not genenv-train keys")
+    if exp.agent_frozen and arm_cfg.get("agent_batch", "frozen") != "frozen":
+        raise ValueError(f"arm {arm!r} names agent_batch={arm_cfg.agent_batch}, but the experiment freezes the agent "
+                         "(agent_batch=frozen)")
+    out = OmegaConf.merge(out, arm_cfg)
     out.seed = int(seed)
-    out.run_dir = str(arm_dir(cfg.experiment_dir, arm, seed))
-    if arm == "static_aug":
-        source = arm_dir(cfg.experiment_dir, "genenv", seed)
-        if not finished(source, int(cfg.iterations)):
-            raise ValueError(f"static_aug needs the finished genenv arm of seed {seed} ({source}): put genenv before "
-                             "static_aug in arms")
+    out.run_dir = str(arm_dir(exp.experiment_dir, arm_name(arm), seed))
+    sized_by = load_object(TASK_SOURCES.lookup(out.task_source)).sized_by_arm
+    if sized_by is not None:
+        source = arm_dir(exp.experiment_dir, sized_by, seed)
+        if not finished(source, exp.iterations):
+            raise ValueError(f"{arm_name(arm)} needs the finished {sized_by} arm of seed {seed} ({source}): put "
+                             f"{sized_by} before {arm_name(arm)} in arms")
         out.generation.upfront_tasks = admitted_over_run(source)
     return out
 
@@ -140,51 +160,46 @@ def finish_arm(run_dir: Path, iterations: int, keep_checkpoints: bool) -> None:
 
 
 def run_experiment(cfg, backend_factory=None) -> Path:
-    """Run (or resume) every arm x seed of ``cfg`` (``configs/experiment.yaml``) in ``cfg.experiment_dir``, seed
-    by seed in the order of ``cfg.arms``; evaluate the untrained agent once (``baseline.json``); write the report
+    """Run (or resume) every arm x seed of ``cfg`` (``configs/experiment.yaml``) in its experiment directory, seed
+    by seed in the order of its arms; evaluate the untrained agent once (``baseline.json``); write the report
     after every arm. Returns the experiment directory.
 
     Args:
         backend_factory: ``cfg -> Backend`` (tests); ``None`` builds the configured engine.
     Raises:
-        ValueError: see :func:`arm_config` and :func:`finished`; no held-out evaluation (``eval.every`` < 1)
-            while the agent trains (with ``agent.frozen`` the experiment measures the environment policy alone
-            and needs none).
+        ConfigError: see :func:`~genenv.trainer.experiments.settings.experiment_settings`.
+        ValueError: see :func:`arm_config` and :func:`finished`.
     """
     from omegaconf import OmegaConf
 
     from genenv.trainer.loop import CoEvolutionTrainer
 
-    frozen = bool(cfg.agent.frozen)
-    if int(cfg.eval.every) < 1 and not frozen:
-        raise ValueError("an experiment compares held-out scores: set eval.every >= 1 (or agent.frozen=true to "
-                         "measure the environment policy alone)")
-    for arm in cfg.arms:
-        check_arm(arm)
-    exp = Path(cfg.experiment_dir)
-    exp.mkdir(parents=True, exist_ok=True)
-    (exp / "experiment.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    iterations = int(cfg.iterations)
-    for seed in cfg.seeds:
-        for arm in cfg.arms:
-            run_dir = arm_dir(exp, arm, seed)
-            if finished(run_dir, iterations):
+    exp = experiment_settings(cfg)
+    for arm in exp.arms:
+        arm_file(arm)
+    exp_dir = Path(exp.experiment_dir)
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    (exp_dir / "experiment.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    for seed in exp.seeds:
+        for arm in exp.arms:
+            run_dir = arm_dir(exp_dir, arm_name(arm), seed)
+            if finished(run_dir, exp.iterations):
                 log.info("%s seed %s: finished, kept", arm, seed)
                 continue
-            arm_cfg = arm_config(cfg, arm, seed)
+            run_cfg = arm_config(cfg, arm, seed, exp)
             start = time.perf_counter()
-            trainer = CoEvolutionTrainer(arm_cfg, backend_factory(arm_cfg) if backend_factory else None)
-            if not (exp / "baseline.json").is_file() and int(cfg.eval.every) >= 1:
-                (exp / "baseline.json").write_text(json.dumps(trainer.evaluate_heldout()))
+            trainer = CoEvolutionTrainer(run_cfg, backend_factory(run_cfg) if backend_factory else None)
+            if not (exp_dir / "baseline.json").is_file() and exp.eval_every >= 1:
+                (exp_dir / "baseline.json").write_text(json.dumps(trainer.evaluate_heldout()))
             log.info("%s seed %s: running in %s", arm, seed, run_dir)
             trainer.run()
             with open(run_dir / "sittings.jsonl", "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"wall_seconds": time.perf_counter() - start}) + "\n")
             del trainer
             gc.collect()
-            finish_arm(run_dir, iterations, bool(cfg.get("keep_finished_checkpoints", False)))
-            write_report(exp)
-    return write_report(exp)
+            finish_arm(run_dir, exp.iterations, exp.keep_finished_checkpoints)
+            write_report(exp_dir)
+    return write_report(exp_dir)
 
 
 def main() -> int:

@@ -1,0 +1,76 @@
+"""The two strategies an arm of the co-evolution loop is made of, registered by name (``configs/train.yaml``'s
+``task_source`` and ``agent_batch``; an arm file ``configs/arm/<arm>.yaml`` names one of each):
+
+- a **task source** (:class:`~genenv.trainer.strategies.task_sources.TaskSource`): what the environment policy
+  writes, when, and whether it learns from R_env — ``genenv``, ``random_env``, ``envgen``, ``static``,
+  ``static_aug`` (:mod:`~genenv.trainer.strategies.task_sources`);
+- an **agent batch** (:class:`~genenv.trainer.strategies.agent_batches.AgentBatch`): which tasks the agent is rolled
+  out on and trained on each iteration — ``uniform``, ``replay`` (curated replay), ``envgen`` (generated tasks
+  mixed with original ones), ``frozen`` (no agent update); every drawing batch refills to informative groups with
+  ``agent.filter_groups.enable`` (:mod:`~genenv.trainer.strategies.agent_batches`).
+
+Names map to ``"module:Class"`` strings (:func:`~genenv.envs.tables.load_object`, imported on first use, as the
+engines are), so :mod:`genenv.trainer.settings` validates a name without importing any update code. A new arm or
+curriculum lever is one strategy class registered here (or from its own module with :func:`register_task_source`
+/ :func:`register_agent_batch`) and one arm file.
+"""
+from __future__ import annotations
+
+from genenv.envs.tables import Registry, load_object
+
+TASK_SOURCES = Registry("task_source")  # name → "module:Class" of a TaskSource
+AGENT_BATCHES = Registry("agent_batch")  # name → "module:Class" of an AgentBatch
+
+
+def _check(entry_point: str) -> str:
+    if ":" not in entry_point:
+        raise ValueError(f"strategy {entry_point!r} is not 'package.module:Class'")
+    return entry_point
+
+
+def register_task_source(name: str, entry_point: str) -> None:
+    """Register a :class:`~genenv.trainer.strategies.task_sources.TaskSource` subclass as ``task_source=<name>``.
+
+    Raises:
+        ValueError: a malformed entry point, or the name taken by another class.
+    """
+    TASK_SOURCES.add(name, _check(entry_point))
+
+
+def register_agent_batch(name: str, entry_point: str) -> None:
+    """Register an :class:`~genenv.trainer.strategies.agent_batches.AgentBatch` subclass as ``agent_batch=<name>``.
+
+    Raises:
+        ValueError: a malformed entry point, or the name taken by another class.
+    """
+    AGENT_BATCHES.add(name, _check(entry_point))
+
+
+def build_task_source(settings):
+    """The run's task source: the class registered as ``settings.task_source``, built with the run's
+    :class:`~genenv.trainer.settings.RunSettings`.
+
+    Raises:
+        ValueError: an unknown name (the message lists the registered ones).
+    """
+    return load_object(TASK_SOURCES.lookup(settings.task_source))(settings)
+
+
+def build_agent_batch(settings):
+    """The run's agent batch: the class registered as ``settings.agent_batch``, built with the run's
+    :class:`~genenv.trainer.settings.RunSettings`.
+
+    Raises:
+        ValueError: an unknown name (the message lists the registered ones).
+    """
+    return load_object(AGENT_BATCHES.lookup(settings.agent_batch))(settings)
+
+
+_SOURCES = "genenv.trainer.strategies.task_sources"
+_BATCHES = "genenv.trainer.strategies.agent_batches"
+for _name, _cls in (("genenv", "GenEnvSource"), ("random_env", "RandomEnvSource"), ("envgen", "EnvGenSource"),
+                    ("static", "StaticSource"), ("static_aug", "StaticAugSource")):
+    register_task_source(_name, f"{_SOURCES}:{_cls}")
+for _name, _cls in (("uniform", "UniformBatch"), ("replay", "ReplayBatch"), ("envgen", "EnvGenBatch"),
+                    ("frozen", "FrozenBatch")):
+    register_agent_batch(_name, f"{_BATCHES}:{_cls}")

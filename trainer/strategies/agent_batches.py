@@ -1,0 +1,199 @@
+"""Agent batches: which tasks the agent is rolled out on each iteration and which of its groups the agent update
+trains on (``agent_batch`` in ``configs/train.yaml``; registered in :mod:`genenv.trainer.strategies`).
+
+- ``uniform``: every newly admitted task (its p̂ is its R_env), then pool tasks drawn uniformly up to
+  ``agent.batch_tasks``.
+- ``replay``: the same, the pool drawn by curated replay (Prioritized Level Replay on p̂(1-p̂) and staleness,
+  :meth:`~genenv.trainer.task_pool.TaskPool.sample_replay`; ``pool.temperature``, ``pool.staleness``).
+- ``envgen`` (EnvGen, Zala et al., COLM 2024): generated tasks (the new ones, or between writer calls half a batch
+  drawn from the pool's generated tasks) mixed with at least half a batch of original (seed) tasks, whose p̂ are the
+  per-skill success rates the next EnvGen prompt reports.
+- ``frozen``: the newly admitted tasks only and no agent update (a stationary agent on which the environment
+  policy's learning is measured alone).
+
+Newly admitted tasks get ``generation.rollouts_per_task`` episodes each, pool tasks ``agent.n``. With
+``agent.filter_groups.enable`` (informative batches: DAPO's dynamic sampling, Yu et al. 2025; veRL's
+``algorithm.filter_groups``) every drawing batch refills with more pool tasks until ``agent.batch_tasks`` groups
+have unequal rewards or ``agent.filter_groups.max_rollouts`` rollouts are spent (:meth:`AgentBatch.refill`), and
+the update trains on those groups only (:meth:`AgentBatch.trained_groups`).
+
+A new batch subclasses :class:`AgentBatch` (overriding :meth:`~AgentBatch.select` or :meth:`~AgentBatch.draw`) and is
+registered with :func:`~genenv.trainer.strategies.register_agent_batch`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from genenv.envs.task import Task
+from genenv.runtime.episodes import Trajectory
+from genenv.trainer.settings import RunSettings
+from genenv.trainer.strategies.state import LoopState
+from genenv.trainer.updates.advantages import informative_task_ids
+
+
+@dataclass
+class RolledBatch:
+    """One iteration's agent rollouts (GenEnv Algorithm 1, step 3).
+
+    Attributes:
+        tasks: the tasks rolled out, in order (the selected batch, then any refill).
+        trajectories: their episodes (``generation.rollouts_per_task`` per new task, ``agent.n`` per pool task).
+        seconds: phase seconds of the rollouts (``generate_seconds``, ``env_seconds``).
+        trained: ids of the task groups the agent update trains on (metrics ``agent/groups_*``).
+        update_trajectories: the episodes handed to the agent update (empty: no update).
+        refill_rounds: informative-batch refill rounds run.
+    """
+
+    tasks: list[Task]
+    trajectories: list[Trajectory]
+    seconds: dict[str, float] = field(default_factory=dict)
+    trained: list[str] = field(default_factory=list)
+    update_trajectories: list[Trajectory] = field(default_factory=list)
+    refill_rounds: int = 0
+
+
+class AgentBatch:
+    """An agent batch (the ``uniform`` one; subclasses change what differs).
+
+    Args:
+        settings: the run's settings.
+
+    Attributes:
+        trains: whether the agent is updated (``False``: a frozen agent).
+    """
+
+    trains = True
+
+    def __init__(self, settings: RunSettings):
+        self.settings = settings
+
+    # ----- which tasks -----
+    def select(self, loop: LoopState, new_tasks: list[Task]) -> list[Task]:
+        """The tasks rolled out first this iteration: every newly admitted task, then pool draws up to
+        ``agent.batch_tasks``."""
+        return new_tasks + self.draw(loop, max(0, self.settings.agent.batch_tasks - len(new_tasks)))
+
+    def draw(self, loop: LoopState, k: int, exclude: Sequence[str] = (), origin: str | None = None) -> list[Task]:
+        """``k`` distinct pool tasks (not in ``exclude``; of ``origin`` when given), uniformly
+        (:meth:`~genenv.trainer.task_pool.TaskPool.sample`)."""
+        return loop.pool.sample(k, loop.rng, exclude, origin)
+
+    # ----- rollouts -----
+    def roll_out(self, loop: LoopState, new_tasks: list[Task]) -> RolledBatch:
+        """Step 3: roll out :meth:`select`'s batch (:meth:`roll_out_tasks`), refill it to informative groups when
+        ``agent.filter_groups.enable`` (:meth:`refill`), and name the groups the update trains on."""
+        batch = self.select(loop, new_tasks)
+        trajs, seconds = self.roll_out_tasks(loop, new_tasks, batch)
+        rolled = RolledBatch(batch, trajs, seconds)
+        if not self.trains:
+            return rolled
+        if self.settings.agent.filter_groups:
+            self.refill(loop, rolled)
+            rolled.trained = self.trained_groups(rolled.trajectories)
+            keep = set(rolled.trained)
+            rolled.update_trajectories = [t for t in rolled.trajectories if t.task.id in keep]
+        else:  # the update drops equal-reward groups itself
+            rolled.trained = informative_task_ids(rolled.trajectories)
+            rolled.update_trajectories = list(rolled.trajectories)
+        return rolled
+
+    def roll_out_tasks(self, loop: LoopState, new_tasks: list[Task], batch: list[Task]
+                       ) -> tuple[list[Trajectory], dict[str, float]]:
+        """The episodes of ``batch``: the newly admitted tasks with ``generation.rollouts_per_task`` episodes each
+        when it differs from ``agent.n``, the rest with ``agent.n``; the seconds of both calls added up."""
+        n_gen = self.settings.generation.rollouts_per_task
+        if n_gen == self.settings.agent.n:
+            return loop.rollout(batch)
+        new_ids = {t.id for t in new_tasks}
+        trajs, seconds = loop.rollout([t for t in batch if t.id in new_ids], n_gen)
+        more, more_seconds = loop.rollout([t for t in batch if t.id not in new_ids])
+        return trajs + more, _added(seconds, more_seconds)
+
+    def refill(self, loop: LoopState, rolled: RolledBatch) -> None:
+        """Informative batches: while fewer than ``agent.batch_tasks`` of the rolled-out groups have unequal
+        rewards, draw more pool tasks not yet rolled out this iteration (:meth:`draw`) and roll them out,
+        ``agent.n`` episodes each, never past ``agent.filter_groups.max_rollouts`` rollouts in the iteration. Each
+        round draws the missing number of groups divided by the informative share seen so far (at least 1/4),
+        so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks, episodes, seconds
+        and rounds."""
+        a = self.settings.agent
+        k, n, cap = a.batch_tasks, a.n, a.max_rollouts
+        while True:
+            informative = len(self.trained_groups(rolled.trajectories))
+            groups = len({t.task.id for t in rolled.trajectories})
+            room = (cap - len(rolled.trajectories)) // n
+            if informative >= k or room <= 0:
+                return
+            share = informative / groups if groups else 1.0
+            more = self.draw(loop, min(room, math.ceil((k - informative) / max(share, 0.25))),
+                             exclude=[t.id for t in rolled.tasks])
+            if not more:
+                return
+            more_trajs, more_seconds = loop.rollout(more)
+            rolled.seconds = _added(rolled.seconds, more_seconds)
+            rolled.tasks += more
+            rolled.trajectories += more_trajs
+            rolled.refill_rounds += 1
+
+    def trained_groups(self, trajs: list[Trajectory]) -> list[str]:
+        """The task groups an informative batch trains on: the informative ones
+        (:func:`~genenv.trainer.updates.advantages.informative_task_ids`) in rollout order, at most
+        ``agent.batch_tasks``, of which at most ``agent.filter_groups.generated_share`` x ``agent.batch_tasks``
+        (rounded down) are generated tasks."""
+        k = self.settings.agent.batch_tasks
+        most_generated = math.floor(self.settings.agent.generated_share * k + 1e-9)
+        out, generated = [], 0
+        origin = {t.task.id: t.task.origin for t in trajs}
+        for task_id in informative_task_ids(trajs):
+            if origin[task_id] == "generated":
+                if generated >= most_generated:
+                    continue
+                generated += 1
+            out.append(task_id)
+            if len(out) == k:
+                break
+        return out
+
+
+def _added(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """Phase seconds ``a`` and ``b`` added key by key."""
+    out = dict(a)
+    for key, v in b.items():
+        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+class UniformBatch(AgentBatch):
+    """``uniform``: new tasks, then uniform pool draws (the defaults of :class:`AgentBatch`)."""
+
+
+class ReplayBatch(AgentBatch):
+    """``replay``: new tasks, then pool draws by curated replay (Prioritized Level Replay)."""
+
+    def draw(self, loop: LoopState, k: int, exclude: Sequence[str] = (), origin: str | None = None) -> list[Task]:
+        """``k`` distinct pool tasks by :meth:`~genenv.trainer.task_pool.TaskPool.sample_replay` (rank temperature
+        ``pool.temperature``, staleness weight ``pool.staleness``)."""
+        pool = self.settings.pool
+        return loop.pool.sample_replay(k, loop.rng, loop.iteration, pool.temperature, pool.staleness, exclude, origin)
+
+
+class EnvGenBatch(AgentBatch):
+    """``envgen``: generated tasks mixed with at least half a batch of original (seed) tasks."""
+
+    def select(self, loop: LoopState, new_tasks: list[Task]) -> list[Task]:
+        """The new tasks (between writer calls: ``agent.batch_tasks // 2`` pool tasks of origin ``generated``),
+        then ``max(batch_tasks - generated, ceil(batch_tasks / 2))`` seed tasks."""
+        k = self.settings.agent.batch_tasks
+        generated = new_tasks or self.draw(loop, k // 2, origin="generated")
+        return generated + self.draw(loop, max(k - len(generated), (k + 1) // 2), origin="seed")
+
+
+class FrozenBatch(AgentBatch):
+    """``frozen``: only the newly admitted tasks, for their p̂; the agent is never updated."""
+
+    trains = False
+
+    def select(self, loop: LoopState, new_tasks: list[Task]) -> list[Task]:
+        return list(new_tasks)

@@ -1,0 +1,43 @@
+"""What a strategy sees of the co-evolution loop: :class:`LoopState`, the loop's state and its one rollout call,
+as a structural type, so that the strategies never import the loop (the loop imports them)."""
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from genenv.benchmarks.spec import BenchmarkSpec
+from genenv.envs.task import Task
+from genenv.runtime.episodes import Trajectory
+from genenv.trainer.engines.base import Backend
+from genenv.trainer.settings import RunSettings
+from genenv.trainer.task_pool import TaskPool
+
+
+class LoopState(Protocol):
+    """The co-evolution loop as a strategy sees it (:class:`~genenv.trainer.loop.CoEvolutionTrainer` is one).
+
+    Attributes:
+        settings: the run's settings.
+        spec: the benchmark spec (loading, prompts, validation).
+        backend: the engine (both policies; :class:`~genenv.trainer.engines.base.Backend`).
+        pool: the task pool D_t.
+        rng: the run's random generator (saved with every checkpoint).
+        iteration: the current iteration (0-based).
+        run_dir: the run directory (``generations.jsonl``).
+        counters: run-long counts saved with every checkpoint.
+    """
+
+    settings: RunSettings
+    spec: BenchmarkSpec
+    backend: Backend
+    pool: TaskPool
+    rng: random.Random
+    iteration: int
+    run_dir: Path
+    counters: Counter
+
+    def rollout(self, tasks: Sequence[Task], n: int | None = None) -> tuple[list[Trajectory], dict[str, float]]:
+        """``n`` (default ``agent.n``) agent episodes per task; the trajectories and the phase seconds
+        (``generate_seconds``, ``env_seconds``)."""
