@@ -30,16 +30,18 @@ register_agent_batch("hardest_first", f"{__name__}:HardestFirstBatch")
 
 
 def test_the_shipped_strategies_are_registered_by_name():
+    from genenv.trainer.settings import ConfigError, run_settings
+    from genenv.trainer.strategies import build_agent_batch, build_task_source
+
     assert set(TASK_SOURCES) >= {"genenv", "random_env", "envgen", "static", "static_aug"}
     assert set(AGENT_BATCHES) >= {"uniform", "replay", "envgen", "frozen", "hardest_first"}
-    with pytest.raises(ValueError, match="choose one of"):
-        compose_and_build(["agent_batch=hardest_last"])
-
-
-def compose_and_build(overrides):
-    from genenv.trainer.settings import run_settings
-
-    return run_settings(compose_config(["benchmark=bamboogle", *overrides]))
+    settings = run_settings(compose_config(["benchmark=bamboogle", "agent_batch=hardest_first"]))
+    assert type(build_agent_batch(settings)) is HardestFirstBatch
+    for key, name, build in (("agent_batch", "hardest_last", build_agent_batch),
+                             ("task_source", "oracle", build_task_source)):
+        settings = run_settings(compose_config(["benchmark=bamboogle", f"{key}={name}"]))
+        with pytest.raises(ConfigError, match=f"config key '{key}' is '{name}'; choose one of .*uniform|.*genenv"):
+            build(settings)
 
 
 def test_a_one_file_arm_runs_through_the_unchanged_loop(tmp_path, tiny_model_dir):

@@ -20,7 +20,7 @@ from genenv.benchmarks.twx.spec import pin_steps
 from genenv.envs.task import Task
 from genenv.trainer.experiments import alignment, stats
 from genenv.trainer.cli import compose_config
-from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
+from genenv.trainer.strategies.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.experiments.run import run_experiment
 from genenv.trainer.experiments.report import compare_arms, read_rows
 from genenv.trainer.generation import GenerationRecord

@@ -197,7 +197,7 @@ def test_every_registry_is_the_one_registry_helper():
     from genenv.envs.tables import Registry
     from genenv.rewards.env_policy_reward import ENV_REWARDS
     from genenv.trainer.engines import ENGINES
-    from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
+    from genenv.trainer.strategies import ENV_POLICY_UPDATES
     from genenv.trainer.updates.advantages import ADVANTAGES
 
     tables = {"alpha_curriculum": ENV_REWARDS, "grpo": ADVANTAGES, "rwr": ENV_POLICY_UPDATES, "local": ENGINES}

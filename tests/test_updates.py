@@ -6,7 +6,7 @@ import torch
 
 from genenv.envs.task import Task
 from genenv.trainer.engines.local import LocalBackend, RoleConfig
-from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
+from genenv.trainer.strategies.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.generation import GenerationRecord
 from genenv.runtime.policies import Generation
 from genenv.trainer.updates import Sample

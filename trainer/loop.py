@@ -20,7 +20,7 @@ An arm of the loop is two registered strategies (:mod:`genenv.trainer.strategies
    (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.score`): R_env(p̂) (``curriculum.env_reward``: Eq. 3 by
    default, :mod:`genenv.rewards.env_policy_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
 6. **Environment-policy update** — when the task source learns, ``env_policy.update_mode``
-   (:mod:`genenv.trainer.env_policy_updates`): RWR on the in-band admitted generations (the paper) or GRPO on R_env.
+   (:mod:`genenv.trainer.strategies.env_policy_updates`): RWR on the in-band admitted generations (the paper) or GRPO on R_env.
 7. **Agent update** — GRPO with veRL's functions on the groups the agent batch names; groups whose rewards are
    all equal are dropped and counted. Skipped by the ``frozen`` agent batch (a stationary agent, so the
    environment policy's learning is measured alone).
@@ -74,9 +74,9 @@ class CoEvolutionTrainer:
         self.run_dir = Path(st.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.backend = backend if backend is not None else build_backend(st)
-        self.task_source = build_task_source(st)
+        self.task_source = build_task_source(st)  # unknown strategy names fail here, before any model loads
         self.agent_batch = build_agent_batch(st)
+        self.backend = backend if backend is not None else build_backend(st)
         self.rng = random.Random(st.seed)
         torch.manual_seed(st.seed)
         self.iteration = 0

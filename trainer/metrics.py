@@ -21,7 +21,7 @@ import numpy as np
 
 from genenv.envs.task import Task
 from genenv.rewards.env_policy_reward import difficulty_filter
-from genenv.trainer.env_policy_updates import ScoredGeneration
+from genenv.trainer.strategies.env_policy_updates import ScoredGeneration
 from genenv.trainer.settings import CurriculumSettings
 from genenv.trainer.updates.advantages import informative_task_ids
 from genenv.runtime.episodes import Trajectory

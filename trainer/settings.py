@@ -14,8 +14,6 @@ from omegaconf import OmegaConf
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.registry import env_entry
 from genenv.rewards.env_policy_reward import ENV_REWARDS
-from genenv.trainer.env_policy_updates import ENV_POLICY_UPDATES
-from genenv.trainer.strategies import AGENT_BATCHES, TASK_SOURCES
 
 
 class ConfigError(ValueError):
@@ -192,7 +190,8 @@ class RunSettings:
         seed_limit: at most this many seed tasks in the pool (``None``: all).
         env_kwargs: the envs' constructor options (:func:`env_kwargs`).
         curriculum, generation, agent, pool: the blocks of those names.
-        env_update_mode: ``env_policy.update_mode`` (a registered environment-policy update mode).
+        env_update_mode: ``env_policy.update_mode`` (a registered environment-policy update mode,
+            :data:`genenv.trainer.strategies.ENV_POLICY_UPDATES`).
         eval_every, eval_limit: held-out evaluation every N iterations (0: off), tasks per held-out unit.
         tensorboard, resume, keep_checkpoints: outputs and checkpoints.
         roles: each policy's :class:`RoleConfig`.
@@ -250,8 +249,9 @@ def run_settings(cfg) -> RunSettings:
     """The run's :class:`RunSettings` from the composed config, validated.
 
     Raises:
-        ConfigError: a missing key; an unknown ``task_source``, ``agent_batch``, ``parsing``,
-            ``env_policy.update_mode`` or ``curriculum.env_reward``; ``generation.every``, ``keep_checkpoints``,
+        ConfigError: a missing key; an unknown ``parsing`` or ``curriculum.env_reward`` (the strategy names
+            ``task_source``, ``agent_batch`` and ``env_policy.update_mode`` are checked when the loop builds its
+            strategies, :mod:`genenv.trainer.strategies`, before any model loads); ``generation.every``, ``keep_checkpoints``,
             ``iterations``, ``save_every``, ``agent.batch_tasks``, ``agent.n`` or
             ``agent.filter_groups.max_rollouts`` below 1; ``pool.temperature`` ≤ 0; ``pool.staleness`` or
             ``agent.filter_groups.generated_share`` outside [0, 1]. The message names the key.
@@ -265,8 +265,8 @@ def run_settings(cfg) -> RunSettings:
     limit, eval_limit = read_key(cfg, "benchmark.seed_limit"), read_key(cfg, "eval.limit")
     settings = RunSettings(
         benchmark=str(read_key(cfg, "benchmark.name")),
-        task_source=_choice(cfg, "task_source", TASK_SOURCES),
-        agent_batch=_choice(cfg, "agent_batch", AGENT_BATCHES),
+        task_source=str(read_key(cfg, "task_source")),
+        agent_batch=str(read_key(cfg, "agent_batch")),
         seed=int(read_key(cfg, "seed")),
         run_dir=str(read_key(cfg, "run_dir")),
         iterations=iterations,
@@ -285,7 +285,7 @@ def run_settings(cfg) -> RunSettings:
                             filter_groups=bool(read_key(cfg, f"{fg}.enable")), max_rollouts=int(read_key(cfg, f"{fg}.max_rollouts")),
                             generated_share=float(read_key(cfg, f"{fg}.generated_share"))),
         pool=_block(PoolSettings, cfg, "pool"),
-        env_update_mode=_choice(cfg, "env_policy.update_mode", ENV_POLICY_UPDATES),
+        env_update_mode=str(read_key(cfg, "env_policy.update_mode")),
         eval_every=int(read_key(cfg, "eval.every") or 0),
         eval_limit=None if eval_limit is None else int(eval_limit),
         tensorboard=bool(read_key(cfg, "tensorboard")),

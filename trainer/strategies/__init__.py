@@ -9,8 +9,13 @@
   mixed with original ones), ``frozen`` (no agent update); every drawing batch refills to informative groups with
   ``agent.filter_groups.enable`` (:mod:`~genenv.trainer.strategies.agent_batches`).
 
-Names map to ``"module:Class"`` strings (:func:`~genenv.envs.tables.load_object`, imported on first use, as the
-engines are), so :mod:`genenv.trainer.settings` validates a name without importing any update code. A new arm or
+A learning task source updates the environment policy by ``env_policy.update_mode``, one of
+:data:`ENV_POLICY_UPDATES` (:mod:`~genenv.trainer.strategies.env_policy_updates`: ``rwr``, ``grpo``, ``drgrpo``).
+
+Names map to ``"module:attribute"`` strings (:func:`~genenv.envs.tables.load_object`, imported on first use, as the
+engines are). :mod:`genenv.trainer.settings` reads the names and imports nothing of this package; the loop builds
+its strategies (:func:`build_task_source`, :func:`build_agent_batch`) right after its settings, before any model
+loads, so an unknown name fails at once, its error listing the registered ones. A new arm or
 curriculum lever is one strategy class registered here (or from its own module with :func:`register_task_source`
 / :func:`register_agent_batch`) and one arm file.
 """
@@ -20,11 +25,12 @@ from genenv.envs.tables import Registry, load_object
 
 TASK_SOURCES = Registry("task_source")  # name → "module:Class" of a TaskSource
 AGENT_BATCHES = Registry("agent_batch")  # name → "module:Class" of an AgentBatch
+ENV_POLICY_UPDATES = Registry("env_policy.update_mode")  # name → "module:function" f(scored, λ) -> (samples, estimator)
 
 
 def _check(entry_point: str) -> str:
     if ":" not in entry_point:
-        raise ValueError(f"strategy {entry_point!r} is not 'package.module:Class'")
+        raise ValueError(f"entry point {entry_point!r} is not 'package.module:attribute'")
     return entry_point
 
 
@@ -46,14 +52,25 @@ def register_agent_batch(name: str, entry_point: str) -> None:
     AGENT_BATCHES.add(name, _check(entry_point))
 
 
+def register_env_policy_update(name: str, entry_point: str) -> None:
+    """Register an environment-policy update mode: ``f(scored, lam) -> (samples, estimator)`` (see
+    :mod:`~genenv.trainer.strategies.env_policy_updates`), named by ``"module:function"``.
+
+    Raises:
+        ValueError: a malformed entry point, or the name taken by another function.
+    """
+    ENV_POLICY_UPDATES.add(name, _check(entry_point))
+
+
 def build_task_source(settings):
     """The run's task source: the class registered as ``settings.task_source``, built with the run's
     :class:`~genenv.trainer.settings.RunSettings`.
 
     Raises:
-        ValueError: an unknown name (the message lists the registered ones).
+        ConfigError: an unknown name (the message names the key and lists the registered ones); see the source's
+            own checks (:class:`~genenv.trainer.strategies.task_sources.TaskSource`).
     """
-    return load_object(TASK_SOURCES.lookup(settings.task_source))(settings)
+    return load_object(_lookup(TASK_SOURCES, "task_source", settings.task_source))(settings)
 
 
 def build_agent_batch(settings):
@@ -61,9 +78,18 @@ def build_agent_batch(settings):
     :class:`~genenv.trainer.settings.RunSettings`.
 
     Raises:
-        ValueError: an unknown name (the message lists the registered ones).
+        ConfigError: an unknown name (the message names the key and lists the registered ones).
     """
-    return load_object(AGENT_BATCHES.lookup(settings.agent_batch))(settings)
+    return load_object(_lookup(AGENT_BATCHES, "agent_batch", settings.agent_batch))(settings)
+
+
+def _lookup(table: Registry, key: str, name: str) -> str:
+    """``table``'s entry point for ``name``, or a :class:`~genenv.trainer.settings.ConfigError` naming ``key``."""
+    from genenv.trainer.settings import ConfigError
+
+    if name not in table:
+        raise ConfigError(f"config key {key!r} is {name!r}; choose one of {sorted(table)}")
+    return table[name]
 
 
 _SOURCES = "genenv.trainer.strategies.task_sources"
@@ -74,3 +100,5 @@ for _name, _cls in (("genenv", "GenEnvSource"), ("random_env", "RandomEnvSource"
 for _name, _cls in (("uniform", "UniformBatch"), ("replay", "ReplayBatch"), ("envgen", "EnvGenBatch"),
                     ("frozen", "FrozenBatch")):
     register_agent_batch(_name, f"{_BATCHES}:{_cls}")
+for _name in ("rwr", "grpo", "drgrpo"):
+    register_env_policy_update(_name, f"genenv.trainer.strategies.env_policy_updates:{_name}")

@@ -24,10 +24,11 @@ from typing import Any
 
 from genenv.envs.task import Task
 from genenv.rewards.env_policy_reward import difficulty_filter, env_reward
-from genenv.trainer.env_policy_updates import ScoredGeneration, env_policy_samples
+from genenv.trainer.strategies.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.generation import GenerationRecord, PromptPlan, envgen_plans, genenv_plans, record_row, write_tasks
 from genenv.trainer.updates import Sample
 from genenv.trainer.settings import ConfigError, RunSettings
+from genenv.trainer.strategies import ENV_POLICY_UPDATES
 from genenv.trainer.strategies.state import LoopState
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,13 @@ class TaskSource:
     sized_by_arm: str | None = None
 
     def __init__(self, settings: RunSettings):
+        """Raises:
+            ConfigError: a learning source whose ``env_policy.update_mode`` is not registered (the message lists the
+                registered ones)."""
         self.settings = settings
+        if self.learns and settings.env_update_mode not in ENV_POLICY_UPDATES:
+            raise ConfigError(f"config key 'env_policy.update_mode' is {settings.env_update_mode!r}; choose one of "
+                              f"{sorted(ENV_POLICY_UPDATES)}")
 
     def prepare(self, loop: LoopState) -> None:
         """Called once, after the seed pool is filled and before the first iteration of a fresh run (not on
@@ -87,7 +94,7 @@ class TaskSource:
 
     def update_samples(self, scored: list[ScoredGeneration]) -> tuple[list[Sample], str | None]:
         """Step 6: the samples that update the environment policy and the advantage estimator
-        (``env_policy.update_mode``, :func:`~genenv.trainer.env_policy_updates.env_policy_samples`); ``([], None)``
+        (``env_policy.update_mode``, :func:`~genenv.trainer.strategies.env_policy_updates.env_policy_samples`); ``([], None)``
         (no update) when the source does not learn."""
         if not self.learns:
             return [], None

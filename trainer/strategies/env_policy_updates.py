@@ -1,5 +1,7 @@
-"""How the environment policy is updated (``env_policy.update_mode``), by name: which generations update it,
-with what reward and which advantage estimator. Registered with :func:`register_env_policy_update`:
+"""How a learning task source updates the environment policy (``env_policy.update_mode``), by name: which
+generations update it, with what reward and which advantage estimator. The names are registered in
+:data:`genenv.trainer.strategies.ENV_POLICY_UPDATES` (a light table, so settings validate a name without importing
+this module):
 
 - ``rwr`` (the paper, §3): the admitted generations whose task's p̂ passed the difficulty filter
   ``|p̂ - α| ≤ k_min``, weighted ``exp(λ · R_env)`` (reward-weighted regression under the KL leash);
@@ -9,7 +11,7 @@ with what reward and which advantage estimator. Registered with :func:`register_
   paper's RWR lacks: inside the band its weights differ by a few per cent, and it sees nothing outside it);
 - ``drgrpo``: the same groups with Dr. GRPO's advantage ``R_env - mean(group)``, not divided by the group's
   standard deviation (:mod:`genenv.trainer.updates.advantages`), so a game at p̂ 0 or 1 among rejected ones
-  (R_env 0.0067 at β = 20 against 0) moves the policy by its reward gap, not by a whole standardised unit;
+  (R_env 0.0067 at β = 20 against 0) moves the policy by its reward gap, not by a whole standardised unit.
 
 Whether the environment policy is updated at all is its task source's (``task_source``: ``random_env``, ``envgen``
 and ``static`` never update it; :mod:`genenv.trainer.strategies.task_sources`).
@@ -19,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from genenv.envs.tables import Registry
+from genenv.envs.tables import load_object
 from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.updates import Sample
 from genenv.trainer.updates.advantages import rwr_weights
@@ -36,8 +38,6 @@ class ScoredGeneration:
 
 
 Selector = Callable[[Sequence[ScoredGeneration], float], tuple[list[Sample], str | None]]
-ENV_POLICY_UPDATES = Registry("env_policy.update_mode")  # mode → selector f(scored, λ) -> (samples, estimator)
-register_env_policy_update = ENV_POLICY_UPDATES.register  # decorator
 
 
 def env_policy_samples(name: str, scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
@@ -46,7 +46,9 @@ def env_policy_samples(name: str, scored: Sequence[ScoredGeneration], lam: float
     Raises:
         ValueError: unknown mode (the message lists the registered ones).
     """
-    return ENV_POLICY_UPDATES.lookup(name)(scored, lam)
+    from genenv.trainer.strategies import ENV_POLICY_UPDATES
+
+    return load_object(ENV_POLICY_UPDATES.lookup(name))(scored, lam)
 
 
 def _sample(s: ScoredGeneration) -> Sample:
@@ -54,7 +56,6 @@ def _sample(s: ScoredGeneration) -> Sample:
     return Sample(gen.prompt_ids, gen.response_ids, s.r_env, f"prompt-{s.record.prompt_index}")
 
 
-@register_env_policy_update("rwr")
 def rwr(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
     """In-band admitted generations, weighted ``exp(λ · R_env)``."""
     samples = [_sample(s) for s in scored if s.in_band and s.record.generation.response_ids]
@@ -63,13 +64,11 @@ def rwr(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], s
     return samples, "rwr"
 
 
-@register_env_policy_update("grpo")
 def grpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
     """Every generation with tokens, grouped by prompt: rejected ones at R_env 0, admitted ones at R_env(p̂)."""
     return [_sample(s) for s in scored if s.record.generation.response_ids], "grpo"
 
 
-@register_env_policy_update("drgrpo")
 def drgrpo(scored: Sequence[ScoredGeneration], lam: float) -> tuple[list[Sample], str | None]:
     """The generations of ``grpo``, advantage ``R_env - mean(group)`` (Dr. GRPO: no division by the group's std)."""
     return grpo(scored, lam)[0], "drgrpo"
