@@ -7,9 +7,7 @@ when the action space is structured, and the gold answer the reward compares aga
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,9 +33,6 @@ class Task:
         origin: ``"seed"`` (from the data) or ``"generated"`` (written by the environment policy).
         parent_id: for generated tasks, the seed task shown in the generation prompt that it derives from.
         admitted_iteration: the training iteration that wrote and admitted a generated task (``None`` for seeds).
-            Its deprecated name ``generation_step`` still works: as a constructor keyword and an attribute (both
-            warn ``DeprecationWarning``) and as a key of a stored record (:meth:`from_dict` reads it silently, so
-            task pools, checkpoints and run folders written under that name load unchanged).
         metadata: benchmark-specific extras (e.g. BFCL ``category``, language).
     """
 
@@ -53,12 +48,6 @@ class Task:
     admitted_iteration: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def generation_step(self) -> int | None:
-        """Deprecated name of :attr:`admitted_iteration` (warns ``DeprecationWarning``)."""
-        warnings.warn(DEPRECATED_NAME, DeprecationWarning, stacklevel=2)
-        return self.admitted_iteration
-
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible dict of every field."""
         return dataclasses.asdict(self)
@@ -70,10 +59,6 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Task":
         """Build a task from :meth:`to_dict` output; raises ``ValueError`` naming unknown or missing keys."""
-        if "generation_step" in data:  # the field's deprecated name, in records stored under it
-            data = dict(data)
-            old = data.pop("generation_step")
-            data.setdefault("admitted_iteration", old)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
@@ -87,20 +72,3 @@ class Task:
     def from_json(cls, text: str) -> "Task":
         """Inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
-
-
-DEPRECATED_NAME = "Task.generation_step is deprecated: use Task.admitted_iteration (the same training iteration)"
-_dataclass_init = Task.__init__
-
-
-@functools.wraps(_dataclass_init)
-def _init(self, *args: Any, generation_step: Any = dataclasses.MISSING, **kwargs: Any) -> None:
-    """The dataclass's ``__init__``, also taking the deprecated keyword ``generation_step`` (warns
-    ``DeprecationWarning``; ``admitted_iteration`` wins when both are given)."""
-    if generation_step is not dataclasses.MISSING:
-        warnings.warn(DEPRECATED_NAME, DeprecationWarning, stacklevel=2)
-        kwargs.setdefault("admitted_iteration", generation_step)
-    _dataclass_init(self, *args, **kwargs)
-
-
-Task.__init__ = _init

@@ -87,13 +87,12 @@ class SessionState(State):
     total_reward: float = 0.0
 
 
-BOOKKEEPING = ("id", "origin", "parent_id", "admitted_iteration", "generation_step")  # not part of the episode
+BOOKKEEPING = ("id", "origin", "parent_id", "admitted_iteration")  # not part of the episode
 
 
 def task_sha256(task_dict: dict[str, Any]) -> str:
     """SHA-256 (hex) of a task record's canonical JSON (keys sorted) without its bookkeeping fields (``id``,
-    ``origin``, ``parent_id``, ``admitted_iteration`` and its deprecated name ``generation_step``): two tasks with
-    this digest present the same episode."""
+    ``origin``, ``parent_id``, ``admitted_iteration``): two tasks with this digest present the same episode."""
     core = {k: v for k, v in task_dict.items() if k not in BOOKKEEPING}
     return hashlib.sha256(json.dumps(core, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
 

@@ -88,3 +88,25 @@ def env_server_url():
     yield url
     proc.terminate()
     proc.wait(30)
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"  # the shipped experiment archives and SHA256SUMS
+
+
+@pytest.fixture(scope="session")
+def shipped(tmp_path_factory):
+    """``shipped(name) -> Path``: a folder of the shipped experiment runs, ``name`` = ``<experiment>[/<subfolder>]``
+    (``twx_informative``, ``twx_informative/genenv``, ``twx_levers/warm/source``), unpacked from
+    ``results/<experiment>.tar.xz`` (checksum verified) once per test session into a temporary cache."""
+    from genenv.trainer.experiments.archive import unpack
+
+    cache = tmp_path_factory.mktemp("shipped")
+    roots: dict[str, Path] = {}
+
+    def folder(name: str) -> Path:
+        top, _, sub = name.partition("/")
+        if top not in roots:
+            roots[top] = unpack(RESULTS / f"{top}.tar.xz", cache)
+        return roots[top] / sub if sub else roots[top]
+
+    return folder

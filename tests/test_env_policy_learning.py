@@ -29,9 +29,6 @@ from genenv.runtime.policies import Generation
 from genenv.trainer.updates.advantages import get_advantage
 
 
-SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
-
-
 def _record(k: int, admitted: bool, prompt_index: int = 0) -> GenerationRecord:
     gen = Generation(f"text {k}", prompt_ids=[1, 2, 3], response_ids=[4, 5 + k])
     if admitted:
@@ -62,12 +59,12 @@ def _shipped_generation_groups(run: Path) -> dict[tuple[int, int], list[ScoredGe
     return groups
 
 
-def test_drgrpo_moves_the_writer_by_the_reward_gap_where_grpo_moves_it_a_whole_unit():
+def test_drgrpo_moves_the_writer_by_the_reward_gap_where_grpo_moves_it_a_whole_unit(shipped):
     """The shipped TWX rerun's ``genenv`` seed 2 (env_policy.update_mode=grpo, β 20): in a group where the best
     generation is an admitted game at p̂ 0 or 1 (R_env 0.0067) beside rejected ones (0), GRPO's std-normalised
     advantage of that game is as large as that of an in-band game (R_env 1) in its own group; Dr. GRPO's is
     its reward gap, under 0.01, and the in-band game keeps an advantage above 0.5."""
-    groups = _shipped_generation_groups(SHIPPED / "twx_informative" / "genenv" / "seed2")
+    groups = _shipped_generation_groups(shipped("twx_informative/genenv/seed2"))
     best = {key: max(s.r_env for s in group) for key, group in groups.items()}
     unwinnable = [g for key, g in groups.items() if 0.006 < best[key] < 0.007 and min(s.r_env for s in g) == 0.0]
     in_band = [g for key, g in groups.items() if best[key] == 1.0]
@@ -183,7 +180,8 @@ def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path
     assert (exp / "alignment.png").stat().st_size > 10_000 and not (exp / "baseline.json").exists()
 
 
-def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_different_bands(tmp_path, tiny_model_dir):
+def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_different_bands(tmp_path, tiny_model_dir,
+                                                                                          shipped):
     """``genenv-experiment compare``: two arms of *different* experiments (here genenv of a ``grpo`` and of an ``rwr``
     experiment, same seeds and band) get the report's statistic, named by folder; iteration 0 is left out (same
     weights, same generations); arms under different α bands, or with no finished seed in common, are refused."""
@@ -207,7 +205,7 @@ def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_differen
     rwr_rows = read_rows(exps["rwr"] / "genenv/seed1/generations.jsonl")
     assert [r for r in grpo_rows if r["iteration"] == 0] == [r for r in rwr_rows if r["iteration"] == 0]
     with pytest.raises(ValueError, match="different α bands"):
-        compare_arms(exps["rwr"] / "genenv", SHIPPED / "bamboogle_env_policy/genenv")
+        compare_arms(exps["rwr"] / "genenv", shipped("bamboogle_env_policy/genenv"))
     other = tmp_path / "other"
     (other / "genenv").mkdir(parents=True)
     shutil.copyfile(exps["rwr"] / "experiment.yaml", other / "experiment.yaml")

@@ -20,7 +20,8 @@ from genenv.trainer.loop import CoEvolutionTrainer
 from genenv.runtime.policies import Generation
 from genenv.trainer.task_pool import TaskPool
 
-SHIPPED = Path(__file__).resolve().parents[1] / "docs" / "curriculum"
+REPORTS = Path(__file__).resolve().parents[1] / "docs" / "curriculum"  # the shipped reports
+ARCHIVES = Path(__file__).resolve().parents[1] / "results"  # their runs (the shipped fixture unpacks them)
 
 
 def _tiny(tiny_model_dir, exp, *extra):
@@ -198,18 +199,15 @@ def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, s
     assert "| genenv | 1 |" in md and "| static | 1 |" in md and (exp / "curves.png").stat().st_size > 10_000
 
 
-def _rebuilt_shipped_run(name, tmp_path):
-    """Copy ``docs/curriculum/<name>`` to ``tmp_path``, rewrite its report from its metrics, check the rewritten
-    ``summary.json`` and ``summary.md`` are byte for byte the shipped ones; returns ``(copy's folder, summary
-    dict)``."""
-    shipped = SHIPPED / name
-    exp = tmp_path / name
-    shutil.copytree(shipped, exp)
-    for report in ("summary.json", "summary.md"):
-        (exp / report).unlink()
+def _rebuilt_shipped_run(name, shipped):
+    """Write the report of the shipped runs ``name`` (unpacked from ``results/``, the ``shipped`` fixture) and check
+    its ``summary.json`` and ``summary.md`` are byte for byte the shipped ones in ``docs/curriculum/<name>``; returns
+    ``(unpacked folder, summary dict)``."""
+    exp = shipped(name)
     write_report(exp)
     for report in ("summary.json", "summary.md"):
-        assert (exp / report).read_bytes() == (shipped / report).read_bytes(), f"{name}/{report} rebuilt differently"
+        assert (exp / report).read_bytes() == (REPORTS / name / report).read_bytes(), \
+            f"{name}/{report} rebuilt differently"
     return exp, json.loads((exp / "summary.json").read_text())
 
 
@@ -228,11 +226,11 @@ def _generations_part_after(exp, seed, iteration):
     return bool(upto["genenv"]) and upto["genenv"] == upto["random_env"] and nxt["genenv"] != nxt["random_env"]
 
 
-def test_the_shipped_bfcl_run_reports_what_the_results_page_says(tmp_path):
+def test_the_shipped_bfcl_run_reports_what_the_results_page_says(shipped):
     """``docs/curriculum/bfcl`` (docs/results.md, BFCL, 2 seeds): its report is rebuilt from its metrics;
     genenv equals random_env in seed 0 (the environment policy's only update came at the last iteration) and
     their generations part after seed 1's only update (iteration 8)."""
-    exp, ours = _rebuilt_shipped_run("bfcl", tmp_path)
+    exp, ours = _rebuilt_shipped_run("bfcl", shipped)
     arms = ours["arms"]
     assert round(100 * arms["static_aug"]["final"]["mean"], 1) == 15.6
     assert round(100 * arms["static"]["final"]["mean"], 1) == 13.8
@@ -242,12 +240,12 @@ def test_the_shipped_bfcl_run_reports_what_the_results_page_says(tmp_path):
     assert _generations_part_after(exp, seed=1, iteration=8)
 
 
-def test_the_shipped_twx_run_reports_what_the_results_page_says(tmp_path):
+def test_the_shipped_twx_run_reports_what_the_results_page_says(shipped):
     """``docs/curriculum/twx`` (docs/results.md, TextWorldExpress, 2 seeds): its report is rebuilt from its
     metrics; every arm reaches 100 % held-out, and only the genenv/random_env trajectory of seed 0 (identical until
     the environment policy's only update at iteration 10) falls back to the untrained 50 % from iteration 8; in
     seed 1 the environment policy was updated from iteration 0, so the two arms part at iteration 1."""
-    exp, ours = _rebuilt_shipped_run("twx", tmp_path)
+    exp, ours = _rebuilt_shipped_run("twx", shipped)
     arms = ours["arms"]
     assert ours["baseline"] == 0.5 and ours["eval"]["n"] == 40
     for arm, final in {"genenv": 75.0, "random_env": 75.0, "envgen": 100.0, "static": 100.0,
@@ -262,11 +260,11 @@ def test_the_shipped_twx_run_reports_what_the_results_page_says(tmp_path):
     assert _generations_part_after(exp, seed=1, iteration=0)
 
 
-def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(tmp_path):
+def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(shipped):
     """``docs/curriculum/twx_env_policy`` (docs/results.md, "Does the environment policy learn?"): agent frozen, genenv
     against random_env paired by seed; its report is rebuilt from its metrics; the agent never moved; iteration 0 is
     the same in both arms; the results page's alignment figures; genenv learned to write two-step games."""
-    exp, ours = _rebuilt_shipped_run("twx_env_policy", tmp_path)
+    exp, ours = _rebuilt_shipped_run("twx_env_policy", shipped)
     stat = ours["alignment"]
     seeds = [0, 1, 2, 3]
     assert ours["agent_frozen"] is True and stat["arms"]["genenv"]["seeds"] == seeds and stat["n_cells"] == 36
@@ -280,7 +278,6 @@ def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(tmp_p
     d = stat["difference"]
     assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [5.7, 2.2, 9.3]
     assert round(stat["p_value"], 4) == 0.0034 and stat["p_value_seeds"] == 0.25
-    # the folder's rows were written as time/env_generation; the report reads them under the current name
     assert round(ours["arms"]["genenv"]["seconds_per_iteration"]["task_generation"], 1) == 16.4
 
     def two_step_share(arm, first, last):
@@ -292,11 +289,11 @@ def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(tmp_p
     assert two_step_share("random_env", 0, 4) == (89, 320) and two_step_share("random_env", 5, 9) == (86, 320)
 
 
-def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says(tmp_path):
+def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says(shipped):
     """``docs/curriculum/bamboogle_env_policy`` (docs/results.md, "Does the environment policy learn?", Bamboogle):
     agent frozen, genenv against random_env on 4 paired seeds; the report rebuilds from the run folders; iteration
     0 is the same in both arms; the page's alignment figures; genenv stopped writing truncated JSON."""
-    exp, ours = _rebuilt_shipped_run("bamboogle_env_policy", tmp_path)
+    exp, ours = _rebuilt_shipped_run("bamboogle_env_policy", shipped)
     stat = ours["alignment"]
     seeds = [0, 1, 2, 3]
     assert ours["agent_frozen"] is True and stat["arms"]["genenv"]["seeds"] == seeds and stat["n_cells"] == 36
@@ -316,49 +313,49 @@ def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says
     assert (truncated("random_env", 0, 4), truncated("random_env", 5, 9)) == (93, 84)
 
 
-def _compared(treatment, control):
+def _compared(shipped, treatment, control):
     """``(cells, mean difference in points to 0.1, p over cells to 4 places)`` of two shipped arm folders."""
-    stat = compare_arms(SHIPPED / treatment, SHIPPED / control)
+    stat = compare_arms(shipped(treatment), shipped(control))
     return stat["n_cells"], round(100 * stat["difference"]["mean"], 1), round(stat["p_value"], 4)
 
 
-def test_the_shipped_rwr_run_reports_what_the_results_page_says(tmp_path):
+def test_the_shipped_rwr_run_reports_what_the_results_page_says(shipped):
     """``docs/curriculum/twx_env_policy_rwr`` (docs/results.md, "The paper's RWR update against GRPO"): the report
     rebuilds; the rwr arm trained on a handful of in-band generations against GRPO's every generation; this
     experiment's two arms wrote the same generations through iteration 1; the page's paired figures against the
     grpo experiment's arms."""
-    exp, ours = _rebuilt_shipped_run("twx_env_policy_rwr", tmp_path)
+    exp, ours = _rebuilt_shipped_run("twx_env_policy_rwr", shipped)
     rwr = finished_runs(exp / "genenv")
     assert sorted(rwr) == [0, 1, 2, 3]
     assert [sum(r.get("env_policy_update/samples", 0) for r in rows) for rows in rwr.values()] == [7, 7, 6, 8]
     assert all(sum(r.get("env_policy_update/samples", 0) for r in rows) >= 144
-               for rows in finished_runs(SHIPPED / "twx_env_policy/genenv").values())
+               for rows in finished_runs(shipped("twx_env_policy/genenv")).values())
     assert _generations_part_after(exp, seed=0, iteration=1)  # the same generations (the sitting resumed at 2)
-    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/genenv") == (36, -7.3, 0.0005)
-    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy/random_env") == (36, -1.6, 0.3868)
-    assert _compared("twx_env_policy_rwr/genenv", "twx_env_policy_rwr/random_env") == (9, -2.1, 0.5625)
-    assert _compared("twx_env_policy_rwr/random_env", "twx_env_policy/random_env") == (9, 3.5, 0.3125)
+    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy/genenv") == (36, -7.3, 0.0005)
+    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy/random_env") == (36, -1.6, 0.3868)
+    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy_rwr/random_env") == (9, -2.1, 0.5625)
+    assert _compared(shipped, "twx_env_policy_rwr/random_env", "twx_env_policy/random_env") == (9, 3.5, 0.3125)
 
 
-def test_the_shipped_bamboogle_lever_runs_give_the_results_page_figures(tmp_path):
+def test_the_shipped_bamboogle_lever_runs_give_the_results_page_figures(shipped):
     """``docs/curriculum/bamboogle_levers`` (docs/results.md, "Bamboogle: each lever alone"): every folder's report
     rebuilds; each lever put back alone against the full setting and its random_env gives the page's figures."""
     for name in ("full", "rwr", "lr1e-5", "beta2", "g4"):
-        _rebuilt_shipped_run(f"bamboogle_levers/{name}", tmp_path)
-    assert _compared("bamboogle_levers/full/genenv", "bamboogle_levers/full/random_env") == (10, 7.5, 0.1836)
+        _rebuilt_shipped_run(f"bamboogle_levers/{name}", shipped)
+    assert _compared(shipped, "bamboogle_levers/full/genenv", "bamboogle_levers/full/random_env") == (10, 7.5, 0.1836)
     levers = {"rwr": ((10, -5.6, 0.25), (10, 1.9, 0.6875)), "lr1e-5": ((10, -4.4, 0.3438), (10, 3.1, 0.5312)),
               "beta2": ((10, -1.9, 0.8281), (10, 5.6, 0.3281)), "g4": ((10, -9.4, 0.1484), (10, -1.9, 0.8047))}
     for lever, (vs_full, vs_random) in levers.items():
-        assert _compared(f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/genenv") == vs_full
-        assert _compared(f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/random_env") == vs_random
+        assert _compared(shipped, f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/genenv") == vs_full
+        assert _compared(shipped, f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/random_env") == vs_random
 
 
-def test_the_shipped_twx_outcome_run_reports_what_the_results_page_says(tmp_path):
+def test_the_shipped_twx_outcome_run_reports_what_the_results_page_says(shipped):
     """``docs/curriculum/twx_outcome`` (docs/results.md, "Does the trained environment policy help a learning
     agent?"): the agent trained on 4-room Coin Collector games, genenv against random_env and static on 4 paired
     seeds; the report rebuilds from the run folders; the agent's weights moved in every run; every held-out
     evaluation logged its 20 games; the results page's outcome figures (no gain for genenv)."""
-    exp, ours = _rebuilt_shipped_run("twx_outcome", tmp_path)
+    exp, ours = _rebuilt_shipped_run("twx_outcome", shipped)
     seeds = [0, 1, 2, 3]
     assert ours["agent_frozen"] is False and ours["baseline"] == 0.2 and ours["eval"]["n"] == 20
     for arm in ("genenv", "random_env", "static"):
@@ -381,13 +378,13 @@ def test_the_shipped_twx_outcome_run_reports_what_the_results_page_says(tmp_path
     assert ours["alignment"]["arms"]["genenv"]["p_hat_histogram"][0] == 47  # of 61 admitted: p̂ 0, too hard
 
 
-def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_path):
+def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(shipped):
     """``docs/curriculum/twx_informative`` (docs/results.md, "Informative batches and curated replay"): the finished
     arm-seeds rebuild their report; every iteration stayed within the 48-rollout cap, trained at most 4 groups,
     every one of them informative, and counted every group once; each held-out evaluation logged its 20 games
     after iterations 2, 4, 6, 8 and 10; the page's per-seed rows and its genenv − control statistic (30 cells per
     control: mean difference, 95 % interval, p over cells and over seed means) are the rebuilt report's."""
-    exp, ours = _rebuilt_shipped_run("twx_informative", tmp_path)
+    exp, ours = _rebuilt_shipped_run("twx_informative", shipped)
     assert ours["arms"] and all("batches" in a for a in ours["arms"].values())
     for arm, summary in ours["arms"].items():
         for seed in summary["seeds"]:
@@ -409,7 +406,7 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
                                              for o in ("seed", "generated")}
     md = (exp / "summary.md").read_text()
     assert "Agent batches" in md
-    section = (SHIPPED.parent / "results.md").read_text().split("**The rerun's arm-seeds**")[1].split("\n\n")
+    section = (REPORTS.parent / "results.md").read_text().split("**The rerun's arm-seeds**")[1].split("\n\n")
     seed_rows = [x for x in section[1].splitlines() if x.startswith("| ") and x[2].isdigit()]
     n_finished = sum(len(a["seeds"]) for a in ours["arms"].values())
     assert len(seed_rows) == n_finished and all(x in md for x in seed_rows)  # the page's rows are the report's
@@ -423,7 +420,7 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(tmp_pat
         assert abs(float(result[control][8]) - float(p_seeds)) < 0.006
 
 
-def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_run(tmp_path):
+def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_run(shipped):
     """``docs/curriculum/twx_levers/<lever>`` (docs/results.md, "Settings changed one at a time"): each lever's
     experiment differs from the powered run's in one training setting (its arms, seeds and folders apart); each
     finished seed ran 10 iterations with the same 5 held-out evaluations; ``compare_outcome`` pairs it with the
@@ -436,10 +433,10 @@ def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_r
     def flat(folder: Path) -> dict:  # {"a.b.c": value} of an experiment's resolved config
         return pd.json_normalize(OmegaConf.to_container(OmegaConf.load(folder / "experiment.yaml"))).iloc[0].to_dict()
 
-    powered = SHIPPED / "twx_informative"
+    powered = shipped("twx_informative")
     base = flat(powered)
-    page = " ".join((SHIPPED.parent / "results.md").read_text().replace("−", "-").split())
-    levers = sorted((SHIPPED / "twx_levers").iterdir())
+    page = " ".join((REPORTS.parent / "results.md").read_text().replace("−", "-").split())
+    levers = sorted(shipped("twx_levers").iterdir())
     assert levers
     for lever in levers:
         cfg = flat(lever)
@@ -447,7 +444,7 @@ def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_r
         assert len(changed - {"run_dir", "experiment_dir", "arms", "seeds"}) == 1, changed
         if "env_policy.policy.model" in changed:
             assert Path(cfg["env_policy.policy.model"]).parts[-2:] == ("genenv", "seed0")
-            _, source = _rebuilt_shipped_run(f"twx_levers/{lever.name}/source", tmp_path)
+            _, source = _rebuilt_shipped_run(f"twx_levers/{lever.name}/source", shipped)
             assert source["agent_frozen"] and source["seeds"] == [0] and list(source["arms"]) == ["genenv"]
             assert [r["iteration"] for r in finished_runs(lever / "source/genenv")[0]] == list(range(10))
         runs = finished_runs(lever / "genenv")
@@ -462,45 +459,45 @@ def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_r
         assert f"{100 * d['mean']:+.1f} points [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]" in page
 
 
-def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tmp_path):
+def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tmp_path, shipped):
     """``genenv-experiment compare`` on arms with held-out evaluations: within one experiment it gives the report's
     outcome figures; an arm copied into another experiment folder (a run with one setting changed) pairs with the
     main run's arms by seed; experiments whose held-out scores measure different things, or without the untrained
     agent's score, are refused; a frozen-agent experiment gets the alignment and a line saying why no outcome."""
-    shipped = SHIPPED / "twx_informative"
-    report = json.loads((shipped / "summary.json").read_text())
+    main = shipped("twx_informative")
+    report = json.loads((REPORTS / "twx_informative/summary.json").read_text())
     for control in ("random_env", "replay", "static"):
-        stat = json.loads(json.dumps(compare_outcome(shipped / "genenv", shipped / control)))
+        stat = json.loads(json.dumps(compare_outcome(main / "genenv", main / control)))
         assert stat["arms"] == ["twx_informative/genenv", f"twx_informative/{control}"]
         for key in ("cells", "n_cells", "difference", "p_value", "p_value_seeds", "final", "auc"):
             assert stat[key] == report["outcome"][control][key], (control, key)
     lever = tmp_path / "lever"
-    shutil.copytree(shipped / "genenv/seed0", lever / "genenv/seed0")
+    shutil.copytree(main / "genenv/seed0", lever / "genenv/seed0")
     for name in ("experiment.yaml", "baseline.json"):
-        shutil.copyfile(shipped / name, lever / name)
-    stat = compare_outcome(lever / "genenv", shipped / "replay")
+        shutil.copyfile(main / name, lever / name)
+    stat = compare_outcome(lever / "genenv", main / "replay")
     assert stat["arms"] == ["lever/genenv", "twx_informative/replay"] and stat["seeds"] == [0]
     assert [list(c) for c in stat["cells"]] == [c for c in report["outcome"]["replay"]["cells"] if c[0] == 0]
     assert stat["auc"]["per_seed"][0] == pytest.approx(report["outcome"]["replay"]["auc"]["per_seed"]["0"])
     out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare", str(lever / "genenv"),
-                          str(shipped / "replay")], capture_output=True, text=True, check=True).stdout
+                          str(main / "replay")], capture_output=True, text=True, check=True).stdout
     assert "difficulty alignment, lever/genenv vs twx_informative/replay" in out
     assert "## Held-out outcome, lever/genenv vs twx_informative/replay" in out and "| lever/genenv vs |" in out
-    base = json.loads((shipped / "baseline.json").read_text())
+    base = json.loads((main / "baseline.json").read_text())
     (lever / "baseline.json").write_text(json.dumps({**base, "heldout/score": base["heldout/score"] + 0.1}))
-    shifted = compare_outcome(lever / "genenv", shipped / "replay")  # its own untrained score starts its curve
+    shifted = compare_outcome(lever / "genenv", main / "replay")  # its own untrained score starts its curve
     assert shifted["final"] == stat["final"] and shifted["auc"]["per_seed"][0] > stat["auc"]["per_seed"][0]
     (lever / "baseline.json").unlink()
     with pytest.raises(FileNotFoundError, match="baseline.json"):
-        compare_outcome(lever / "genenv", shipped / "replay")
-    shutil.copyfile(shipped / "baseline.json", lever / "baseline.json")
-    (lever / "experiment.yaml").write_text((shipped / "experiment.yaml").read_text().replace("limit: 20", "limit: 10"))
+        compare_outcome(lever / "genenv", main / "replay")
+    shutil.copyfile(main / "baseline.json", lever / "baseline.json")
+    (lever / "experiment.yaml").write_text((main / "experiment.yaml").read_text().replace("limit: 20", "limit: 10"))
     with pytest.raises(ValueError, match="different held-out settings .*eval.limit"):
-        compare_outcome(lever / "genenv", shipped / "replay")
+        compare_outcome(lever / "genenv", main / "replay")
     with pytest.raises(ValueError, match="different held-out settings"):
-        compare_outcome(SHIPPED / "twx_env_policy/genenv", shipped / "genenv")
-    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare",
-                          str(SHIPPED / "twx_env_policy/genenv"), str(SHIPPED / "twx_env_policy/random_env")],
-                         capture_output=True, text=True, check=True).stdout
+        compare_outcome(shipped("twx_env_policy/genenv"), main / "genenv")
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare",  # archived arms
+                          f"{ARCHIVES}/twx_env_policy.tar.xz:genenv", f"{ARCHIVES}/twx_env_policy.tar.xz:random_env",
+                          "--cache", str(tmp_path / "cache")], capture_output=True, text=True, check=True).stdout
     assert "difficulty alignment, twx_env_policy/genenv vs twx_env_policy/random_env" in out
     assert "held-out outcome: not compared" in out

@@ -30,33 +30,23 @@ def test_pool_round_trip_keeps_tasks_origins_and_history(tmp_path):
     assert len(sample) == 3 and gen not in sample
 
 
-def test_a_pool_stored_under_the_deprecated_field_name_loads_unchanged(tmp_path):
-    """``admitted_iteration``'s deprecated name ``generation_step``: a stored pool (a shipped run's final pool)
-    loads with the same iterations and digests, the keyword and the attribute still work and warn."""
+def test_a_shipped_final_pool_loads_and_saves_unchanged(tmp_path, shipped):
+    """A shipped run's final pool (``results/twx_env_policy_rwr.tar.xz``, genenv seed 0): every generated task holds
+    the iteration that admitted it (the one in its id, ``gen-<iteration>-...``), seed tasks none; loading and
+    saving it gives the same bytes, and each task keeps its episode digest."""
     import json
-    import warnings
-    from pathlib import Path
 
     from genenv.runtime.env_protocol import task_sha256
 
-    shipped = Path(__file__).resolve().parents[1] / "docs/curriculum/twx_env_policy_rwr/genenv/seed0/final_pool.jsonl"
-    rows = [json.loads(line) for line in shipped.read_text(encoding="utf-8").splitlines()]
-    old = [r for r in rows if r["task"].get("generation_step") is not None]
-    assert old, "the shipped pool has generated tasks stored under generation_step"
-    (tmp_path / "pool.jsonl").write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # reading stored records does not warn
-        pool = TaskPool.load(tmp_path / "pool.jsonl")
-    for r in old:
-        task = pool.entries[r["task"]["id"]].task
-        assert task.admitted_iteration == r["task"]["generation_step"] and "generation_step" not in task.to_dict()
-        assert task_sha256(task.to_dict()) == task_sha256(r["task"])
-    with pytest.warns(DeprecationWarning, match="admitted_iteration"):
-        t = Task(id="g", benchmark="bamboogle", split="train", prompt="Q?", gold="A", action_kind="free_text",
-                 origin="generated", generation_step=4)
-    assert t.admitted_iteration == 4
-    with pytest.warns(DeprecationWarning, match="admitted_iteration"):
-        assert t.generation_step == 4
+    stored = shipped("twx_env_policy_rwr/genenv/seed0") / "final_pool.jsonl"
+    rows = [json.loads(line) for line in stored.read_text(encoding="utf-8").splitlines()]
+    generated = [r["task"] for r in rows if r["task"]["origin"] == "generated"]
+    assert len(generated) == 40 and all(t["admitted_iteration"] == int(t["id"].split("-")[1]) for t in generated)
+    assert all(r["task"]["admitted_iteration"] is None for r in rows if r["task"]["origin"] == "seed")
+    pool = TaskPool.load(stored)
+    pool.save(tmp_path / "pool.jsonl")
+    assert (tmp_path / "pool.jsonl").read_bytes() == stored.read_bytes()
+    assert all(task_sha256(pool.entries[r["task"]["id"]].task.to_dict()) == task_sha256(r["task"]) for r in rows)
 
 
 def _replay_pool():

@@ -17,7 +17,7 @@ weights and RNG state, so its difference is 0 by construction. On the cells:
 - the same test on the per-seed mean differences (one value per seed: conservative, since the cells of one seed
   share a policy trajectory and are not independent).
 
-With the agent frozen (``agent.frozen=true``) the agent is a stationary target, so a difference is the
+With the agent frozen (``agent_batch=frozen``) the agent is a stationary target, so a difference is the
 environment policy's learning alone.
 """
 from __future__ import annotations
@@ -34,9 +34,9 @@ PAIR = ("genenv", "random_env")  # the compared arms: treatment, control
 
 
 def in_band_count(row: dict[str, Any]) -> int:
-    """Generations of one metric row whose task's p̂ lies in the α band (``gen/in_band``; rows written before that
-    key existed hold the same count as ``r_env/in_band``)."""
-    return int(row.get("gen/in_band", row.get("r_env/in_band", 0)))
+    """Generations of one metric row whose task's p̂ lies in the α band (``gen/in_band``; 0 in a row that generated
+    nothing)."""
+    return int(row.get("gen/in_band", 0))
 
 
 def in_band_shares(rows: Sequence[dict[str, Any]]) -> dict[int, float]:

@@ -45,6 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genenv.trainer.experiments import alignment, outcome
+from genenv.trainer.experiments.settings import ExperimentSettings, experiment_settings
 
 
 def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
@@ -52,16 +53,11 @@ def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
     return Path(experiment_dir) / arm / f"seed{seed}"
 
 
-RENAMED_KEYS = {"time/env_generation": "time/task_generation"}  # metric keys of run folders written before a rename
-
-
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The JSON Lines rows of ``path`` (``[]`` when it does not exist), metric keys renamed since a row was written
-    under their current names (:data:`RENAMED_KEYS`)."""
+    """The JSON Lines rows of ``path`` (``[]`` when it does not exist)."""
     if not Path(path).is_file():
         return []
-    rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-    return [{RENAMED_KEYS.get(k, k): v for k, v in r.items()} for r in rows]
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
 def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None) -> dict[int, list[dict[str, Any]]]:
@@ -238,28 +234,35 @@ def reach_static(arms: dict[str, dict[str, Any]], baseline: float) -> None:
                 a["batches"]["rollouts_to_static"] = a["batches"]["rollout_curve"][at]
 
 
-def score_key(cfg) -> str:
-    """The metric-row key of an experiment's held-out score: ``heldout/<score_metric>`` when its config
-    (``experiment.yaml``) names one, else ``heldout/score`` (the benchmark's headline metric)."""
-    return f"heldout/{cfg.score_metric}" if cfg.get("score_metric") else "heldout/score"
+def score_key(settings: ExperimentSettings) -> str:
+    """The metric-row key of an experiment's held-out score: ``heldout/<score_metric>`` when its settings
+    (:func:`~genenv.trainer.experiments.settings.experiment_settings` of its ``experiment.yaml``) name one, else
+    ``heldout/score`` (the benchmark's headline metric)."""
+    return f"heldout/{settings.score_metric}" if settings.score_metric else "heldout/score"
 
 
 def collect(experiment_dir: Path) -> dict[str, Any]:
     """The report's data: the experiment's settings, the untrained agent's score and :func:`arm_summary` of
-    every arm with at least one finished seed (arms in the experiment's order)."""
+    every arm with at least one finished seed (arms in the experiment's order).
+
+    Raises:
+        ConfigError: its ``experiment.yaml`` misses a key (see
+            :func:`~genenv.trainer.experiments.settings.experiment_settings`).
+    """
     from omegaconf import OmegaConf
 
     exp = Path(experiment_dir)
     cfg = OmegaConf.load(exp / "experiment.yaml")
+    settings = experiment_settings(cfg)
     base_row = json.loads((exp / "baseline.json").read_text()) if (exp / "baseline.json").is_file() else {}
-    key = score_key(cfg)
+    key = score_key(settings)
     baseline = float(base_row.get(key, float("nan")))
     alpha = float(cfg.curriculum.alpha)
     arms: dict[str, dict[str, Any]] = {}
     rows_by_arm: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    for arm in cfg.arms:
+    for arm in settings.arms:
         runs = {}
-        for seed, rows in finished_runs(exp / arm, cfg.seeds).items():
+        for seed, rows in finished_runs(exp / arm, settings.seeds).items():
             d = arm_dir(exp, arm, seed)
             state = json.loads((d / "final_state.json").read_text()) if (d / "final_state.json").is_file() else {}
             runs[seed] = {"rows": rows, "state": state, "sittings": read_rows(d / "sittings.jsonl")}
@@ -271,13 +274,13 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
     helped = outcome.compare_all(trained, functools.partial(run_auc, baseline=baseline, key=key), key)
-    return {"benchmark": cfg.benchmark.name, "iterations": int(cfg.iterations), "seeds": list(cfg.seeds),
-            "arms_planned": list(cfg.arms), "score": cfg.get("score_metric") or "headline", "alpha": alpha,
+    return {"benchmark": cfg.benchmark.name, "iterations": settings.iterations, "seeds": list(settings.seeds),
+            "arms_planned": list(settings.arms), "score": settings.score_metric or "headline", "alpha": alpha,
             "k_min": float(cfg.curriculum.k_min),
             "agent": {"batch_tasks": int(cfg.agent.batch_tasks), "n": int(cfg.agent.n)},
-            "eval": {"every": int(cfg.eval.every), "limit": cfg.eval.limit,
+            "eval": {"every": settings.eval_every, "limit": cfg.eval.limit,
                      "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms,
-            "agent_frozen": bool(cfg.agent.get("frozen", False)), "alignment": stat, "outcome": helped}
+            "agent_frozen": settings.agent_batch == "frozen", "alignment": stat, "outcome": helped}
 
 
 def _fmt(s: dict[str, Any], pct: bool = True) -> str:
@@ -522,8 +525,7 @@ def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
     if settings[0] != settings[1]:
         diff = {k: (settings[0][k], settings[1][k]) for k in HELDOUT_SETTINGS if settings[0][k] != settings[1][k]}
         raise ValueError(f"different held-out settings {diff}: the held-out scores are not comparable")
-    cfg = loaded[0][0]
-    key = score_key(cfg)
+    key = score_key(experiment_settings(loaded[0][0]))
     baselines = []
     for folder, (_, runs) in zip(folders, loaded):
         base = folder.parent / "baseline.json"

@@ -203,25 +203,37 @@ def run_experiment(cfg, backend_factory=None) -> Path:
 
 
 def main() -> int:
-    """Dispatch ``report DIR``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]`` or run Hydra's main with
-    ``configs/experiment.yaml``."""
+    """Dispatch ``report EXPERIMENT [--out DIR] [--cache DIR]``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]
+    [--cache DIR]`` or run Hydra's main with ``configs/experiment.yaml``. ``EXPERIMENT`` and the arms are folders or
+    archive addresses, ``results/<experiment>.tar.xz[:<subfolder>]``, unpacked on demand after their checksum is
+    verified (:func:`~genenv.trainer.experiments.archive.experiment_folder`); an unreadable one exits with 2 and a
+    message."""
+    cache_help = "where archives are unpacked (default: <archive folder>/.unpacked)"
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 
         from genenv.trainer.experiments import alignment, outcome
+        from genenv.trainer.experiments.archive import experiment_folder
         from genenv.trainer.experiments.report import compare_arms, compare_outcome
 
         ap = argparse.ArgumentParser(prog="genenv-experiment compare",
                                      description="difficulty alignment and held-out outcome of two arm folders, "
                                                  "paired by seed")
-        ap.add_argument("treatment", type=Path, help="<experiment_dir>/<arm>, e.g. experiments/rwr/genenv")
-        ap.add_argument("control", type=Path, help="<experiment_dir>/<arm>, e.g. experiments/grpo/genenv")
+        ap.add_argument("treatment", help="<experiment_dir>/<arm>, e.g. experiments/rwr/genenv, or an archived arm, "
+                                          "e.g. results/twx_informative.tar.xz:genenv")
+        ap.add_argument("control", help="<experiment_dir>/<arm>, e.g. experiments/grpo/genenv")
         ap.add_argument("--plot", type=Path, default=None, help="also draw the alignment plot to this file")
+        ap.add_argument("--cache", type=Path, default=None, help=cache_help)
         args = ap.parse_args(sys.argv[2:])
+        try:
+            args.treatment, args.control = (experiment_folder(a, args.cache) for a in (args.treatment, args.control))
+        except (FileNotFoundError, ValueError) as e:
+            print(f"genenv-experiment compare: {e}", file=sys.stderr)
+            return 2
         shown = 0
         try:
             stat = compare_arms(args.treatment, args.control)
-        except ValueError as e:
+        except (ValueError, FileNotFoundError) as e:
             print(f"difficulty alignment: not compared ({e})")
         else:
             print("\n".join(alignment.markdown(stat, *stat["band"])))
@@ -239,10 +251,31 @@ def main() -> int:
             shown += 1
         return 0 if shown else 1
     if len(sys.argv) > 1 and sys.argv[1] == "report":
-        if len(sys.argv) != 3:
-            print("usage: genenv-experiment report EXPERIMENT_DIR", file=sys.stderr)
+        import argparse
+
+        from genenv.trainer.experiments.archive import REPORT_FILES, experiment_folder
+
+        ap = argparse.ArgumentParser(prog="genenv-experiment report",
+                                     description="write an experiment's report (summary.md, summary.json, curves.png, "
+                                                 "alignment.png) from its runs")
+        ap.add_argument("experiment", help="an experiment folder, or an archive of one: "
+                                           "results/<experiment>.tar.xz[:<subfolder>]")
+        ap.add_argument("--out", type=Path, default=None,
+                        help="also copy the report into this folder, e.g. docs/curriculum/<experiment>")
+        ap.add_argument("--cache", type=Path, default=None, help=cache_help)
+        args = ap.parse_args(sys.argv[2:])
+        try:
+            exp = write_report(experiment_folder(args.experiment, args.cache))
+        except (FileNotFoundError, ValueError) as e:
+            print(f"genenv-experiment report: {e}", file=sys.stderr)
             return 2
-        print(write_report(Path(sys.argv[2])) / "summary.md")
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            for name in REPORT_FILES:
+                if (exp / name).is_file():
+                    shutil.copyfile(exp / name, args.out / name)
+            exp = args.out
+        print(exp / "summary.md")
         return 0
     import hydra
 
