@@ -41,6 +41,9 @@ Examples::
     genenv-experiment benchmark=twx arms=[genenv,my_arms/hard_first.yaml]   # an arm file of your own
     genenv-experiment report experiments/bfcl          # rewrite summary.md / summary.json / curves.png
     genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment and outcome, two folders
+    genenv-experiment report results/twx_informative.tar.xz --out /tmp/twx   # a shipped experiment, from its archive
+    genenv-experiment compare results/twx_levers.tar.xz:drgrpo/genenv \
+        results/twx_informative.tar.xz:genenv               # arm folders inside archives
 """
 from __future__ import annotations
 

@@ -135,19 +135,10 @@ class StaticSource(TaskSource):
 
 class StaticAugSource(StaticSource):
     """``static_aug``: ``generation.upfront_tasks`` tasks written once up front by the environment policy as it is,
-    then nothing (the paper's static augmentation).
-
-    Raises:
-        ConfigError: ``generation.upfront_tasks`` below 1.
-    """
+    then nothing (the paper's static augmentation; with 0 up-front tasks, as when the arm it is sized by admitted
+    none, it is ``static``)."""
 
     sized_by_arm = "genenv"
-
-    def __init__(self, settings: RunSettings):
-        super().__init__(settings)
-        if settings.generation.upfront_tasks < 1:
-            raise ConfigError("task_source static_aug needs 'generation.upfront_tasks' >= 1 (genenv-experiment sets it "
-                              "from the genenv arm of the same seed)")
 
     def prepare(self, loop: LoopState) -> None:
         """Generation rounds (the same prompts and validation as every GenEnv iteration) until
@@ -156,6 +147,8 @@ class StaticAugSource(StaticSource):
         with ``"upfront": true`` and iteration ``-1 - round``; the counts go to the counters
         ``upfront/generated``, ``upfront/admitted``, ``upfront/rounds`` and ``upfront/seconds``."""
         g = self.settings.generation
+        if g.upfront_tasks < 1:
+            return
         start = time.perf_counter()
         admitted: list[Task] = []
         rounds = 0
