@@ -20,7 +20,6 @@ Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_mes
 from __future__ import annotations
 
 import abc
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -114,23 +113,6 @@ class TaskEnv(gym.Env, abc.ABC):
     def parse_lenient(cls, text: str) -> Any:
         """Turn raw model text into this env's action, or an :class:`InvalidAction` with the reason: the
         ``lenient`` reading (every accepted form listed in the env's docstring)."""
-
-    @classmethod
-    def parse_action(cls, text: str) -> Any:
-        """Deprecated name of :meth:`parse_lenient` (warns ``DeprecationWarning``, then reads ``text`` leniently)."""
-        warnings.warn(f"{cls.__name__}.parse_action is deprecated: call parse_lenient (the lenient reading) or "
-                      "read_action (the env's parsing setting)", DeprecationWarning, stacklevel=2)
-        return cls.parse_lenient(text)
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """An env written against the deprecated name (it defines ``parse_action`` and no ``parse_lenient``) keeps
-        working: its ``parse_action`` becomes its ``parse_lenient``, with a ``DeprecationWarning``."""
-        super().__init_subclass__(**kwargs)
-        if "parse_action" in cls.__dict__ and "parse_lenient" not in cls.__dict__:
-            warnings.warn(f"{cls.__name__} defines parse_action, the deprecated name of parse_lenient; rename it",
-                          DeprecationWarning, stacklevel=2)
-            cls.parse_lenient = cls.__dict__["parse_action"]
-            del cls.parse_action  # the base's alias reads parse_lenient again
 
     @classmethod
     def parse_official(cls, text: str) -> Any:

@@ -131,21 +131,3 @@ def test_parse_literal_bounds_numbers_and_nesting_but_keeps_ordinary_values():
         check_value(1 << 400)
     from genenv.benchmarks.spec import extract_json_object
     assert extract_json_object('{"days": ' + "7" * 5000 + "}").reason == "invalid_json"
-
-
-def test_the_deprecated_parse_action_name_still_reads_leniently_with_a_warning():
-    """``parse_action`` (the old name of the lenient reading) warns and returns ``parse_lenient``'s action; an env
-    written against the old name (it defines ``parse_action`` only) warns once at class creation and is read
-    through its own method under both names."""
-    from genenv.benchmarks.bamboogle.env import BamboogleEnv
-
-    with pytest.warns(DeprecationWarning, match="parse_lenient"):
-        assert BamboogleEnv.parse_action("<answer>Paris</answer>") == BamboogleEnv.parse_lenient("<answer>Paris</answer>")
-    with pytest.warns(DeprecationWarning, match="defines parse_action"):
-        class OldEnv(BamboogleEnv):
-            @classmethod
-            def parse_action(cls, text):
-                return "old:" + text
-    assert OldEnv.parse_lenient("x") == "old:x" and not OldEnv.__abstractmethods__
-    with pytest.warns(DeprecationWarning):
-        assert OldEnv.parse_action("y") == "old:y"

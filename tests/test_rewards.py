@@ -94,18 +94,3 @@ def test_a_short_hedge_beside_a_long_gold_keeps_most_but_not_all_credit():
     for metric in ("f1", "fuzz", "rouge_l"):
         assert 0.9 < similarity(hedged, gold, metric) < 1.0
     assert similarity(hedged, gold, "exact_match") == 0.0
-
-
-def test_the_old_module_name_of_the_environment_policy_rewards_warns_and_gives_the_same_functions():
-    """``genenv.rewards.env_reward`` (the earlier module name) still imports, with a ``DeprecationWarning``, and
-    its names are the objects of :mod:`genenv.rewards.env_policy_reward`."""
-    import importlib
-    import sys
-
-    from genenv.rewards import env_policy_reward
-
-    sys.modules.pop("genenv.rewards.env_reward", None)
-    with pytest.warns(DeprecationWarning, match="env_policy_reward"):
-        old = importlib.import_module("genenv.rewards.env_reward")
-    assert old.env_reward is env_policy_reward.env_reward and old.ENV_REWARDS is env_policy_reward.ENV_REWARDS
-    assert old.alpha_curriculum_reward(0.5) == 1.0
