@@ -6,9 +6,10 @@ that string. Nothing is imported until an env is made (``gymnasium.make``) or it
 (:attr:`EnvEntry.env_class`), so ``import genenv.envs`` imports no benchmark.
 
 Where registrations come from (:func:`load_plugins`, run by ``import genenv.envs``, as Gymnasium's
-``load_plugin_envs``): every entry point of the Python entry-point group ``genenv.benchmarks``. This project
-declares one, ``builtin = "genenv.benchmarks:register_builtin"``, which imports the light ``__init__`` of each
-benchmark folder; a third-party package adds its own entry point (a function that calls :func:`register_env`,
+``load_plugin_envs``): every entry point of the Python entry-point group ``genenv.benchmarks``, and nothing else:
+this module names no benchmark package. The project's own benchmarks come in through the entry point its
+``pyproject.toml`` declares (installed with the package, editable or not), which imports the light ``__init__`` of
+each benchmark folder; a third-party package adds its own entry point (a function that calls :func:`register_env`,
 or a module whose import does), and its benchmarks appear in ``genenv-envs``, ``genenv-train`` and
 ``genenv-eval`` without any edit here (``docs/adding-an-env.md``).
 """
@@ -26,7 +27,6 @@ from genenv.envs.tables import load_object
 log = logging.getLogger(__name__)
 
 PLUGIN_GROUP = "genenv.benchmarks"  # the Python entry-point group benchmarks register through
-BUILTIN_PLUGIN = "genenv.benchmarks:register_builtin"  # this project's own entry point (fallback when uninstalled)
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,9 @@ def register_sample_builder(folder: str, entry_point: str) -> None:
 def load_plugins(entry_points: list[Any] | None = None) -> dict[str, EnvEntry]:
     """Call every entry point of the ``genenv.benchmarks`` group once per process (later calls return at once).
 
-    A plugin that raises is logged and recorded in :data:`PLUGIN_ERRORS` (the other benchmarks stay usable).
-    When this package is used from a source tree without its installed metadata, the project's own entry point
-    (:data:`BUILTIN_PLUGIN`) is called directly. ``entry_points`` replaces the group's (tests). Returns
+    A plugin that raises is logged and recorded in :data:`PLUGIN_ERRORS` (the other benchmarks stay usable). The
+    group is read from the installed packages' metadata only: a source tree that is not installed has no
+    benchmarks (:func:`env_entry` then says so). ``entry_points`` replaces the group's (tests). Returns
     :data:`ENVS`.
     """
     global _plugins_loaded
@@ -130,8 +130,6 @@ def load_plugins(entry_points: list[Any] | None = None) -> dict[str, EnvEntry]:
     _plugins_loaded = True
     if entry_points is None:
         entry_points = list(metadata.entry_points(group=PLUGIN_GROUP))
-        if not any(ep.value == BUILTIN_PLUGIN for ep in entry_points):
-            entry_points.append(metadata.EntryPoint("builtin", BUILTIN_PLUGIN, PLUGIN_GROUP))
     for ep in entry_points:
         try:
             loaded = ep.load()
@@ -144,10 +142,19 @@ def load_plugins(entry_points: list[Any] | None = None) -> dict[str, EnvEntry]:
 
 
 def env_entry(benchmark: str) -> EnvEntry:
-    """The registry entry of ``benchmark``; raises ``KeyError`` listing the known names (and plugin failures)."""
+    """The registry entry of ``benchmark``.
+
+    Raises:
+        KeyError: an unknown name; the message lists the registered ones and the plugins that failed, or, when no
+            benchmark is registered at all, says that no installed package declares the entry-point group.
+    """
     try:
         return load_plugins()[benchmark]
     except KeyError:
+        if not ENVS and not PLUGIN_ERRORS:
+            raise KeyError(f"unknown benchmark {benchmark!r}: no benchmark is registered, because no installed package "
+                           f"declares the {PLUGIN_GROUP!r} entry-point group (install this project: pip install -e .)"
+                           ) from None
         failed = f"; plugins that failed to load: {PLUGIN_ERRORS}" if PLUGIN_ERRORS else ""
         raise KeyError(f"unknown benchmark {benchmark!r}; registered: {sorted(ENVS)}{failed}") from None
 

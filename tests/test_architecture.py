@@ -46,6 +46,22 @@ def test_every_benchmark_folder_registers_itself_and_owns_its_env_and_spec():
         assert {"env.py", "spec.py"} <= {p.name for p in (ROOT / "benchmarks" / folder).iterdir()}, folder
 
 
+def test_the_env_framework_names_no_benchmark_and_the_builtins_come_through_the_entry_point():
+    """``envs/`` (the bottom layer) never names the benchmark package; the project's benchmarks are registered by the
+    ``genenv.benchmarks`` entry point its ``pyproject.toml`` declares, read from the installed metadata."""
+    import tomllib
+    from importlib import metadata
+
+    from genenv.envs.registry import PLUGIN_GROUP
+
+    for path in (ROOT / "envs").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "genenv.benchmarks." not in text and "genenv.benchmarks:" not in text, path
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][PLUGIN_GROUP]
+    installed = {ep.name: ep.value for ep in metadata.entry_points(group=PLUGIN_GROUP)}
+    assert declared.items() <= installed.items()
+
+
 def test_benchmark_settings_win_over_the_profile_and_budgets_come_last():
     paper = compose_config(["profile=paper", "benchmark=alfworld"])
     assert paper.agent.max_new_tokens == 12 and paper.agent.n == 8 and paper.agent.batch_tasks == 64
