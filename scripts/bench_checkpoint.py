@@ -68,11 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from genenv.trainer.checkpoint import load_checkpoint, save_checkpoint
     from genenv.trainer.cli import compose_config
     from genenv.trainer.engines.local import build_local_backend
+    from genenv.trainer.settings import run_settings
     from genenv.trainer.task_pool import TaskPool
     from genenv.trainer.updates import Sample
 
     cfg = compose_config(list(args.overrides))
-    backend = build_local_backend(cfg)
+    backend = build_local_backend(run_settings(cfg))
     pool = TaskPool(get_benchmark(cfg.benchmark.name, cfg.data_dir).load(split="train"))
     tok = backend.tokenizers["agent"]
     prompt = tok.encode("Write a task for the agent.")

@@ -5,7 +5,7 @@ benchmark slices (a benchmark script that prints figures, not a test).
         --limit 40 --levels 1,4,16
     python scripts/bench_endpoint.py --url openai:http://127.0.0.1:8000/v1#Qwen2.5-7B-Instruct --policy hf:PATH
 
-``--server`` starts llama.cpp's server on the embedded GGUF (:class:`~genenv.eval.serve.LlamaServer`); ``--url``
+``--server`` starts llama.cpp's server on the embedded GGUF (:class:`~genenv.eval.model_server.LlamaServer`); ``--url``
 names a running endpoint instead. ``--policy`` is the local reference (default ``smollm2``; ``none`` skips it).
 For each concurrency level the same greedy evaluation runs through :func:`~genenv.runtime.evaluation.evaluate`;
 the table gives tasks/s per unit and the score, and how often the endpoint's greedy text equals the local
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from contextlib import nullcontext
 
-    from genenv.eval.serve import LlamaServer
+    from genenv.eval.model_server import LlamaServer
     from genenv.runtime.policies import make_policy
 
     root = resolve_data_dir(args.data_dir)

@@ -3,9 +3,9 @@ embedded GGUF, for each given Python environment's build (a benchmark script tha
 
     python scripts/bench_llama_build.py --python portable=.venv/bin/python --python native=/tmp/native/bin/python
 
-For each build, the server is started (:class:`~genenv.eval.serve.LlamaServer` with that interpreter) and asked
+For each build, the server is started (:class:`~genenv.eval.model_server.LlamaServer` with that interpreter) and asked
 ``--repeats`` times for a greedy chat completion and a plain-text completion of ``--max-tokens`` tokens
-(:func:`~genenv.eval.serve.stream_speed`); the table gives the median decoding rate (tokens/s, first streamed token
+(:func:`~genenv.eval.model_server.stream_speed`); the table gives the median decoding rate (tokens/s, first streamed token
 to last) and the median time to the first token. A build that dies is reported with its exit code (a build for
 another CPU dies with SIGILL, on chat requests first) and the other figures are still measured where it answers.
 The plain-text request (``--prompt``, default ``Once upon a time``) holds none of the chat template's special
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from genenv.eval.serve import LlamaServer, ServerError
+from genenv.eval.model_server import LlamaServer, ServerError
 
 
 def measure(python: str, threads: int | str, max_tokens: int, repeats: int, prompt: str) -> list[dict[str, Any]]:

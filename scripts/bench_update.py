@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = get_benchmark(args.benchmark, st.data_dir)
     pool = spec.load(split="train", **spec.pool_options(st.seed_options))
     torch.manual_seed(0)
-    backend = build_local_backend(cfg)
+    backend = build_local_backend(st)
     a = st.agent
     trajs = backend.rollout(pool[:args.tasks], n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
                             env_kwargs=st.env_kwargs, max_response_tokens=a.response_budget)

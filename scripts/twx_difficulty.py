@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from genenv.trainer.cli import compose_config
     from genenv.trainer.engines import build_backend
     from genenv.runtime.episodes import play_episodes
-    from genenv.trainer.settings import env_kwargs, response_budget
+    from genenv.trainer.settings import env_kwargs, response_budget, run_settings
 
     cfg = compose_config(["benchmark=twx", *args.overrides])
     tasks, cells = [], {}
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                         found.append(task)
                 cells[(loc, doors, steps)] = [t.id for t in found]
                 tasks += found
-    policy = build_backend(cfg).policy("agent")
+    policy = build_backend(run_settings(cfg)).policy("agent")
     a = cfg.agent
     start = time.perf_counter()
     trajs = play_episodes(tasks, policy, n=args.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,

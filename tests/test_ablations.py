@@ -202,10 +202,10 @@ def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny
 
 
 def test_the_replay_arm_leaves_the_writer_frozen(tmp_path, tiny_model_dir):
-    from genenv.trainer.experiments.run import arm_config
+    from genenv.trainer.experiments.run import arm_run_config
 
     exp = compose_config(["benchmark=bamboogle", f"experiment_dir={tmp_path}"], "experiment")
-    arm = arm_config(exp, "replay", 0)
+    arm = arm_run_config(exp, "replay", 0)
     assert (arm.task_source, arm.agent_batch) == ("random_env", "replay")
     row = _run(tmp_path, tiny_model_dir, "arm=replay",
                "curriculum.k_min=1.0", "iterations=2")

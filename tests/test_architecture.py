@@ -88,10 +88,11 @@ def test_the_seed_pool_a_run_uses_is_the_one_the_benchmark_declares(name):
     from genenv.benchmarks.registry import get_benchmark
     from genenv.trainer.loop import CoEvolutionTrainer
     from genenv.trainer.settings import run_settings
+    from genenv.trainer.strategies import build_task_source
 
-    cfg = compose_config([f"benchmark={name}"])
-    spec = get_benchmark(name, cfg.data_dir)
-    run = SimpleNamespace(spec=spec, cfg=cfg, settings=run_settings(cfg))
+    settings = run_settings(compose_config([f"benchmark={name}"]))
+    spec = get_benchmark(name, settings.data_dir)
+    run = SimpleNamespace(spec=spec, settings=settings, task_source=build_task_source(settings))
     CoEvolutionTrainer.seed_pool(run)
     declared = spec.load(split="train", **{**spec.seed_options, **CPU_POOL_CHANGES[name]})
     assert declared and [t.id for t in run.pool.tasks] == [t.id for t in declared]
@@ -193,10 +194,10 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
 
     from genenv.trainer.settings import ConfigError, RoleConfig, run_settings
 
-    cfg = compose_config(["benchmark=twx", "agent.frozen=true"])
+    cfg = compose_config(["benchmark=twx", "arm=replay"])
     s = run_settings(cfg)
-    assert (s.env_kwargs["twx"]["parsing"], s.generation.mode, s.agent.frozen, s.keep_checkpoints) == (
-        "lenient", "genenv", True, 1)
+    assert (s.env_kwargs["twx"]["parsing"], s.task_source, s.agent_batch, s.keep_checkpoints) == (
+        "lenient", "random_env", "replay", 1)
     assert (s.engine.name, s.engine.device, s.engine.threads, s.engine.env_server) == ("local", "auto", "auto", None)
     assert s.engine.options == {}  # the local engine has no block of its own; verl_ray's is its options
     ray = run_settings(compose_config(["engine=verl_ray", "verl_ray.pools.agent.nnodes=2"])).engine.options
@@ -204,42 +205,85 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
     assert (s.curriculum.alpha, s.generation.rollouts_per_task, s.agent.response_budget) == (0.25, 4, 2048)
     assert s.roles["env_policy"] == RoleConfig.defaults("env_policy") and s.roles["env_policy"].kl_coef == 0.01
     assert s.roles["agent"].lr == cfg.agent.policy.lr and s.roles["agent"].lora_alpha == 32
-    for override, key in [("parsing=loose", "parsing"), ("generation.mode=random", "generation.mode"),
-                          ("env_policy.update_mode=ppo", "env_policy.update_mode"),
-                          ("keep_checkpoints=0", "keep_checkpoints"), ("generation.every=0", "generation.every"),
-                          ("curriculum.env_reward=hard", "curriculum.env_reward"), ("pool.sampling=plr", "pool.sampling"),
+    for override, key in [("parsing=loose", "parsing"), ("keep_checkpoints=0", "keep_checkpoints"),
+                          ("generation.every=0", "generation.every"), ("curriculum.env_reward=hard", "curriculum.env_reward"),
+                          ("agent.n=0", "agent.n"),
                           ("agent.filter_groups.max_rollouts=0", "agent.filter_groups.max_rollouts")]:
         with pytest.raises(ConfigError, match=f"config key '{key}'"):
             run_settings(compose_config([override]))
+    from genenv.trainer.strategies import build_agent_batch, build_task_source
+
+    for override, key, build in [("task_source=oracle", "task_source", build_task_source),
+                                 ("agent_batch=plr", "agent_batch", build_agent_batch),
+                                 ("env_policy.update_mode=ppo", "env_policy.update_mode", build_task_source)]:
+        with pytest.raises(ConfigError, match=f"config key '{key}'"):  # strategy names: when the loop builds them
+            build(run_settings(compose_config([override])))
     broken = OmegaConf.to_container(cfg)
     del broken["agent"]["policy"]["lora_alpha"]
     with pytest.raises(ConfigError, match="'agent.policy.lora_alpha' is missing"):
         run_settings(OmegaConf.create(broken))
 
 
-def test_the_loop_reads_its_settings_not_the_raw_config():
-    """The loop, task writing, the metric row and the engines read every decision from ``RunSettings``; the loop
-    keeps the composed config only to record it (``config.yaml``) and builds its engine from its settings; the
-    ``verl_ray`` engine reads its own block from ``RunSettings.engine.options``; the engines build settings from a
-    config only through ``as_run_settings`` (a caller's settings are used as they are); a role's settings are
-    read in ``trainer/settings.py`` only."""
-    import re
+SETTINGS_MODULES = ("trainer/settings.py", "trainer/experiments/settings.py")  # the only readers of config keys
+RAW_READ_CALLS = {("OmegaConf", "select"), ("OmegaConf", "update"), ("RoleConfig", "of"), (None, "read_key"),
+                  (None, "as_run_settings")}
 
-    modules = ["loop", "generation", "metrics", "engines/__init__", "engines/local", "engines/verl_ray/backend",
-               "engines/verl_ray/config", "engines/verl_ray/pools"]
-    reads, role_reads = {}, []
-    for name in modules:
-        text = (ROOT / "trainer" / f"{name}.py").read_text(encoding="utf-8")
-        code = re.sub(r'"""(.|\n)*?"""', "", text)  # docstrings may name config keys
-        found = [ln.strip() for ln in code.splitlines()
-                 if re.search(r"\bcfg\.|\bcfg\[|(?<!as_)run_settings\(|build_backend\(cfg\)", ln)
-                 and ln.strip() != "self.settings = st = run_settings(cfg)  # validated once; the loop reads every "
-                                   "decision from here"]  # the loop's one reading
-        if found:
-            reads[name] = found
-        role_reads += [name for ln in code.splitlines() if "RoleConfig.of(" in ln]
-    assert reads == {}, reads
-    assert role_reads == [], role_reads
+
+def raw_config_reads(source: str) -> list[str]:
+    """Where ``source`` reads config keys itself, as ``(line, code)`` strings in line order: an attribute, item or
+    method (``ast.Attribute`` / ``ast.Subscript``) of the name ``cfg`` or of an attribute ``.cfg`` (the project's
+    one name for a composed or stored run config: ``cfg.agent.n``, ``cfg["seed"]``, ``cfg.get("threads")``,
+    ``self.cfg.seed``), or a call of a key reader (``read_key``, ``OmegaConf.select`` / ``update``,
+    ``RoleConfig.of``). Passing ``cfg`` whole to a settings builder (``run_settings(cfg)``), storing it
+    (``self.cfg = cfg``) or writing it out (``OmegaConf.to_yaml(cfg)``) is not a read. In ``trainer/`` the name
+    ``config`` is veRL's own worker config (the ``verl_ray`` engine) or a file path, never the run config."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and (
+                isinstance(node.value, ast.Name) and node.value.id == "cfg"
+                or isinstance(node.value, ast.Attribute) and node.value.attr == "cfg"):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call):
+            f = node.func
+            owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if (owner, name) in RAW_READ_CALLS:
+                found.append(f"{node.lineno}: {ast.unparse(node)[:60]}")
+    return sorted(found, key=lambda f: int(f.split(":")[0]))
+
+
+def test_every_trainer_module_reads_settings_not_the_raw_config():
+    """Parsed (AST), every module of ``trainer/`` but the two settings modules reads its decisions from
+    ``RunSettings`` / ``ExperimentSettings``, never a config key itself; the engines take ``RunSettings`` only."""
+    assert raw_config_reads("n = cfg.agent.n\nt = cfg.get('threads')\nread_key(c, 'x')\nRoleConfig.of(c, 'agent')") \
+        == ["1: cfg.agent", "2: cfg.get", "3: read_key(c, 'x')", "4: RoleConfig.of(c, 'agent')"]
+    assert raw_config_reads("run_settings(cfg)\nOmegaConf.to_yaml(cfg)\nself.cfg = cfg\nx = self.cfg.seed") \
+        == ["4: self.cfg.seed"]
+    modules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "trainer").rglob("*.py"))
+    assert len(modules) > 30 and all(m in modules for m in SETTINGS_MODULES)
+    reads = {m: raw_config_reads((ROOT / m).read_text(encoding="utf-8")) for m in modules if m not in SETTINGS_MODULES}
+    assert {m: r for m, r in reads.items() if r} == {}
+    role_reads = [m for m in modules if m != "trainer/settings.py" and "RoleConfig.of(" in (ROOT / m).read_text()]
+    assert role_reads == [], role_reads  # a role's settings are read in one place
+
+
+def test_the_engine_builders_take_run_settings_only():
+    """Every engine builder refuses a composed config with a ``TypeError`` that names it and says how to build the
+    settings; the run's ``RunSettings`` are taken as they are."""
+    from genenv.trainer.engines import build_backend
+    from genenv.trainer.engines.local import build_local_backend
+    from genenv.trainer.engines.verl_ray.config import derived_settings, role_config
+    from genenv.trainer.engines.verl_ray.pools import resource_pool_spec
+    from genenv.trainer.settings import run_settings
+
+    cfg = compose_config(["engine=verl_ray"])
+    for build, args in ((build_backend, ()), (build_local_backend, ()), (derived_settings, ("agent",)),
+                        (role_config, ("agent",)), (resource_pool_spec, ())):
+        with pytest.raises(TypeError, match=f"{build.__name__} takes the run's RunSettings, not DictConfig.*run_settings"):
+            build(cfg, *args)
+    assert resource_pool_spec(run_settings(cfg)) == {"genenv_agent_pool": [4], "genenv_env_policy_pool": [4]}
 
 
 @pytest.mark.parametrize("name, options, extra", [

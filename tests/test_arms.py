@@ -45,7 +45,8 @@ def test_the_shipped_strategies_are_registered_by_name():
 
 
 def test_a_one_file_arm_runs_through_the_unchanged_loop(tmp_path, tiny_model_dir):
-    from genenv.trainer.experiments.run import arm_config, arm_name
+    from genenv.trainer.experiments.run import arm_run_config
+    from genenv.trainer.experiments.settings import arm_name
     from genenv.trainer.loop import CoEvolutionTrainer
 
     exp = compose_config(["benchmark=bamboogle", f"experiment_dir={tmp_path}", "iterations=2", "tensorboard=false",
@@ -54,7 +55,7 @@ def test_a_one_file_arm_runs_through_the_unchanged_loop(tmp_path, tiny_model_dir
                           "generation.generations_per_prompt=2", "generation.max_new_tokens=8",
                           "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=6", "benchmark.seed_limit=8",
                           f"arms=[genenv,{ARM}]"], "experiment")
-    cfg = arm_config(exp, str(ARM), 0)
+    cfg = arm_run_config(exp, str(ARM), 0)
     assert arm_name(str(ARM)) == "hardest_first" and cfg.run_dir == str(tmp_path / "hardest_first" / "seed0")
     assert (cfg.task_source, cfg.agent_batch) == ("genenv", "hardest_first")
     trainer = CoEvolutionTrainer(cfg)

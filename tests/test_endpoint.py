@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv.eval.serve import LlamaServer, ServerError, free_port
+from genenv.eval.model_server import LlamaServer, ServerError, free_port
 from genenv.runtime.evaluation import evaluate
 from genenv.runtime.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy
 
@@ -175,10 +175,10 @@ def test_the_endpoint_policy_says_when_its_server_died_mid_run(fake_llama, tmp_p
 
 @pytest.mark.parametrize("mode, words", [("exit:3", "exited with code 3"), ("die_after:0", "code -4 (SIGILL)")])
 def test_the_install_check_fails_on_a_broken_server(fake_llama, mode, words):
-    """``python -m genenv.eval.serve --check`` (the last step of ``.ci/install``) exits 1 naming the server's exit
+    """``python -m genenv.eval.model_server --check`` (the last step of ``.ci/install``) exits 1 naming the server's exit
     code, against a server that exits at once and one that dies on its first chat request."""
     fake_llama(mode)
-    out = subprocess.run([sys.executable, "-m", "genenv.eval.serve", "--check"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "genenv.eval.model_server", "--check"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "llama.cpp server check FAILED" in out.stderr and words in out.stderr
@@ -186,7 +186,7 @@ def test_the_install_check_fails_on_a_broken_server(fake_llama, mode, words):
 
 def test_the_install_check_streams_a_chat_completion_from_the_real_server():
     """The same check against the installed llama.cpp build: it streams tokens and exits 0."""
-    out = subprocess.run([sys.executable, "-m", "genenv.eval.serve", "--check", "--max-tokens", "16"],
+    out = subprocess.run([sys.executable, "-m", "genenv.eval.model_server", "--check", "--max-tokens", "16"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     streamed = re.search(r"one chat completion stream of (\d+) tokens", out.stdout)

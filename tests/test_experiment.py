@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from genenv.trainer.cli import compose_config
-from genenv.trainer.experiments.run import ARM_DIR, arm_config
+from genenv.trainer.experiments.run import arm_run_config
+from genenv.trainer.experiments.settings import ARM_DIR
 from genenv.trainer.experiments.report import (area_under, compare_arms, compare_outcome, finished_runs, read_rows,
                                                reach_static, run_auc, seed_curve, write_report)
 from genenv.trainer.loop import CoEvolutionTrainer
@@ -82,7 +83,7 @@ def test_arms_differ_only_in_their_strategies():
     cfg = compose_config(["benchmark=bfcl", "experiment_dir=/x", "iterations=12"], "experiment")
     arms = sorted(p.stem for p in ARM_DIR.glob("*.yaml"))
     assert arms == ["envgen", "genenv", "random_env", "replay", "static", "static_aug"]
-    configs = {arm: arm_config(cfg, arm, 1) for arm in arms if arm != "static_aug"}
+    configs = {arm: arm_run_config(cfg, arm, 1) for arm in arms if arm != "static_aug"}
     assert {arm: (c.task_source, c.agent_batch) for arm, c in configs.items()} == {
         "genenv": ("genenv", "uniform"), "random_env": ("random_env", "uniform"), "replay": ("random_env", "replay"),
         "envgen": ("envgen", "envgen"), "static": ("static", "uniform")}
@@ -91,13 +92,13 @@ def test_arms_differ_only_in_their_strategies():
         assert c.agent == configs["static"].agent and c.eval == configs["static"].eval
         assert c.env_policy == configs["static"].env_policy and c.generation == configs["static"].generation
     with pytest.raises(ValueError, match="finished genenv arm"):
-        arm_config(cfg, "static_aug", 1)
+        arm_run_config(cfg, "static_aug", 1)
     with pytest.raises(ValueError, match="unknown arm"):
-        arm_config(cfg, "gemini", 0)
+        arm_run_config(cfg, "gemini", 0)
     frozen = compose_config(["experiment_dir=/x", "agent_batch=frozen", "eval.every=0"], "experiment")
-    assert arm_config(frozen, "random_env", 0).agent_batch == "frozen"
+    assert arm_run_config(frozen, "random_env", 0).agent_batch == "frozen"
     with pytest.raises(ValueError, match="freezes the agent"):
-        arm_config(frozen, "replay", 0)
+        arm_run_config(frozen, "replay", 0)
 
 
 def test_paper_profile_composes_a_gpu_experiment():
@@ -105,7 +106,7 @@ def test_paper_profile_composes_a_gpu_experiment():
                           "arms=[genenv,static]", "experiment_dir=/x"], "experiment")
     assert list(cfg.arms) == ["genenv", "static"] and list(cfg.seeds) == [0]
     for arm in cfg.arms:
-        c = arm_config(cfg, arm, 0)
+        c = arm_run_config(cfg, arm, 0)
         assert c.device == "cuda" and c.curriculum.alpha == 0.5 and c.curriculum.k_min == 0.1
         assert c.agent.batch_tasks == 64 and c.eval.every == 3 and "arms" not in c
         # the same checks the trainer makes before it loads anything

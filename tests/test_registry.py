@@ -195,12 +195,12 @@ def test_every_registry_is_the_one_registry_helper():
     same :class:`~genenv.envs.tables.Registry`: a name is taken once, re-registering the same object is a no-op,
     and an unknown name's error lists the registered ones."""
     from genenv.envs.tables import Registry
-    from genenv.rewards.env_policy_reward import ENV_REWARDS
+    from genenv.rewards.env_policy_reward import ENV_POLICY_REWARDS
     from genenv.trainer.engines import ENGINES
     from genenv.trainer.strategies import ENV_POLICY_UPDATES
     from genenv.trainer.updates.advantages import ADVANTAGES
 
-    tables = {"alpha_curriculum": ENV_REWARDS, "grpo": ADVANTAGES, "rwr": ENV_POLICY_UPDATES, "local": ENGINES}
+    tables = {"alpha_curriculum": ENV_POLICY_REWARDS, "grpo": ADVANTAGES, "rwr": ENV_POLICY_UPDATES, "local": ENGINES}
     for name, table in tables.items():
         assert isinstance(table, Registry) and name in table
         assert table.add(name, table[name]) is table[name]  # the same object again: no-op

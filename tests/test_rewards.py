@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from genenv.rewards.env_policy_reward import (absolute_zero_reward, alpha_curriculum_reward, difficulty_filter, env_reward,
-                                       learnability_reward, rzero_reward)
+from genenv.rewards.env_policy_reward import (absolute_zero_reward, alpha_curriculum_reward, difficulty_filter,
+                                              env_policy_reward, learnability_reward, rzero_reward)
 from genenv.rewards.text import exact_match, fuzz_ratio, normalize_answer, similarity, token_f1
 
 
@@ -50,10 +50,10 @@ def test_other_environment_rewards_share_the_signature():
     assert absolute_zero_reward(0.25) == 0.75 and absolute_zero_reward(0.0) == 0.0 and absolute_zero_reward(1.0) == 0.0
     assert learnability_reward(0.5) == 1.0 and learnability_reward(0.25) == 0.75
     assert learnability_reward(0.0) == 0.0 and learnability_reward(1.0) == 0.0
-    assert env_reward("learnability", 0.75, alpha=0.25) == pytest.approx(0.75)  # ignores α
-    assert env_reward("alpha_curriculum", 0.25, alpha=0.5, beta=2.0, lam=1.0) == pytest.approx(math.exp(-0.125))
-    with pytest.raises(ValueError, match="unknown environment reward"):
-        env_reward("nope", 0.5)
+    assert env_policy_reward("learnability", 0.75, alpha=0.25) == pytest.approx(0.75)  # ignores α
+    assert env_policy_reward("alpha_curriculum", 0.25, alpha=0.5, beta=2.0, lam=1.0) == pytest.approx(math.exp(-0.125))
+    with pytest.raises(ValueError, match="unknown environment-policy reward"):
+        env_policy_reward("nope", 0.5)
 
 
 def test_grpo_advantages_on_known_groups_come_from_verl():

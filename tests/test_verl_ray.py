@@ -42,6 +42,7 @@ from genenv.envs.registry import render_messages
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import to_verl_row
 from genenv.trainer.cli import compose_config
+from genenv.trainer.settings import run_settings
 from genenv.trainer.engines.verl_ray.batches import (batch_meta, pad_for_workers, tasks_to_batch,
                                                      trajectories_from_output, update_meta, worker_tensordict)
 from genenv.trainer.engines.verl_ray.config import (agent_loop_worker_config, ref_in_actor, role_config,
@@ -65,7 +66,7 @@ def paper_cfg(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def agent_rcfg(paper_cfg):
-    return role_config(paper_cfg, "agent")
+    return role_config(run_settings(paper_cfg), "agent")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,7 @@ def test_role_configs_pass_verls_validation_for_every_benchmark():
     for name in BENCHMARKS:
         cfg = compose_config(["engine=verl_ray", "profile=paper", f"benchmark={name}"])
         for role in ("agent", "env_policy"):
-            rcfg = role_config(cfg, role)
+            rcfg = role_config(run_settings(cfg), role)
             validate_role_config(rcfg)  # veRL's validate_config + the engine's own conditions
             a = rcfg.actor_rollout_ref
             actor = omega_conf_to_dataclass(a.actor)  # as ActorRolloutRefWorker.init_model converts them
@@ -134,8 +135,8 @@ def test_role_configs_pass_verls_validation_for_every_benchmark():
                 assert rollout.agent.default_agent_loop == "single_turn_agent"
                 assert rollout.n == cfg.generation.generations_per_prompt
                 assert rollout.response_length == cfg.generation.max_new_tokens  # the benchmark's, else the paper's
-    multi = role_config(compose_config(["engine=verl_ray", "benchmark=twx"]), "agent")
-    single = role_config(compose_config(["engine=verl_ray", "benchmark=bfcl"]), "agent")
+    multi = role_config(run_settings(compose_config(["engine=verl_ray", "benchmark=twx"])), "agent")
+    single = role_config(run_settings(compose_config(["engine=verl_ray", "benchmark=bfcl"])), "agent")
     assert multi.actor_rollout_ref.rollout.response_length == 2048  # twx: agent.response_length
     assert single.actor_rollout_ref.rollout.response_length == 96  # one turn of agent.max_new_tokens
     model = omega_conf_to_dataclass(single.actor_rollout_ref.model, dataclass_type=HFModelConfig)
@@ -147,7 +148,7 @@ def test_every_verl_key_stays_settable_and_veRL_rejects_bad_configs(smollm2_dir)
                           "verl_ray.common.actor_rollout_ref.rollout.gpu_memory_utilization=0.7",
                           "+verl_ray.env_policy.actor_rollout_ref.actor.entropy_coeff=0.01",
                           "verl_ray.compose_overrides=['+actor_rollout_ref.rollout.engine_kwargs.vllm.seed=3']"])
-    agent, env = role_config(cfg, "agent"), role_config(cfg, "env_policy")
+    agent, env = role_config(run_settings(cfg), "agent"), role_config(run_settings(cfg), "env_policy")
     utilization = [c.actor_rollout_ref.rollout.gpu_memory_utilization for c in (agent, env)]
     assert utilization == [0.7, 0.7]
     assert env.actor_rollout_ref.actor.entropy_coeff == 0.01 and agent.actor_rollout_ref.actor.entropy_coeff == 0
@@ -155,21 +156,21 @@ def test_every_verl_key_stays_settable_and_veRL_rejects_bad_configs(smollm2_dir)
     from hydra import compose, initialize_config_module
 
     with initialize_config_module(config_module="genenv.configs", version_base="1.3"):  # as inside genenv-train
-        assert role_config(cfg, "env_policy").actor_rollout_ref.actor.entropy_coeff == 0.01
+        assert role_config(run_settings(cfg), "env_policy").actor_rollout_ref.actor.entropy_coeff == 0.01
         assert compose(config_name="train").engine == "local"  # the running Hydra context is restored
     with pytest.raises(ConfigKeyError):  # a key veRL does not have
-        role_config(compose_config(["engine=verl_ray", "+verl_ray.agent.actor_rollout_ref.actor.lr_typo=1"]), "agent")
+        role_config(run_settings(compose_config(["engine=verl_ray", "+verl_ray.agent.actor_rollout_ref.actor.lr_typo=1"])), "agent")
     odd = compose_config(["engine=verl_ray", "benchmark=bamboogle", "verl_ray.pools.agent.n_gpus_per_node=5"])
     with pytest.raises(AssertionError, match="must be divisible"):  # 6 tasks x n 4 over 5 GPUs: veRL's own check
-        validate_role_config(role_config(odd, "agent"))
+        validate_role_config(role_config(run_settings(odd), "agent"))
     with pytest.raises(ValueError, match="temperature"):
-        validate_role_config(role_config(compose_config(["engine=verl_ray", "generation.temperature=0"]), "env_policy"))
+        validate_role_config(role_config(run_settings(compose_config(["engine=verl_ray", "generation.temperature=0"])), "env_policy"))
     critic = compose_config(["engine=verl_ray", "+verl_ray.agent.critic.enable=true",
                              "+verl_ray.agent.critic.ppo_micro_batch_size_per_gpu=2",
                              "+verl_ray.agent.critic.ppo_mini_batch_size=6",
                              f"+verl_ray.agent.critic.model.path={smollm2_dir}"])
     with pytest.raises(ValueError, match="critic.enable=false"):  # veRL accepts it; this engine does not
-        validate_role_config(role_config(critic, "agent"))
+        validate_role_config(role_config(run_settings(critic), "agent"))
 
 
 def test_reference_in_actor_reads_lora_as_verls_trainer(monkeypatch):
@@ -194,7 +195,7 @@ def test_reference_in_actor_reads_lora_as_verls_trainer(monkeypatch):
              "both": (["agent.policy.lora_r=8", "+verl_ray.common.actor_rollout_ref.model.lora.rank=16"], 16, True),
              "adapter": (["+verl_ray.common.actor_rollout_ref.model.lora_adapter_path=/adapters/a"], 0, True)}
     for name, (overrides, rank, expected) in cases.items():
-        rcfg = role_config(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides]), "agent")
+        rcfg = role_config(run_settings(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides])), "agent")
         model = rcfg.actor_rollout_ref.model
         assert (lora_rank(model), ref_in_actor(model), verls(rcfg)) == (rank, expected, expected), name
 
@@ -212,13 +213,13 @@ def test_a_local_checkpoint_as_a_roles_model_gives_verl_that_roles_weights_or_ad
     run = tmp_path / "run"
     roles = [f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
              "env_policy.policy.lora_r=4", "threads=1"]
-    backend = build_local_backend(compose_config(roles))
+    backend = build_local_backend(run_settings(compose_config(roles)))
     save_checkpoint(run / "checkpoints", 3, backend, TaskPool(), {}, random.Random(0), keep=1)
     newest = run / "checkpoints" / "iter-00003"
     assert (newest / "agent" / "config.json").is_file() and (newest / "env_policy" / "adapter_config.json").is_file()
 
     def model(role, *overrides):
-        rcfg = role_config(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides]), role)
+        rcfg = role_config(run_settings(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides])), role)
         return rcfg, rcfg.actor_rollout_ref.model
 
     _, agent = model("agent", f"agent.policy.model={run}")
@@ -268,10 +269,10 @@ def test_resource_pools_and_refusal_of_a_cluster_short_of_gpus_or_cpus(paper_cfg
 
     monkeypatch.setattr(VerlRayBackend, "_build_role", placing)
 
-    assert resource_pool_spec(paper_cfg) == {"genenv_agent_pool": [4], "genenv_env_policy_pool": [4]}
+    assert resource_pool_spec(run_settings(paper_cfg)) == {"genenv_agent_pool": [4], "genenv_env_policy_pool": [4]}
     two = compose_config(["engine=verl_ray", "verl_ray.pools.agent.nnodes=2", "verl_ray.pools.agent.n_gpus_per_node=8"])
-    assert resource_pool_spec(two) == {"genenv_agent_pool": [8, 8], "genenv_env_policy_pool": [4]}
-    mgr = resource_pool_manager(paper_cfg)
+    assert resource_pool_spec(run_settings(two)) == {"genenv_agent_pool": [8, 8], "genenv_env_policy_pool": [4]}
+    mgr = resource_pool_manager(run_settings(paper_cfg))
     assert mgr.mapping == {"agent": "genenv_agent_pool", "env_policy": "genenv_env_policy_pool"} and mgr.get_n_gpus() == 8
     assert cluster_nodes() == [(8.0, 2.0)]
     wide = compose_config(["engine=verl_ray", "verl_ray.pools.agent.n_gpus_per_node=8",
@@ -282,14 +283,16 @@ def test_resource_pools_and_refusal_of_a_cluster_short_of_gpus_or_cpus(paper_cfg
                               (paper_cfg, "needs 8 GPU(s) and 24 CPU(s)", "has 2 CPU(s) in total")):
         t0 = time.perf_counter()
         with pytest.raises(RuntimeError) as err:
-            build_backend(cfg)
+            build_backend(run_settings(cfg))
         assert needs in str(err.value) and short in str(err.value) and "ray start" in str(err.value), str(err.value)
         assert time.perf_counter() - t0 < 60
         assert placement_group_table() == {}  # nothing was placed, so nothing can hang
     unknown = compose_config(["engine=local"])
     unknown.engine = "nope"
     with pytest.raises(ValueError, match="choose one of .*local.*verl_ray"):
-        build_backend(unknown)
+        build_backend(run_settings(unknown))
+    with pytest.raises(TypeError, match="build_backend takes the run's RunSettings, not DictConfig"):
+        build_backend(paper_cfg)  # engines never read a config
 
 
 def test_two_roles_number_their_rollout_replicas_apart(ray_cluster, paper_cfg):
@@ -313,7 +316,7 @@ def test_two_roles_number_their_rollout_replicas_apart(ray_cluster, paper_cfg):
     try:
         offset = 0
         for role in ("agent", "env_policy"):
-            rcfg = role_config(paper_cfg, role)  # 4 GPUs per pool, tensor parallel 2: two replicas per role
+            rcfg = role_config(run_settings(paper_cfg), role)  # 4 GPUs per pool, tensor parallel 2: two replicas per role
             with open_dict(rcfg):
                 rcfg.actor_rollout_ref.rollout.name = "genenv_probe"
             group = SimpleNamespace(workers=[f"{role}{i}" for i in range(4)], world_size=4)
@@ -350,9 +353,9 @@ def test_launch_script_commands_compose_and_pass_verls_validation(tmp_path):
     for overrides, gpus in ((single, {"genenv_agent_pool": [4], "genenv_env_policy_pool": [4]}),
                             (multi, {"genenv_agent_pool": [8], "genenv_env_policy_pool": [8]})):
         cfg = compose_config(overrides)
-        assert cfg.engine == "verl_ray" and cfg.agent.batch_tasks == 64 and resource_pool_spec(cfg) == gpus
+        assert cfg.engine == "verl_ray" and cfg.agent.batch_tasks == 64 and resource_pool_spec(run_settings(cfg)) == gpus
         for role in ("agent", "env_policy"):
-            validate_role_config(role_config(cfg, role))
+            validate_role_config(role_config(run_settings(cfg), role))
     head = subprocess.run(["bash", str(script), "head"], env=env, capture_output=True, text=True, check=True).stdout
     assert shlex.split(head)[:3] == ["ray", "start", "--head"]
 
@@ -413,7 +416,7 @@ def _worker_config(max_new_tokens: int = 256):
     """The config the engine gives veRL's agent-loop workers, with room for the longest gold episodes."""
     cfg = compose_config(["engine=verl_ray", "benchmark=bamboogle", "agent.response_length=16384",
                           f"agent.max_new_tokens={max_new_tokens}"])
-    return agent_loop_worker_config(role_config(cfg, "agent"), max_new_tokens=max_new_tokens)
+    return agent_loop_worker_config(role_config(run_settings(cfg), "agent"), max_new_tokens=max_new_tokens)
 
 
 def test_verls_agent_loop_worker_plays_gold_episodes_of_every_env(paper_cfg, tokenizer, tmp_path):
@@ -489,7 +492,7 @@ def test_env_policy_samples_as_verls_agent_loop_worker_does(tokenizer, tmp_path)
     tasks = sample_tasks("bamboogle", 1)
     top = [f"+verl_ray.common.actor_rollout_ref.rollout.{key}" for key in ("top_p=0.9", "top_k=20")]
     for overrides, expected in (([], (1.0, -1)), (top, (0.9, 20))):
-        rcfg = role_config(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides]), "agent")
+        rcfg = role_config(run_settings(compose_config(["engine=verl_ray", "benchmark=bamboogle", *overrides])), "agent")
         config = agent_loop_worker_config(rcfg, max_new_tokens=64)
         worker_client = LogprobClient(gold_client(tokenizer, tasks))
         batch = tasks_to_batch(tasks, 1, tokenizer, config.data, tmp_path / "rows.parquet")
@@ -596,7 +599,7 @@ def test_compute_score_through_verls_reward_loader(agent_rcfg, tokenizer, tmp_pa
 
     em = "+reward.custom_reward_function.reward_kwargs.env_kwargs.bamboogle.metric=exact_match"
     em_cfg = compose_config(["engine=verl_ray", "benchmark=bamboogle", f"verl_ray.compose_overrides=['{em}']"])
-    score_em = get_custom_reward_fn(role_config(em_cfg, "agent"))
+    score_em = get_custom_reward_fn(role_config(run_settings(em_cfg), "agent"))
     task = sample_tasks("bamboogle", 1)[0]
     row = to_verl_row(task)
     args = dict(data_source=row["data_source"], solution_str=f"<answer>{task.gold} and more</answer>",
@@ -628,7 +631,7 @@ def test_update_batch_under_verls_ppo_loss_gives_the_local_loss(tiny_model_dir):
 
     cfg = compose_config(["engine=verl_ray", "benchmark=bamboogle", "agent.policy.kl_coef=0.5",
                           "agent.policy.clip_ratio=0.1", f"agent.policy.model={tiny_model_dir}"])
-    actor = omega_conf_to_dataclass(role_config(cfg, "agent").actor_rollout_ref.actor)
+    actor = omega_conf_to_dataclass(role_config(run_settings(cfg), "agent").actor_rollout_ref.actor)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
     old, ref = copy.deepcopy(model), copy.deepcopy(model)
@@ -760,7 +763,7 @@ def test_training_engine_works_only_while_the_replicas_sleep(tokenizer, tmp_path
     backend = VerlRayBackend.__new__(VerlRayBackend)  # the roles' objects as _build_role hands them over
     backend.roles = {}
     for role in ("agent", "env_policy"):
-        rt = _Role(role, role_config(cfg, role))
+        rt = _Role(role, role_config(run_settings(cfg), role))
         rt.use_ref = True
         rt.started(Group(role), Client(role), Sync(role), tokenizer)
         backend.roles[role] = rt

@@ -32,7 +32,9 @@ def main() -> int:
     def _run(cfg) -> None:
         from genenv.runtime.threads import prepare_cpu
 
-        prepare_cpu(cfg.get("threads"))  # before torch loads: the thread count and OpenMP's passive wait
+        from genenv.trainer.settings import run_settings
+
+        prepare_cpu(run_settings(cfg).engine.threads)  # before torch loads: the thread count, OpenMP's passive wait
         from genenv.trainer.loop import CoEvolutionTrainer
 
         logging.basicConfig(level=logging.INFO)

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.registry import env_entry
-from genenv.rewards.env_policy_reward import ENV_REWARDS
+from genenv.rewards.env_policy_reward import ENV_POLICY_REWARDS
 
 
 class ConfigError(ValueError):
@@ -94,7 +94,7 @@ class CurriculumSettings:
     """The ``curriculum`` block: the environment-policy reward (paper Eq. 3 by default) and the difficulty filter.
 
     Attributes:
-        env_reward: a registered environment-policy reward (:data:`~genenv.rewards.env_policy_reward.ENV_REWARDS`).
+        env_reward: a registered environment-policy reward (:data:`~genenv.rewards.env_policy_reward.ENV_POLICY_REWARDS`).
         alpha, beta: the target success rate α and the sharpness β of Eq. 3.
         k_min: the half-width of the α band (``|p̂ - α| ≤ k_min`` passes the filter).
         lam: RWR's temperature λ (weights ``exp(λ R_env)``).
@@ -259,7 +259,7 @@ def run_settings(cfg) -> RunSettings:
     data_dir = read_key(cfg, "data_dir")
     iterations = int(read_key(cfg, "iterations"))
     n = int(read_key(cfg, "agent.n"))
-    _choice(cfg, "curriculum.env_reward", ENV_REWARDS)
+    _choice(cfg, "curriculum.env_reward", ENV_POLICY_REWARDS)
     per_task, rounds = read_key(cfg, "generation.rollouts_per_task"), read_key(cfg, "generation.upfront_max_rounds")
     fg = "agent.filter_groups"
     limit, eval_limit = read_key(cfg, "benchmark.seed_limit"), read_key(cfg, "eval.limit")
@@ -319,15 +319,17 @@ def _engine_settings(cfg) -> EngineSettings:
                           env_server=str(server) if server else None, options=dict(options or {}))
 
 
-def as_run_settings(settings_or_cfg) -> RunSettings:
-    """``settings_or_cfg`` itself when it is a :class:`RunSettings`, else :func:`run_settings` of it (a composed
-    config): what the engine builders and their helpers accept, so a caller holding the run's settings passes them
-    and a caller holding only a config need not build them first.
+def checked_run_settings(settings: Any, taker: str) -> RunSettings:
+    """``settings`` itself when it is a :class:`RunSettings`: what an engine builder takes (engines never read a
+    config; the loop builds the settings once, :func:`run_settings`).
 
     Raises:
-        ConfigError: as :func:`run_settings`, for a config.
+        TypeError: anything else (a composed config: pass ``run_settings(cfg)``), naming ``taker``.
     """
-    return settings_or_cfg if isinstance(settings_or_cfg, RunSettings) else run_settings(settings_or_cfg)
+    if not isinstance(settings, RunSettings):
+        raise TypeError(f"{taker} takes the run's RunSettings, not {type(settings).__name__}: build them once with "
+                        "genenv.trainer.settings.run_settings(cfg)")
+    return settings
 
 
 def env_kwargs(cfg) -> dict[str, dict[str, Any]]:

@@ -10,15 +10,14 @@ Ray), as veRL registers its workers; ``configs/engine/<name>.yaml`` selects one:
 from __future__ import annotations
 
 from genenv.envs.tables import Registry, load_object
-from genenv.trainer.settings import as_run_settings
+from genenv.trainer.settings import checked_run_settings
 
 ENGINES = Registry("engine")  # name → "module:function" that builds the backend from the run's settings
 
 
 def register_engine(name: str, builder: str) -> None:
     """Register an engine's backend builder by entry-point string: ``f(settings) -> Backend``, ``settings`` a
-    :class:`~genenv.trainer.settings.RunSettings` (or a composed config:
-    :func:`~genenv.trainer.settings.as_run_settings`; the engine's own config block is ``settings.engine.options``).
+    :class:`~genenv.trainer.settings.RunSettings` (the engine's own config block is ``settings.engine.options``).
 
     Raises:
         ValueError: a malformed entry point, or the name taken by another builder.
@@ -29,16 +28,16 @@ def register_engine(name: str, builder: str) -> None:
 
 
 def build_backend(settings):
-    """The backend of the engine named by the run's ``engine``, built from ``settings`` (a
-    :class:`~genenv.trainer.settings.RunSettings`, or a composed config, read once by
-    :func:`~genenv.trainer.settings.as_run_settings`).
+    """The backend of the engine named by the run's ``engine``, built from the run's
+    :class:`~genenv.trainer.settings.RunSettings`.
 
     Raises:
-        ConfigError: a config that :func:`~genenv.trainer.settings.run_settings` refuses.
+        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings` (a composed config: build
+            them with :func:`~genenv.trainer.settings.run_settings` first).
         ValueError: an unknown engine (the message lists the registered ones).
         RuntimeError: ``verl_ray`` without the GPUs its resource pools need (before any worker starts).
     """
-    st = as_run_settings(settings)
+    st = checked_run_settings(settings, "build_backend")
     return load_object(ENGINES.lookup(st.engine.name))(st)
 
 

@@ -23,7 +23,7 @@ from genenv.trainer.engines.base import reuse_saved_role
 from genenv.runtime.episodes import Trajectory, play_episodes
 from genenv.runtime.models import low_precision_copy, weights_version
 from genenv.runtime.policies import TransformersPolicy
-from genenv.trainer.settings import RoleConfig, as_run_settings
+from genenv.trainer.settings import RoleConfig, checked_run_settings
 from genenv.trainer.updates import Sample, policy_update
 
 class LocalBackend:
@@ -185,10 +185,14 @@ class LocalBackend:
 
 
 def build_local_backend(settings) -> LocalBackend:
-    """The ``local`` engine from the run's settings (a :class:`~genenv.trainer.settings.RunSettings`, or a composed
-    config: :func:`~genenv.trainer.settings.as_run_settings`): each role's :class:`RoleConfig` and the
-    :class:`~genenv.trainer.settings.EngineSettings` (``device`` ``auto``: one GPU when present, else the CPU)."""
-    st = as_run_settings(settings)
+    """The ``local`` engine from the run's :class:`~genenv.trainer.settings.RunSettings`: each role's
+    :class:`RoleConfig` and the :class:`~genenv.trainer.settings.EngineSettings` (``device`` ``auto``: one GPU when
+    present, else the CPU).
+
+    Raises:
+        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
+    """
+    st = checked_run_settings(settings, "build_local_backend")
     e = st.engine
     device = e.device
     if device == "auto":

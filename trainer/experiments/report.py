@@ -257,7 +257,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     base_row = json.loads((exp / "baseline.json").read_text()) if (exp / "baseline.json").is_file() else {}
     key = score_key(settings)
     baseline = float(base_row.get(key, float("nan")))
-    alpha = float(cfg.curriculum.alpha)
+    alpha = settings.alpha
     arms: dict[str, dict[str, Any]] = {}
     rows_by_arm: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for arm in settings.arms:
@@ -274,11 +274,10 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
     helped = outcome.compare_all(trained, functools.partial(run_auc, baseline=baseline, key=key), key)
-    return {"benchmark": cfg.benchmark.name, "iterations": settings.iterations, "seeds": list(settings.seeds),
+    return {"benchmark": settings.benchmark, "iterations": settings.iterations, "seeds": list(settings.seeds),
             "arms_planned": list(settings.arms), "score": settings.score_metric or "headline", "alpha": alpha,
-            "k_min": float(cfg.curriculum.k_min),
-            "agent": {"batch_tasks": int(cfg.agent.batch_tasks), "n": int(cfg.agent.n)},
-            "eval": {"every": settings.eval_every, "limit": cfg.eval.limit,
+            "k_min": settings.k_min, "agent": {"batch_tasks": settings.batch_tasks, "n": settings.n},
+            "eval": {"every": settings.eval_every, "limit": settings.eval_limit,
                      "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms,
             "agent_frozen": settings.agent_batch == "frozen", "alignment": stat, "outcome": helped}
 
@@ -492,16 +491,13 @@ def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
             thing), or share no finished seed.
     """
     (cfg_t, runs_t), (cfg_c, runs_c) = arm_folder(treatment), arm_folder(control)
-    bands = [(float(c.curriculum.alpha), float(c.curriculum.k_min)) for c in (cfg_t, cfg_c)]
+    bands = [(s.alpha, s.k_min) for s in map(experiment_settings, (cfg_t, cfg_c))]
     if bands[0] != bands[1]:
         raise ValueError(f"different α bands (α, k_min): {bands[0]} and {bands[1]}; "
                          "in-band shares are not comparable")
     _common_seeds(runs_t, runs_c)
     names = (_arm_name(treatment), _arm_name(control))
     return {**alignment.compare(runs_t, runs_c, names), "band": bands[0]}
-
-
-HELDOUT_SETTINGS = ("benchmark.name", "iterations", "eval.every", "eval.limit", "score_metric")  # must agree
 
 
 def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
@@ -514,16 +510,15 @@ def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
     Raises:
         FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml`` or no
             ``baseline.json``.
-        ValueError: the experiments differ in a setting of :data:`HELDOUT_SETTINGS` (their held-out scores do not
-            measure the same thing), a folder has no held-out score, or no seed finished in both.
+        ValueError: the experiments differ in a setting of
+            :data:`~genenv.trainer.experiments.settings.HELDOUT_PROTOCOL` (their held-out scores do not measure the
+            same thing), a folder has no held-out score, or no seed finished in both.
     """
-    from omegaconf import OmegaConf
-
     folders = (Path(treatment), Path(control))
     loaded = [arm_folder(f) for f in folders]
-    settings = [{k: OmegaConf.select(cfg, k) for k in HELDOUT_SETTINGS} for cfg, _ in loaded]
+    settings = [experiment_settings(cfg).heldout_protocol for cfg, _ in loaded]
     if settings[0] != settings[1]:
-        diff = {k: (settings[0][k], settings[1][k]) for k in HELDOUT_SETTINGS if settings[0][k] != settings[1][k]}
+        diff = {k: (settings[0][k], settings[1][k]) for k in settings[0] if settings[0][k] != settings[1][k]}
         raise ValueError(f"different held-out settings {diff}: the held-out scores are not comparable")
     key = score_key(experiment_settings(loaded[0][0]))
     baselines = []

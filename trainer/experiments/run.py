@@ -56,77 +56,40 @@ import time
 from pathlib import Path
 
 from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
-from genenv.trainer.experiments.settings import ExperimentSettings, experiment_settings
+from genenv.trainer.experiments.settings import (ExperimentSettings, arm_config, arm_file, arm_name,
+                                                 experiment_settings)
 
 log = logging.getLogger(__name__)
-
-ARM_DIR = Path(__file__).resolve().parents[2] / "configs" / "arm"  # the shipped arm files, one per arm
-
-
-def arm_name(arm: str) -> str:
-    """The name of ``arm`` (its run folder ``<experiment_dir>/<name>``): the file's stem for a path to a YAML
-    file, else ``arm`` itself."""
-    return Path(arm).stem if arm.endswith((".yaml", ".yml")) else arm
-
-
-def arm_file(arm: str) -> Path:
-    """The arm file of ``arm``: ``configs/arm/<arm>.yaml`` for a name, the file itself for a path.
-
-    Raises:
-        ValueError: no such arm file (the message lists the shipped arms).
-    """
-    path = Path(arm) if arm.endswith((".yaml", ".yml")) else ARM_DIR / f"{arm}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in ARM_DIR.glob("*.yaml")))
-        raise ValueError(f"unknown arm {arm!r}: no arm file {path}; shipped arms: {known} (or give a path to a YAML "
-                         "file naming task_source and, optionally, agent_batch)")
-    return path
-
 
 def admitted_over_run(run_dir: Path) -> int:
     """Generated tasks a run admitted over its iterations (sum of ``gen/admitted`` in its ``metrics.jsonl``)."""
     return int(sum(r.get("gen/admitted", 0) for r in read_rows(Path(run_dir) / "metrics.jsonl")))
 
 
-def arm_config(cfg, arm: str, seed: int, exp: ExperimentSettings | None = None):
-    """The ``genenv-train`` config of ``arm`` at ``seed``: a copy of ``cfg`` less the experiment's own keys, with the
-    arm file merged over it (:func:`arm_file`), ``seed``, ``run_dir`` = :func:`arm_dir` and, for a task source sized
-    by another arm (``static_aug``), ``generation.upfront_tasks`` = the tasks that arm's run of the seed admitted.
+def arm_run_config(cfg, arm: str, seed: int, exp: ExperimentSettings | None = None):
+    """The ``genenv-train`` config of ``arm`` at ``seed`` in the experiment of config ``cfg``
+    (:func:`~genenv.trainer.experiments.settings.arm_config`, ``run_dir`` = :func:`arm_dir`); for a task source
+    sized by another arm (``static_aug``), ``generation.upfront_tasks`` = the tasks that arm's run of the seed
+    admitted.
 
     Raises:
-        ValueError: an unknown arm; an arm file that names no ``task_source`` or keys ``genenv-train`` does not
-            have; an arm that names its own agent batch in an experiment on a frozen agent; ``static_aug`` before
-            the run it is sized by has finished.
+        ValueError: see :func:`~genenv.trainer.experiments.settings.arm_config`; ``static_aug`` before the run it is
+            sized by has finished.
     """
-    from omegaconf import OmegaConf
-
     from genenv.envs.tables import load_object
     from genenv.trainer.strategies import TASK_SOURCES
 
     exp = exp or experiment_settings(cfg)
-    arm_cfg = OmegaConf.load(arm_file(arm))
-    if "task_source" not in arm_cfg:
-        raise ValueError(f"arm file {arm_file(arm)} names no task_source")
-    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    for key in ("arms", "seeds", "experiment_dir", "keep_finished_checkpoints", "score_metric"):
-        out.pop(key, None)
-    unknown = sorted(set(OmegaConf.to_container(arm_cfg)) - set(out))
-    if unknown:
-        raise ValueError(f"arm file {arm_file(arm)} sets {unknown}, which are not genenv-train keys")
-    if exp.agent_frozen and arm_cfg.get("agent_batch", "frozen") != "frozen":
-        raise ValueError(f"arm {arm!r} names agent_batch={arm_cfg.agent_batch}, but the experiment freezes the agent "
-                         "(agent_batch=frozen)")
-    out = OmegaConf.merge(out, arm_cfg)
-    out.seed = int(seed)
-    out.run_dir = str(arm_dir(exp.experiment_dir, arm_name(arm), seed))
+    run_dir = arm_dir(exp.experiment_dir, arm_name(arm), seed)
+    out = arm_config(cfg, arm, seed, run_dir)
     sized_by = load_object(TASK_SOURCES.lookup(out.task_source)).sized_by_arm
-    if sized_by is not None:
-        source = arm_dir(exp.experiment_dir, sized_by, seed)
-        if not finished(source, exp.iterations):
-            raise ValueError(f"{arm_name(arm)} needs the finished {sized_by} arm of seed {seed} ({source}): put "
-                             f"{sized_by} before {arm_name(arm)} in arms")
-        out.generation.upfront_tasks = admitted_over_run(source)
-    return out
+    if sized_by is None:
+        return out
+    source = arm_dir(exp.experiment_dir, sized_by, seed)
+    if not finished(source, exp.iterations):
+        raise ValueError(f"{arm_name(arm)} needs the finished {sized_by} arm of seed {seed} ({source}): put "
+                         f"{sized_by} before {arm_name(arm)} in arms")
+    return arm_config(cfg, arm, seed, run_dir, upfront_tasks=admitted_over_run(source))
 
 
 def finished(run_dir: Path, iterations: int) -> bool:
@@ -171,7 +134,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
         backend_factory: ``cfg -> Backend`` (tests); ``None`` builds the configured engine.
     Raises:
         ConfigError: see :func:`~genenv.trainer.experiments.settings.experiment_settings`.
-        ValueError: see :func:`arm_config` and :func:`finished`.
+        ValueError: see :func:`arm_run_config` and :func:`finished`.
     """
     from omegaconf import OmegaConf
 
@@ -189,7 +152,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
             if finished(run_dir, exp.iterations):
                 log.info("%s seed %s: finished, kept", arm, seed)
                 continue
-            run_cfg = arm_config(cfg, arm, seed, exp)
+            run_cfg = arm_run_config(cfg, arm, seed, exp)
             start = time.perf_counter()
             trainer = CoEvolutionTrainer(run_cfg, backend_factory(run_cfg) if backend_factory else None)
             if not (exp_dir / "baseline.json").is_file() and exp.eval_every >= 1:
@@ -286,7 +249,9 @@ def main() -> int:
     def _run(cfg) -> None:
         from genenv.runtime.threads import prepare_cpu
 
-        prepare_cpu(cfg.get("threads"))  # before torch loads: the thread count and OpenMP's passive wait
+        from genenv.trainer.settings import run_settings
+
+        prepare_cpu(run_settings(cfg).engine.threads)  # before torch loads: the thread count, OpenMP's passive wait
         logging.basicConfig(level=logging.INFO)
         exp = run_experiment(cfg)
         print((exp / "summary.md").read_text())

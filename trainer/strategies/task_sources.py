@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv.envs.task import Task
-from genenv.rewards.env_policy_reward import difficulty_filter, env_reward
+from genenv.rewards.env_policy_reward import difficulty_filter, env_policy_reward
 from genenv.trainer.strategies.env_policy_updates import ScoredGeneration, env_policy_samples
 from genenv.trainer.generation import GenerationRecord, PromptPlan, envgen_plans, genenv_plans, record_row, write_tasks
 from genenv.trainer.updates import Sample
@@ -88,7 +88,7 @@ class TaskSource:
                 scored.append(ScoredGeneration(r, 0.0, False))
             else:
                 ph = p_hat[r.task.id]
-                scored.append(ScoredGeneration(r, float(env_reward(cur.env_reward, ph, alpha=cur.alpha, beta=cur.beta)),
+                scored.append(ScoredGeneration(r, float(env_policy_reward(cur.env_reward, ph, alpha=cur.alpha, beta=cur.beta)),
                                                bool(difficulty_filter(ph, cur.alpha, cur.k_min))))
         return scored
 

@@ -20,7 +20,7 @@ from genenv.trainer.engines.verl_ray.config import (agent_loop_worker_config, re
 from genenv.trainer.engines.verl_ray.policy import VerlPolicy
 from genenv.trainer.engines.verl_ray.pools import check_cluster, cluster_nodes, resource_pool_manager, resource_pool_spec
 from genenv.runtime.episodes import Trajectory
-from genenv.trainer.settings import as_run_settings
+from genenv.trainer.settings import checked_run_settings
 from genenv.trainer.updates import Sample, prepare_update
 
 
@@ -82,9 +82,10 @@ class VerlRayBackend:
     to veRL's ``AgentLoopManager``.
 
     Args:
-        settings: the run's :class:`~genenv.trainer.settings.RunSettings` with ``engine: verl_ray``, or its
-            composed config (``configs/engine/verl_ray.yaml``; the block is ``settings.engine.options``).
+        settings: the run's :class:`~genenv.trainer.settings.RunSettings` with ``engine: verl_ray`` (its block of
+            ``configs/engine/verl_ray.yaml`` is ``settings.engine.options``).
     Raises:
+        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
         RuntimeError: the Ray cluster cannot hold the placement groups of the two pools, GPUs or CPUs (raised
             before any worker or placement group is created; see :func:`check_cluster`).
         ValueError: a role's veRL config fails veRL's validation (:func:`validate_role_config`).
@@ -94,7 +95,7 @@ class VerlRayBackend:
         import ray
         from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
-        self.settings = st = as_run_settings(settings)
+        self.settings = st = checked_run_settings(settings, "the verl_ray engine")
         self.work_dir = Path(st.run_dir).resolve() / "verl"
         self.role_cfgs = {role: role_config(st, role) for role in ROLES}
         for rcfg in self.role_cfgs.values():

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genenv.trainer.engines.base import ROLES
 from genenv.runtime.agent_loop import AGENT_LOOP_NAME
-from genenv.trainer.settings import as_run_settings
+from genenv.trainer.settings import RunSettings, checked_run_settings
 
 
 def compose_verl_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -78,11 +78,11 @@ def model_source(name: str, role: str) -> dict[str, str]:
         f"verl_ray checkpoint's shards load as a model after `python -m verl.model_merger merge`")
 
 
-def derived_settings(settings, role: str) -> dict[str, Any]:
+def derived_settings(settings: RunSettings, role: str) -> dict[str, Any]:
     """The veRL keys whose values our config decides, for ``role`` (nested dict, merged onto veRL's tree).
 
-    From the run's settings (a :class:`~genenv.trainer.settings.RunSettings` or a composed config,
-    :func:`~genenv.trainer.settings.as_run_settings`; this engine's own block is ``settings.engine.options``) and
+    From the run's :class:`~genenv.trainer.settings.RunSettings` (this engine's own block is
+    ``settings.engine.options``) and
     the role's :class:`~genenv.trainer.settings.RoleConfig`: model (:func:`model_source`),
     LoRA rank/alpha, ``lr``, ``max_grad_norm`` (``optim.clip_grad``), ``clip_ratio`` (low = high), ``ppo_epochs``,
     ``kl_coef`` (``use_kl_loss`` with ``low_var_kl``: the KL leash; 0 disables the reference), ``micro_batch_size``
@@ -91,8 +91,11 @@ def derived_settings(settings, role: str) -> dict[str, Any]:
     engine), response length, ``iterations`` (scheduler steps). Always: ``token-mean`` vanilla PPO-clip,
     advantages computed by us (``algorithm.adv_estimator=grpo``, no critic, no in-reward KL), the role's pool
     size as ``trainer.nnodes``/``n_gpus_per_node``; for the agent, the ``genenv_gym`` agent loop.
+
+    Raises:
+        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
     """
-    st = as_run_settings(settings)
+    st = checked_run_settings(settings, "derived_settings")
     rc = st.roles[role]
     pool = st.engine.options["pools"][role]
     if role == "agent":
@@ -131,19 +134,20 @@ def derived_settings(settings, role: str) -> dict[str, Any]:
     }
 
 
-def role_config(settings, role: str, resolve: bool = True) -> DictConfig:
+def role_config(settings: RunSettings, role: str, resolve: bool = True) -> DictConfig:
     """The complete veRL config of ``role``: :func:`compose_verl_config` with ``verl_ray.compose_overrides``,
     then :func:`derived_settings`, then ``verl_ray.common``, then ``verl_ray.<role>`` (later wins; all merged in
     struct mode, so a key veRL does not have raises ``omegaconf.errors.ConfigKeyError``); interpolations resolved.
-    ``settings``: a :class:`~genenv.trainer.settings.RunSettings` or a composed config (the ``verl_ray`` block is
-    read from ``settings.engine.options``).
+    ``settings``: the run's :class:`~genenv.trainer.settings.RunSettings` (the ``verl_ray`` block is read from
+    ``settings.engine.options``).
 
     Raises:
+        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
         ValueError: ``role`` is not one of :data:`~genenv.trainer.engines.base.ROLES`.
     """
+    st = checked_run_settings(settings, "role_config")
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-    st = as_run_settings(settings)
     vr = st.engine.options
     rcfg = compose_verl_config(list(vr.get("compose_overrides") or []))
     for layer in (derived_settings(st, role), vr.get("common") or {}, vr.get(role) or {}):

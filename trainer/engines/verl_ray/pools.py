@@ -5,20 +5,21 @@ from __future__ import annotations
 from typing import Sequence
 
 from genenv.trainer.engines.base import ROLES
-from genenv.trainer.settings import as_run_settings
+from genenv.trainer.settings import RunSettings, checked_run_settings
 
 POOLS = {"agent": "genenv_agent_pool", "env_policy": "genenv_env_policy_pool"}
 
 
-def resource_pool_spec(settings) -> dict[str, list[int]]:
+def resource_pool_spec(settings: RunSettings) -> dict[str, list[int]]:
     """``{pool name: [GPUs on node 1, GPUs on node 2, ...]}`` for veRL's ``ResourcePoolManager``: one pool per
-    role from ``verl_ray.pools.<role>.{nnodes, n_gpus_per_node}`` (``settings``: a
-    :class:`~genenv.trainer.settings.RunSettings` or a composed config; the block from ``settings.engine.options``).
+    role from ``verl_ray.pools.<role>.{nnodes, n_gpus_per_node}`` (``settings``: the run's
+    :class:`~genenv.trainer.settings.RunSettings`; the block from ``settings.engine.options``).
 
     Raises:
+        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
         ValueError: a pool with no node or no GPU.
     """
-    pools = as_run_settings(settings).engine.options["pools"]
+    pools = checked_run_settings(settings, "resource_pool_spec").engine.options["pools"]
     spec = {}
     for role in ROLES:
         p = pools[role]
@@ -28,7 +29,7 @@ def resource_pool_spec(settings) -> dict[str, list[int]]:
     return spec
 
 
-def resource_pool_manager(settings):
+def resource_pool_manager(settings: RunSettings):
     """veRL's ``ResourcePoolManager`` over :func:`resource_pool_spec` of ``settings``, mapping each role to its
     pool."""
     from verl.single_controller.ray import ResourcePoolManager
