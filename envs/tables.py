@@ -9,7 +9,7 @@ from typing import Any
 
 
 class Registry(dict):
-    """A table of named things (advantage estimators, environment-policy update modes, environment rewards,
+    """A table of named things (advantage estimators, environment-policy update modes, environment-policy rewards,
     engine builders): the one registry helper of the project. A name is registered once; looking up an unknown
     name raises an error that lists the registered ones (what a config key may say).
 

@@ -5,8 +5,8 @@ llama.cpp's server answers one request at a time (measured: 8 concurrent request
 ones, ``shared/NOTES-verl-and-cpu.md``); a vLLM server batches concurrent requests. Start it from the command
 line::
 
-    python -m genenv.eval.serve --port 8011   # then: genenv-eval --policy openai:http://127.0.0.1:8011/v1#smollm2
-    python -m genenv.eval.serve --check       # start, stream one chat completion (tokens/s), stop
+    python -m genenv.eval.model_server --port 8011  # then: genenv-eval --policy openai:http://127.0.0.1:8011/v1#smollm2
+    python -m genenv.eval.model_server --check      # start, stream one chat completion (tokens/s), stop
 
 Install: ``.ci/install`` builds ``llama-cpp-python[server]==0.3.36`` from its sdist **portably**
 (``CMAKE_ARGS="-DGGML_NATIVE=OFF"``: AVX2-level kernels that run on any x86-64 host of the last decade, ~5 min

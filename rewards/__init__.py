@@ -4,19 +4,19 @@
 verl, and of this project only the registry helper (:mod:`genenv.envs.tables`).
 """
 from genenv.rewards.env_policy_reward import (
-    ENV_REWARDS,
+    ENV_POLICY_REWARDS,
     absolute_zero_reward,
     alpha_curriculum_reward,
     difficulty_filter,
-    env_reward,
+    env_policy_reward,
     learnability_reward,
-    register_env_reward,
+    register_env_policy_reward,
     rzero_reward,
 )
 from genenv.rewards.text import FREE_TEXT_METRICS, exact_match, normalize_answer, similarity, token_f1
 
 __all__ = [
-    "ENV_REWARDS", "FREE_TEXT_METRICS", "absolute_zero_reward", "alpha_curriculum_reward", "difficulty_filter",
-    "env_reward", "exact_match", "learnability_reward", "normalize_answer", "register_env_reward", "rzero_reward",
-    "similarity", "token_f1",
+    "ENV_POLICY_REWARDS", "FREE_TEXT_METRICS", "absolute_zero_reward", "alpha_curriculum_reward", "difficulty_filter",
+    "env_policy_reward", "exact_match", "learnability_reward", "normalize_answer", "register_env_policy_reward",
+    "rzero_reward", "similarity", "token_f1",
 ]

@@ -134,7 +134,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
     for bench in benchmarks:
         spec = get_benchmark(bench, data_dir)
         kwargs = with_data_dir(env_kwargs, [bench], data_dir)
-        reading = check_parsing(kwargs[bench].setdefault("parsing", parsing))
+        bench_parsing = check_parsing(kwargs[bench].setdefault("parsing", parsing))
         bench_metrics: list[Metric] = []
         for unit, opts in spec.eval_units((options or {}).get(bench, {})):
             tasks = spec.load(**{"split": split, **opts})[:limit]  # a unit may fix its split
@@ -165,7 +165,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             bench_metrics += spec.summarize(unit, episodes)
             result.rows += [rows[i] for i in range(len(tasks))]
             result.trajectories += episodes
-        if reading != "official":
+        if bench_parsing != "official":
             bench_metrics = [replace(m, protocol=f"{m.protocol}; {LENIENT_LABEL}") for m in bench_metrics]
         result.metrics += bench_metrics
         head = spec.headline(bench_metrics)

@@ -331,8 +331,8 @@ class OpenAIPolicy:
         max_retries: retries per request after the first try.
         server_failure: for a server process this program started, a check that returns ``None`` while it runs
             and, once it has died, what happened (exit code, log tail; e.g.
-            :meth:`genenv.eval.serve.LlamaServer.failure`): polled every 0.25 s while requests are in flight, so a
-            dead server ends the call at once with its reason instead of retries against a dead address.
+            :meth:`genenv.eval.model_server.LlamaServer.failure`): polled every 0.25 s while requests are in flight,
+            so a dead server ends the call at once with its reason instead of retries against a dead address.
     Raises (from generate):
         RuntimeError: the endpoint could not be reached, or answered an error that retries did not cure, or the
             watched server process died; the message names the URL, the status and the server's words (or the

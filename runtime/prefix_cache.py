@@ -19,7 +19,7 @@ reuse.
 
 Why our own store: transformers offers the cache classes and continuation from ``past_key_values`` (used here) but
 no cross-call prefix matching; vLLM's automatic prefix caching does this on GPU (``engine=verl_ray``), and
-llama.cpp's server keeps one slot's prefix per request (``genenv.eval.serve``), neither usable inside the
+llama.cpp's server keeps one slot's prefix per request (``genenv.eval.model_server``), neither usable inside the
 trainer's local engine, whose sampled token ids and weights must be the trainer's own.
 
 Invalidation: entries are valid for one set of weights; the store is emptied when the model's parameters change

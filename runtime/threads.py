@@ -4,7 +4,7 @@ Torch's default is one OpenMP thread per core. Beside another busy process on a 
 wait for a core the other process holds and every parallel region stalls: the README's evaluation ran for over 16
 minutes beside one spinning process where it took under 2 on the quiet machine (``docs/install.md``, "Busy
 machines"). ``threads: auto`` (the default of ``genenv-eval``, ``genenv-train``, ``genenv-experiment`` and
-``python -m genenv.eval.serve``) therefore counts the cores that are free when the run starts; an explicit number
+``python -m genenv.eval.model_server``) therefore counts the cores that are free when the run starts; an explicit number
 always wins. OpenMP's passive wait policy (``OMP_WAIT_POLICY=PASSIVE``), the other remedy, was measured and is not
 set: it made the same evaluation 1.8x slower on the quiet machine.
 

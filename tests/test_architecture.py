@@ -281,7 +281,8 @@ def test_the_engine_builders_take_run_settings_only():
     cfg = compose_config(["engine=verl_ray"])
     for build, args in ((build_backend, ()), (build_local_backend, ()), (derived_settings, ("agent",)),
                         (role_config, ("agent",)), (resource_pool_spec, ())):
-        with pytest.raises(TypeError, match=f"{build.__name__} takes the run's RunSettings, not DictConfig.*run_settings"):
+        refusal = f"{build.__name__} takes the run's RunSettings, not DictConfig.*run_settings"
+        with pytest.raises(TypeError, match=refusal):
             build(cfg, *args)
     assert resource_pool_spec(run_settings(cfg)) == {"genenv_agent_pool": [4], "genenv_env_policy_pool": [4]}
 

@@ -175,8 +175,8 @@ def test_the_endpoint_policy_says_when_its_server_died_mid_run(fake_llama, tmp_p
 
 @pytest.mark.parametrize("mode, words", [("exit:3", "exited with code 3"), ("die_after:0", "code -4 (SIGILL)")])
 def test_the_install_check_fails_on_a_broken_server(fake_llama, mode, words):
-    """``python -m genenv.eval.model_server --check`` (the last step of ``.ci/install``) exits 1 naming the server's exit
-    code, against a server that exits at once and one that dies on its first chat request."""
+    """``python -m genenv.eval.model_server --check`` (the last step of ``.ci/install``) exits 1 naming the
+    server's exit code, against a server that exits at once and one that dies on its first chat request."""
     fake_llama(mode)
     out = subprocess.run([sys.executable, "-m", "genenv.eval.model_server", "--check"], capture_output=True, text=True,
                          timeout=120)
