@@ -1,36 +1,23 @@
-"""The benchmark spec: everything the trainer and the leaderboard need to know about one benchmark.
+"""The benchmark spec: everything the trainer and the leaderboard need to know about one benchmark, in two parts.
 
 A :class:`BenchmarkSpec` ties a registered environment (``envs/``) to
 
-- evaluation: the units a leaderboard run covers (BFCL: one per category), the labelled metrics computed from
-  trajectories, the paper's Table 1 column the benchmark belongs to, and which metric (if any) is measured under
+- evaluation (:class:`BenchmarkEvaluation`, this module; what the leaderboard and held-out evaluation use): the
+  units a leaderboard run covers (BFCL: one per category), the labelled metrics computed from trajectories, the paper's Table 1 column the benchmark belongs to, and which metric (if any) is measured under
   that column's protocol (:meth:`BenchmarkSpec.paper_metric`, run by :attr:`BenchmarkSpec.paper_options`; or
   why it cannot be, :attr:`BenchmarkSpec.paper_unavailable`);
-- task generation by the environment policy: the prompt (benchmark format, seed tasks from the training pool,
-  the agent's recent success rates), the strict-JSON parser, and the validator. A generation that fails any
-  check is a :class:`Rejection` with a reason from a fixed vocabulary, counted by the trainer and given
-  environment reward 0; it never enters the task pool.
+- task writing by the environment policy (:class:`~genenv.benchmarks.task_writer.TaskWriter`; what the trainer's
+  task writing uses): the prompt, the JSON Schema of a generation, the strict-JSON parser and the validator.
 """
 from __future__ import annotations
 
 import abc
-import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from genenv.envs.parsing import raw_decode_json
+from genenv.benchmarks.task_writer import TaskWriter
 from genenv.envs.registry import env_entry
 from genenv.envs.task import Task
-
-NEAR_DUPLICATE_THRESHOLD = 90.0  # rapidfuzz token_set_ratio (0-100) at or above which a task is a near-duplicate
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A generated task that was not admitted: ``reason`` (a short key counted in metrics) and ``detail``."""
-
-    reason: str
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,55 +31,15 @@ class Metric:
     protocol: str
 
 
-def extract_json_object(text: str) -> dict[str, Any] | Rejection:
-    """The first complete JSON object in generated text, strictly parsed.
-
-    Scans to the first ``{`` and decodes one value with :func:`genenv.envs.parsing.raw_decode_json` (standard
-    JSON, no repair; numeric literals and nesting bounded as for agent actions); text after the object (small
-    models often add stray braces or commentary) is ignored. Returns a :class:`Rejection` (``no_json`` /
-    ``invalid_json`` / ``not_object``) instead of raising.
-    """
-    if not isinstance(text, str) or len(text) > 20_000:
-        return Rejection("no_json", "output is not a string or is too long")
-    start = text.find("{")
-    if start < 0:
-        return Rejection("no_json", "no {...} object in the output")
-    try:
-        obj, _ = raw_decode_json(text, start)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or ActionParseError: a bound exceeded
-        return Rejection("invalid_json", str(exc)[:200])
-    if not isinstance(obj, dict):
-        return Rejection("not_object", type(obj).__name__)
-    return obj
-
-
-def final_request(ask: str, p_hat: float | None, alpha: float, feedback: str | None = None) -> str:
-    """The generation prompt's last user turn: ``feedback`` (EnvGen) or the α-curriculum feedback (the agent's
-    recent success rate p̂ and the target α), then ``ask``."""
-    if feedback is not None:
-        return f"{feedback} {ask} Make it different from the previous ones."
-    rate = f"The agent currently solves {p_hat:.0%} of such tasks. " if p_hat is not None else ""
-    return f"{rate}{ask} Make it different from the previous ones, so that the agent solves it about " \
-           f"{alpha:.0%} of the time."
-
-
-def json_object(properties: dict[str, Any], optional: Sequence[str] = ()) -> dict[str, Any]:
-    """A JSON Schema object with exactly ``properties`` (in that order), all required but ``optional``, no others
-    (the strict shape a generation format takes)."""
-    return {"type": "object", "properties": properties,
-            "required": [k for k in properties if k not in optional], "additionalProperties": False}
-
-
-class BenchmarkSpec(abc.ABC):
-    """Base class; one subclass per benchmark, registered with :func:`genenv.benchmarks.registry.register_benchmark`.
+class BenchmarkEvaluation(abc.ABC):
+    """The evaluation part of a benchmark spec (see the module docstring).
 
     Class attributes: ``name`` (registry key, equal to the env's ``benchmark``), ``baseline_column`` (column of
     the paper's Table 1; empty: not in the paper, the leaderboard compares nothing), ``paper_protocol`` (what
     that column measures), ``paper_options`` (the loader options that evaluate the paper's protocol, what
     ``genenv-eval --benchmarks paper`` runs; ``None``: this spec is not the one that runs it),
     ``paper_unavailable`` (why the paper's protocol cannot run offline, in a few words; empty: it can, or the
-    spec is not in the paper), ``seed_options`` (loader options of the default training pool),
-    ``rejection_reasons`` (the spec's own reasons; :attr:`all_rejection_reasons` adds the shared ones).
+    spec is not in the paper), ``seed_options`` (loader options of the default training pool).
 
     Args:
         data_dir: the data directory this spec's loaders, backends and validators read (``None``:
@@ -105,23 +52,9 @@ class BenchmarkSpec(abc.ABC):
     paper_options: dict[str, Any] | None = None
     paper_unavailable: str = ""
     seed_options: dict[str, Any] = {}
-    rejection_reasons: tuple[str, ...] = ()
-    COMMON_REJECTION_REASONS = ("no_json", "invalid_json", "not_object", "near_duplicate")
 
-    def __init__(self, data_dir: str | None = None, grounded: bool = True):
+    def __init__(self, data_dir: str | None = None):
         self.data_dir = None if data_dir is None else str(data_dir)
-        self._grounded = bool(grounded)
-
-    @property
-    def grounded(self) -> bool:
-        """Grounded validation of generated tasks (``generation.grounded``; fixed when the spec is made, so a
-        shared instance never changes): ``False`` checks format, types and execution only."""
-        return self._grounded
-
-    @property
-    def all_rejection_reasons(self) -> tuple[str, ...]:
-        """Every reason a generation of this benchmark can be rejected for (the metrics' vocabulary)."""
-        return self.COMMON_REJECTION_REASONS + tuple(self.rejection_reasons)
 
     @property
     def env_class(self) -> type:
@@ -164,95 +97,17 @@ class BenchmarkSpec(abc.ABC):
         """
         return None
 
-    # ----- task generation -----
-    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float,
-                            feedback: str | None = None) -> list[dict[str, str]]:
-        """Chat messages asking the environment policy for one new task in strict JSON.
 
-        Layout: the benchmark's system instructions; each seed task as a demonstrated turn (a request, then the
-        seed in the output JSON format as the assistant's reply: small models copy a demonstrated format far
-        more reliably than a described one); finally the request carrying the feedback: by default (GenEnv) the
-        agent's recent success rate p̂ and the target rate α (:func:`final_request`); ``feedback``
-        replaces it (EnvGen's per-skill success rates, :mod:`genenv.trainer.generation`).
-        """
-        ask = "Write one new task as a single JSON object."
-        messages = [{"role": "system", "content": self.generation_system_prompt}]
-        for seed in seeds:
-            messages += [{"role": "user", "content": ask},
-                         {"role": "assistant", "content": json.dumps(self.as_generation(seed), ensure_ascii=False)}]
-        messages.append({"role": "user", "content": final_request(ask, p_hat, alpha, feedback)})
-        return messages
+class BenchmarkSpec(BenchmarkEvaluation, TaskWriter):
+    """A benchmark's spec: its evaluation part (:class:`BenchmarkEvaluation`) and its task-writer part
+    (:class:`~genenv.benchmarks.task_writer.TaskWriter`), one subclass per benchmark, registered with
+    :func:`genenv.benchmarks.registry.register_benchmark`. Code that needs one part takes that type.
 
-    def skill_of(self, task: Task) -> str:
-        """The skill ``task`` exercises (EnvGen's unit of feedback: the agent's success rate is reported per
-        skill); one skill for the whole benchmark by default."""
-        return self.name
+    Args:
+        data_dir: as :class:`BenchmarkEvaluation` (the writer's validators read it too).
+        grounded: as :class:`~genenv.benchmarks.task_writer.TaskWriter`.
+    """
 
-    generation_system_prompt: str = ""
-    grounding_reasons: tuple[str, ...] = ()  # the reasons only grounded validation gives (empty: no such rules)
-
-    def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
-        """The JSON Schema of one generation (the format :meth:`as_generation` writes, properties in its order),
-        for structured decoding (:mod:`genenv.runtime.grammar`); ``seeds`` are the prompt's
-        demonstrations (a spec may narrow the schema to their context, e.g. ALFWorld's scene). ``None`` (the
-        default): the environment policy samples freely."""
-        return None
-
-    def demonstrable(self, task: Task) -> bool:
-        """Whether ``task`` can serve as a demonstration in the generation prompt (all tasks by default). A spec
-        demonstrates only tasks its own validator admits, so that no demonstration teaches a rejected format."""
-        return True
-
-    def admits_own_demonstration(self, task: Task) -> bool:
-        """Whether :meth:`parse_generated` admits ``task``'s own demonstration (:meth:`as_generation`), with
-        ``task`` as the parent; cached per task id and :attr:`grounded` (validation may execute calls). A
-        demonstration the format cannot express (``ValueError``) is not admitted."""
-        key = (task.id, self.grounded)
-        cache = self.__dict__.setdefault("_admits_own", {})
-        if key not in cache:
-            try:
-                text = json.dumps(self.as_generation(task), ensure_ascii=False)
-            except (ValueError, KeyError, TypeError):
-                cache[key] = False
-            else:
-                cache[key] = isinstance(self.parse_generated(text, f"{task.id}-demo", 0, task), Task)
-        return cache[key]
-
-    @abc.abstractmethod
-    def as_generation(self, task: Task) -> dict[str, Any]:
-        """``task`` in the JSON format the environment policy must produce (used for the demonstrations)."""
-
-    @abc.abstractmethod
-    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Parse and validate one generation into a :class:`Task` (origin ``generated``, ``admitted_iteration`` =
-        ``iteration``, the training iteration that wrote it) or a :class:`Rejection`. Callers pass the arguments
-        by position."""
-
-    def dedup_text(self, task: Task) -> str:
-        """The text compared for near-duplicates (the prompt by default)."""
-        return task.prompt
-
-    def duplicate_key(self, task: Task) -> tuple | None:
-        """An exact identity for benchmarks where text similarity is the wrong notion of "the same task" (a text
-        game's parameters and seed, a goal in a scene); ``None`` (the default): compare texts."""
-        return None
-
-    def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = NEAR_DUPLICATE_THRESHOLD
-                       ) -> Rejection | None:
-        """``Rejection("near_duplicate")`` if a pool task of this benchmark has the same :meth:`duplicate_key`
-        or, for benchmarks without one, is within ``threshold`` (rapidfuzz token_set_ratio) of ``task``'s
-        :meth:`dedup_text`; else ``None``."""
-        key = self.duplicate_key(task)
-        if key is not None:
-            same = next((o for o in pool if o.benchmark == task.benchmark and self.duplicate_key(o) == key), None)
-            return Rejection("near_duplicate", f"the same task as pool task {same.id}") if same else None
-        from rapidfuzz import fuzz, process
-
-        choices = [self.dedup_text(t) for t in pool]
-        if not choices:
-            return None
-        best = process.extractOne(self.dedup_text(task), choices, scorer=fuzz.token_set_ratio,
-                                  score_cutoff=threshold)
-        if best is None:
-            return None
-        return Rejection("near_duplicate", f"{best[1]:.0f} similar to pool task {pool[best[2]].id}")
+    def __init__(self, data_dir: str | None = None, grounded: bool = True):
+        BenchmarkEvaluation.__init__(self, data_dir)
+        TaskWriter.__init__(self, grounded)

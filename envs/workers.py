@@ -20,11 +20,33 @@ import contextlib
 import multiprocessing as mp
 import os
 import traceback
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from genenv.envs.task import Task
 
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+@runtime_checkable
+class EpisodeRunner(Protocol):
+    """What plays the episode loop's envs: :class:`LocalEpisodes` (this process), :class:`ProcessEpisodes` (worker
+    processes) and :class:`~genenv.runtime.serve.client.RemoteEpisodes` (a ``genenv-serve`` server). The one place
+    a runner is chosen is :func:`genenv.runtime.episodes.episode_runner`. Episode ids are the caller's ints, unique
+    among its open episodes."""
+
+    def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
+        """Open one env per ``(episode id, task, env constructor options or None)`` and reset it on its task;
+        returns each reset's ``(observation, info)`` in order (``info["messages"]``: the first prompt)."""
+
+    def step(self, items: Sequence[tuple[int, str]]) -> list[StepResult]:
+        """One step per ``(episode id, model text)``; returns ``(observation, reward, terminated, truncated, info)``
+        each, in order. Model text that is not a valid action scores 0 with its reason in ``info``."""
+
+    def close(self, eid: int) -> None:
+        """Close one episode's env (a finished episode; unknown ids are ignored)."""
+
+    def shutdown(self) -> None:
+        """Close every env and release what the runner holds (processes, connections)."""
 
 
 def _make(task: Task, env_kwargs: dict[str, Any] | None):
@@ -182,8 +204,3 @@ class ProcessEpisodes:
         for worker in self._workers:
             self._stop(worker)
         self._workers = []
-
-
-def episode_runner(workers: int | None) -> LocalEpisodes | ProcessEpisodes:
-    """:class:`ProcessEpisodes` with ``workers`` processes when ``workers`` ≥ 1, else :class:`LocalEpisodes`."""
-    return ProcessEpisodes(workers) if workers and workers >= 1 else LocalEpisodes()

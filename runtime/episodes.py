@@ -13,7 +13,7 @@ produced. So training samples are on-policy by construction, and every loop show
 
 Drivers: :func:`play_episodes` plays many episodes in lock step (every round, the unfinished episodes' prompts
 are generated as batches, identical prompts sampled ``k`` times at once, then every env steps); the veRL agent
-loop (:mod:`genenv.runtime.agent_loop`) plays one episode per ``run`` against veRL's server manager.
+loop (:mod:`genenv.trainer.engines.verl_ray.agent_loop`) plays one episode per ``run`` against veRL's server manager.
 Single-step envs are episodes of one turn.
 
 A response budget (``max_response_tokens``, veRL's ``response_length``) bounds an episode's tokens after its first
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from genenv.envs.task import Task
-from genenv.envs.workers import episode_runner
+from genenv.envs.workers import EpisodeRunner, LocalEpisodes, ProcessEpisodes
 from genenv.runtime.policies import Generation, Policy, Prompt
 
 BUDGET_EXHAUSTED = "response budget exhausted"
@@ -184,12 +184,17 @@ def encoder_of(policy: Policy) -> Callable[[list[dict[str, str]]], list[int]] | 
     return getattr(policy, "encode_prompt", None)
 
 
-def remote_runner(url: str):
-    """:class:`~genenv.runtime.remote_episodes.RemoteEpisodes` on the server at ``url`` (imported on use: it needs
-    ``openenv-core``)."""
-    from genenv.runtime.remote_episodes import RemoteEpisodes
+def episode_runner(env_server: str | None = None, workers: int | None = None) -> EpisodeRunner:
+    """The one place an :class:`~genenv.envs.workers.EpisodeRunner` is chosen: episodes on the ``genenv-serve``
+    server at ``env_server`` (:class:`~genenv.runtime.serve.client.RemoteEpisodes`, imported on use: it needs
+    ``openenv-core``; ``workers`` is then unused), else in ``workers`` worker processes when ``workers`` ≥ 1
+    (:class:`~genenv.envs.workers.ProcessEpisodes`), else in this process
+    (:class:`~genenv.envs.workers.LocalEpisodes`)."""
+    if env_server:
+        from genenv.runtime.serve.client import RemoteEpisodes
 
-    return RemoteEpisodes(url)
+        return RemoteEpisodes(env_server)
+    return ProcessEpisodes(workers) if workers and workers >= 1 else LocalEpisodes()
 
 
 def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
@@ -213,11 +218,11 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
         env_workers: worker processes for the envs (``None`` / 0: this process; :mod:`genenv.envs.workers`).
         max_response_tokens: each episode's response budget (see the module docstring; ``None``: none).
         env_server: the URL of a ``genenv-serve`` server to play the episodes on
-            (:class:`~genenv.runtime.remote_episodes.RemoteEpisodes`; ``env_workers`` is then unused).
+            (:class:`~genenv.runtime.serve.client.RemoteEpisodes`; ``env_workers`` is then unused).
     Returns:
         ``len(tasks) * n`` trajectories, grouped by task in input order.
     """
-    runner = episode_runner(env_workers) if not env_server else remote_runner(env_server)
+    runner = episode_runner(env_server, env_workers)
     encode = encoder_of(policy)
     episodes = [Episode(t, k, encode, max_new_tokens, max_response_tokens) for t in tasks for k in range(n)]
     bar = None if isinstance(progress, str) else progress

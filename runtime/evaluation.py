@@ -122,7 +122,7 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             results), the others' records are appended every ``save_every`` tasks.
         save_every: tasks per chunk of episodes (the most work a kill can lose when ``log`` is given).
         env_server: play the episodes on the ``genenv-serve`` server at this URL (the same rewards as in this
-            process; :class:`~genenv.runtime.remote_episodes.RemoteEpisodes`).
+            process; :class:`~genenv.runtime.serve.client.RemoteEpisodes`).
     Returns:
         the :class:`EvalResult`; ``rows`` in task order, ``timing`` over the tasks played now (``resumed``: how
         many came from the log).

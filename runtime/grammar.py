@@ -1,7 +1,7 @@
 """Structured decoding: sampling under a JSON Schema with xgrammar (the grammar engine vLLM itself uses).
 
 The environment policy writes tasks as JSON objects in a format each benchmark spec declares as a JSON Schema
-(:meth:`genenv.benchmarks.spec.BenchmarkSpec.generation_schema`). Sampled freely, a 135M model closes that object
+(:meth:`genenv.benchmarks.task_writer.TaskWriter.generation_schema`). Sampled freely, a 135M model closes that object
 once in 8 to 30 tries; sampled under the schema's grammar, every token it emits keeps the text a prefix of a
 valid object, and the object ends with the end-of-turn token.
 

@@ -27,8 +27,8 @@ from websockets.asyncio.client import connect
 
 from genenv.envs.registry import env_entry, load_plugins
 from genenv.envs.wrappers import make_text_env
-from genenv.runtime.env_server import spawn
-from genenv.runtime.remote_episodes import reset_arguments
+from genenv.runtime.serve.launch import spawn
+from genenv.runtime.serve.client import reset_arguments
 
 MIX = ("bamboogle", "bfcl", "api_bank", "twx", "travelplanner_two_stage", "bfcl_multi_turn")
 

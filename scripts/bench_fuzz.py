@@ -7,7 +7,7 @@ wrapped in :class:`~genenv.envs.wrappers.TextActionWrapper`; each text is one ``
 episode that ends is reset, so multi-step envs see texts at their first and later steps). Every registered
 benchmark spec's ``parse_generated`` (the environment policy's generation parser) gets every text too. The
 contract checked (``docs/adding-an-env.md``): no text raises; a text is an action, or an invalid action that
-scores 0 with ``info["error"]``, or a generated task, or a :class:`~genenv.benchmarks.spec.Rejection`.
+scores 0 with ``info["error"]``, or a generated task, or a :class:`~genenv.benchmarks.task_writer.Rejection`.
 
 The texts (:func:`fuzz_texts`) mix: random printable / Unicode / control-character strings; integer literals of
 thousands of digits (beyond Python's 4,300-digit int-string limit) and huge hexadecimal literals inside JSON,
@@ -161,7 +161,7 @@ def fuzz_generation(name: str, texts: Sequence[str], data_dir: str | None = None
         ``{"texts", "admitted", "rejected" (reason -> count), "exceptions", "errors", "wall_s"}``.
     """
     from genenv.benchmarks.registry import get_benchmark
-    from genenv.benchmarks.spec import Rejection
+    from genenv.benchmarks.task_writer import Rejection
     from genenv.envs import ENVS
 
     spec = get_benchmark(name, data_dir)

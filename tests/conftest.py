@@ -82,7 +82,7 @@ def kill_when():
 def env_server_url():
     """The base URL of one ``genenv-serve`` (every benchmark; it reads ``$GENENV_DATA_DIR`` as the tests do) shared
     by the test run."""
-    from genenv.runtime.env_server import spawn
+    from genenv.runtime.serve.launch import spawn
 
     proc, url = spawn()
     yield url

@@ -17,7 +17,7 @@ from genenv.benchmarks.bfcl.env import load_bfcl_tasks
 from genenv.envs.registry import ENVS, register_env
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import task_extra_info
-from genenv.runtime.agent_loop import (LocalGenerateClient, agent_loop_config, make_agent_loop,
+from genenv.trainer.engines.verl_ray.agent_loop import (LocalGenerateClient, agent_loop_config, make_agent_loop,
                                                rollout_agent_loop)
 from genenv.runtime.policies import TransformersPolicy
 

@@ -10,7 +10,7 @@ import pytest
 from alfworld.gen.goal_library import gdict
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.task_writer import Rejection
 from genenv.envs import TextActionWrapper
 from genenv.benchmarks.alfworld.env import SPLITS, ALFWorldEnv, load_alfworld_tasks
 from genenv.benchmarks.alfworld.files import TASK_TYPES, folder_goal, read_game, task_sentence

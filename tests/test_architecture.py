@@ -305,3 +305,29 @@ def test_task_split_holds_the_split_only(name, options, extra):
         assert tasks and {t.split for t in tasks} == {split}, (name, split)
         if extra:
             assert all(t.metadata[extra[0]] == extra[1] for t in tasks)
+
+
+def test_the_benchmark_spec_is_an_evaluation_part_and_a_task_writer_part():
+    """``BenchmarkSpec`` joins two parts that share nothing but the benchmark's name: the evaluation part
+    (loading, metrics, the leaderboard's columns) and the task-writer part (prompt, schema, parsing, validation);
+    task writing is typed against the writer part, the leaderboard and held-out evaluation never call it."""
+    import ast
+    import inspect
+
+    from genenv.benchmarks.spec import BenchmarkEvaluation, BenchmarkSpec
+    from genenv.benchmarks.task_writer import TaskWriter
+    from genenv.trainer import generation
+
+    def own(cls):
+        return {k for k in vars(cls) if not k.startswith("__")} - {"_abc_impl"}
+
+    evaluation, writer = own(BenchmarkEvaluation), own(TaskWriter)
+    assert evaluation & writer == {"name"}
+    assert {"load", "summarize", "headline", "paper_metric", "pool_options"} <= evaluation
+    assert {"parse_generated", "generation_messages", "generation_schema", "near_duplicate", "skill_of"} <= writer
+    assert BenchmarkSpec.__mro__[1:3] == (BenchmarkEvaluation, TaskWriter) and own(BenchmarkSpec) == set()
+    for fn in (generation.write_tasks, generation.genenv_plans, generation.envgen_plans):
+        assert inspect.signature(fn).parameters["spec"].annotation == "TaskWriter"
+    for path in [ROOT / "runtime/evaluation.py", *(ROOT / "eval").rglob("*.py")]:
+        calls = {n.attr for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Attribute)}
+        assert not calls & (writer - {"name"}), path

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.task_writer import Rejection
 from genenv.envs import TextActionWrapper
 from genenv.benchmarks.bfcl.multi_turn_env import (
     DEMO,

@@ -22,7 +22,7 @@ from gymnasium.utils.env_checker import check_env
 from verl.workers.rollout.replica import TokenOutput
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.task_writer import Rejection
 from genenv.envs import ENVS, InvalidAction, Task, TextActionWrapper
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.verl_rows import read_verl_parquet, to_verl_row, write_verl_parquet
@@ -217,7 +217,7 @@ class ScriptedClient:
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_agent_loop_plays_gold_episodes(name, tokenizer):
-    from genenv.runtime.agent_loop import rollout_agent_loop
+    from genenv.trainer.engines.verl_ray.agent_loop import rollout_agent_loop
 
     tasks = sample_tasks(name, 2)
     assert len({t.prompt for t in tasks}) == len(tasks)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.task_writer import Rejection
 from genenv.benchmarks.twx.spec import pin_steps
 from genenv.envs.task import Task
 from genenv.trainer.experiments import alignment, stats

@@ -18,11 +18,11 @@ from websockets.sync.client import connect
 
 from genenv.benchmarks.registry import BENCHMARKS, get_benchmark
 from genenv.envs.registry import env_entry, load_plugins
-from genenv.runtime.env_protocol import task_sha256
-from genenv.runtime.env_server import spawn
+from genenv.runtime.serve.protocol import task_sha256
+from genenv.runtime.serve.launch import spawn
 from genenv.runtime.episodes import play_episodes
 from genenv.runtime.policies import OraclePolicy
-from genenv.runtime.remote_episodes import RemoteEpisodes, SessionClient, reset_arguments
+from genenv.runtime.serve.client import RemoteEpisodes, SessionClient, reset_arguments
 
 load_plugins()
 DIR = str(DATA_DIR) if DATA_DIR else None
@@ -247,7 +247,7 @@ def test_capacity_and_token():
     finally:
         proc.kill()
         proc.wait(30)
-    out = subprocess.run([sys.executable, "-m", "genenv.runtime.env_server", "--host", "0.0.0.0"],
+    out = subprocess.run([sys.executable, "-m", "genenv.runtime.serve.app", "--host", "0.0.0.0"],
                          capture_output=True, text=True, timeout=120,
                          env={k: v for k, v in os.environ.items() if k != "GENENV_SERVE_TOKEN"})
     assert out.returncode != 0 and "GENENV_SERVE_TOKEN" in out.stderr

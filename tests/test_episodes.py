@@ -10,7 +10,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from genenv.envs import ENVS
 from genenv.envs.wrappers import make_text_env
-from genenv.runtime.agent_loop import rollout_agent_loop
+from genenv.trainer.engines.verl_ray.agent_loop import rollout_agent_loop
 from genenv.runtime.episodes import BUDGET_EXHAUSTED, Trajectory, Turn, play_episodes
 from genenv.runtime.models import chat_prompt_ids
 from genenv.runtime.policies import Generation, Prompt
@@ -161,3 +161,35 @@ def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_m
     assert abs(row["wall"] - row["engine"] - row["env"] - row["other"]) < 1e-9
     assert row["loop_tokens_per_second"] <= row["engine_tokens_per_second"]
     assert "| twx | 2 |" in table([row])
+
+
+def test_every_episode_runner_is_one_interface_chosen_in_one_place():
+    """``LocalEpisodes``, ``ProcessEpisodes`` and ``RemoteEpisodes`` implement the one ``EpisodeRunner`` protocol,
+    and ``episode_runner`` (the only constructor call of a runner outside the runners' own modules) picks one."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    from genenv.envs.workers import EpisodeRunner, LocalEpisodes, ProcessEpisodes
+    from genenv.runtime.episodes import episode_runner
+    from genenv.runtime.serve.client import RemoteEpisodes
+
+    for cls in (LocalEpisodes, ProcessEpisodes, RemoteEpisodes):
+        for method in ("open", "step", "close", "shutdown"):
+            ours = inspect.signature(getattr(cls, method)).parameters
+            assert list(ours) == list(inspect.signature(getattr(EpisodeRunner, method)).parameters), (cls, method)
+    local = episode_runner()
+    assert type(local) is LocalEpisodes and isinstance(local, EpisodeRunner)
+    remote = episode_runner("http://127.0.0.1:9", workers=4)  # a server wins over workers; nothing connects yet
+    assert type(remote) is RemoteEpisodes and isinstance(remote, EpisodeRunner)
+    remote.shutdown()
+    root = Path(__file__).resolve().parents[1]
+    made = []
+    for path in root.glob("*/**/*.py"):
+        if ".venv" in path.parts or path.parts[len(root.parts)] in ("tests", "results"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                    "LocalEpisodes", "ProcessEpisodes", "RemoteEpisodes"):
+                made.append(str(path.relative_to(root)))
+    assert sorted(set(made)) == ["envs/workers.py", "runtime/episodes.py"]  # a worker's own LocalEpisodes, the chooser

@@ -129,5 +129,5 @@ def test_parse_literal_bounds_numbers_and_nesting_but_keeps_ordinary_values():
     assert loads_json('{"a": [1.5, -2, "' + "9" * 5000 + '"]}')["a"][2] == "9" * 5000  # digits in a string are text
     with pytest.raises(ActionParseError):
         check_value(1 << 400)
-    from genenv.benchmarks.spec import extract_json_object
+    from genenv.benchmarks.task_writer import extract_json_object
     assert extract_json_object('{"days": ' + "7" * 5000 + "}").reason == "invalid_json"

@@ -36,7 +36,7 @@ def test_a_shipped_final_pool_loads_and_saves_unchanged(tmp_path, shipped):
     saving it gives the same bytes, and each task keeps its episode digest."""
     import json
 
-    from genenv.runtime.env_protocol import task_sha256
+    from genenv.runtime.serve.protocol import task_sha256
 
     stored = shipped("twx_env_policy_rwr/genenv/seed0") / "final_pool.jsonl"
     rows = [json.loads(line) for line in stored.read_text(encoding="utf-8").splitlines()]

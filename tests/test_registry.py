@@ -142,7 +142,8 @@ class EchoEnv(TaskEnv):
         return task.gold
 '''
 PLUGIN_SPEC = '''
-from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection
+from genenv.benchmarks.spec import BenchmarkSpec, Metric
+from genenv.benchmarks.task_writer import Rejection
 
 
 class EchoSpec(BenchmarkSpec):

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.task_writer import Rejection
 from genenv.envs.task import Task
 
 from conftest import DATA_DIR

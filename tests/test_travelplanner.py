@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.task_writer import Rejection
 from genenv.envs.data import DataError
 from genenv.envs.parsing import ActionParseError, parse_bracket_call, parse_literal
 from genenv.envs.task import Task

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer over genenv-serve (``genenv.runtime.trl_env``): the adapter's tools against the server, and a
+"""TRL's GRPOTrainer over genenv-serve (``genenv.runtime.serve.trl``): the adapter's tools against the server, and a
 real two-step GRPO run of a tiny random model whose logged rewards are the server's."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from conftest import DATA_DIR
 
 from genenv.envs.registry import env_entry, load_plugins
-from genenv.runtime.trl_env import ServerEnvironment, environment_factory, server_reward
+from genenv.runtime.serve.trl import ServerEnvironment, environment_factory, server_reward
 
 load_plugins()
 DIR = str(DATA_DIR) if DATA_DIR else None

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.benchmarks.spec import Rejection
+from genenv.benchmarks.task_writer import Rejection
 from genenv.benchmarks.twx.spec import gold_wins
 from genenv.envs.parsing import ActionParseError, parse_command
 from genenv.benchmarks.twx.env import TextWorldExpressEnv, cancel_detours, load_twx_tasks, params_dict

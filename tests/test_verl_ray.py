@@ -453,7 +453,7 @@ def test_verls_agent_loop_worker_plays_gold_episodes_of_every_env(paper_cfg, tok
 def test_verls_agent_loop_worker_with_a_cpu_model(paper_cfg, tiny_model_dir, tmp_path):
     from genenv.trainer.engines.verl_ray.workers import GymAgentLoopWorker
 
-    from genenv.runtime.agent_loop import LocalGenerateClient
+    from genenv.trainer.engines.verl_ray.agent_loop import LocalGenerateClient
     from genenv.runtime.policies import TransformersPolicy
 
     policy = TransformersPolicy(str(tiny_model_dir), batch_size=8)
@@ -677,7 +677,7 @@ def test_update_batch_under_verls_ppo_loss_gives_the_local_loss(tiny_model_dir):
 
 
 def test_verl_policy_generates_through_a_generate_client(tiny_model_dir):
-    from genenv.runtime.agent_loop import LocalGenerateClient
+    from genenv.trainer.engines.verl_ray.agent_loop import LocalGenerateClient
     from genenv.runtime.policies import Prompt, TransformersPolicy
 
     local = TransformersPolicy(str(tiny_model_dir), batch_size=8)

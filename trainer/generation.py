@@ -10,14 +10,14 @@ Two kinds of prompts, chosen by the run's task source (:mod:`genenv.trainer.stra
 - EnvGen's (:func:`envgen_plans`; Zala et al., COLM 2024): every ``generation.every`` iterations only, a *frozen* environment
   policy gets the agent's per-skill success rates measured on the original (seed) tasks
   (:meth:`~genenv.trainer.task_pool.TaskPool.skill_success`, skills from
-  :meth:`~genenv.benchmarks.spec.BenchmarkSpec.skill_of`) and is asked for tasks aimed at the weakest skills:
+  :meth:`~genenv.benchmarks.task_writer.TaskWriter.skill_of`) and is asked for tasks aimed at the weakest skills:
   ``prompts_per_iteration * every`` prompts (the same generation budget as GenEnv over those iterations), prompt
   ``i`` targeting the ``i``-th weakest skill with demonstrations of that skill. The generated tasks join the pool,
   where the agent trains on them mixed with the original tasks.
 
 The environment policy samples ``generation.generations_per_prompt`` texts per prompt, under the spec's JSON Schema
 when ``generation.constrained`` (:mod:`genenv.runtime.grammar`). Each text is parsed and validated by the
-spec (:meth:`~genenv.benchmarks.spec.BenchmarkSpec.parse_generated`; grounded rules when ``generation.grounded``),
+spec (:meth:`~genenv.benchmarks.task_writer.TaskWriter.parse_generated`; grounded rules when ``generation.grounded``),
 then checked for near-duplicates of the pool and of the tasks admitted before it; a rejection is counted by reason
 and never enters the pool.
 """
@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from genenv.benchmarks.spec import BenchmarkSpec, Rejection
+from genenv.benchmarks.task_writer import Rejection, TaskWriter
 from genenv.envs.task import Task
 from genenv.runtime.policies import Generation, Policy, Prompt
 from genenv.trainer.task_pool import TaskPool
@@ -93,7 +93,7 @@ class PromptPlan:
     feedback: dict[str, Any] | None = None
 
 
-def genenv_plans(spec: BenchmarkSpec, pool: TaskPool, rng: random.Random, g) -> list[PromptPlan]:
+def genenv_plans(spec: TaskWriter, pool: TaskPool, rng: random.Random, g) -> list[PromptPlan]:
     """GenEnv's prompts: ``g.prompts_per_iteration`` of them, each demonstrating ``g.seed_examples`` pool tasks
     drawn at random (among those the spec can demonstrate)."""
     seeds_all = [t for t in pool.tasks if spec.demonstrable(t)]
@@ -101,7 +101,7 @@ def genenv_plans(spec: BenchmarkSpec, pool: TaskPool, rng: random.Random, g) -> 
             for _ in range(g.prompts_per_iteration)]
 
 
-def envgen_plans(spec: BenchmarkSpec, pool: TaskPool, rng: random.Random, g) -> list[PromptPlan]:
+def envgen_plans(spec: TaskWriter, pool: TaskPool, rng: random.Random, g) -> list[PromptPlan]:
     """EnvGen's prompts: ``g.prompts_per_iteration * g.every`` of them, prompt ``i`` aimed at the ``i``-th weakest
     skill (:func:`weakest_skills` of the agent's per-skill success rates on the original tasks), demonstrating
     ``g.seed_examples`` tasks of that skill (any pool task when the skill has none) and carrying the rates."""
@@ -117,12 +117,12 @@ def envgen_plans(spec: BenchmarkSpec, pool: TaskPool, rng: random.Random, g) -> 
     return plans
 
 
-def write_tasks(spec: BenchmarkSpec, policy: Policy, pool: TaskPool, g, alpha: float, iteration: int,
+def write_tasks(spec: TaskWriter, policy: Policy, pool: TaskPool, g, alpha: float, iteration: int,
                 plans: list[PromptPlan]) -> tuple[list[GenerationRecord], Counter]:
     """Steps 1-2: sample task texts from the environment ``policy`` for each of ``plans`` and validate them.
 
     Args:
-        spec: the benchmark spec (prompts, schema, parsing, validation, near-duplicates).
+        spec: the benchmark spec's task-writer part (prompts, schema, parsing, validation, near-duplicates).
         pool: the task pool (recent p̂ shown in GenEnv prompts, the near-duplicate check).
         g: the run's :class:`~genenv.trainer.settings.GenerationSettings` (``generations_per_prompt``,
             ``temperature``, ``max_new_tokens``, ``constrained``).

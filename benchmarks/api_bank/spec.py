@@ -15,7 +15,8 @@ import re
 from typing import Any, Sequence
 
 from genenv.benchmarks.grounding import ungrounded_arguments
-from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object, json_object
+from genenv.benchmarks.spec import BenchmarkSpec, Metric
+from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
 from genenv.benchmarks.api_bank.env import LEVELS, PROTOCOLS, catalogue_for, suite_of
 from genenv.benchmarks.api_bank.apis import ApiError, ApiRuntime, make_runtime
 from genenv.benchmarks.api_bank.data import api_bank_dir

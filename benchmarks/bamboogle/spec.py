@@ -29,7 +29,8 @@ import re
 from typing import Any, Sequence
 
 from genenv.benchmarks.grounding import normalise, stated_numbers
-from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object, json_object
+from genenv.benchmarks.spec import BenchmarkSpec, Metric
+from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
 from genenv.envs.task import Task
 from genenv.rewards.text import first_alias
 

@@ -14,7 +14,8 @@ import uuid
 from typing import Any, Sequence
 
 from genenv.benchmarks.grounding import ungrounded_arguments
-from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object, json_object
+from genenv.benchmarks.spec import BenchmarkSpec, Metric
+from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
 from genenv.benchmarks.bfcl.multi_turn_env import (
     MULTI_TURN_CATEGORIES,
     all_functions,

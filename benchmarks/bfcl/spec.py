@@ -17,7 +17,8 @@ import re
 from typing import Any, Sequence
 
 from genenv.benchmarks.grounding import ungrounded_arguments
-from genenv.benchmarks.spec import BenchmarkSpec, Metric, Rejection, extract_json_object, json_object
+from genenv.benchmarks.spec import BenchmarkSpec, Metric
+from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
 from genenv.benchmarks.bfcl.data import SINGLE_TURN_CATEGORIES
 from genenv.envs.task import Task
 from genenv.benchmarks.bfcl.checker import bfcl_check

@@ -208,7 +208,7 @@ class VerlRayBackend:
                 env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
                 stats: dict[str, float] | None = None) -> list[Trajectory]:
         """``n`` episodes per task through veRL's ``AgentLoopManager`` and
-        :class:`~genenv.runtime.agent_loop.GymAgentLoop` on the cluster (the one episode loop); the
+        :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` on the cluster (the one episode loop); the
         agent-loop workers are (re)started when ``max_new_tokens`` or ``env_kwargs`` change. ``stats`` gets
         ``generate_seconds`` (generation and env steps interleave on the workers).
 

@@ -10,7 +10,7 @@ import torch
 
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import write_verl_parquet
-from genenv.runtime.agent_loop import trajectory_of
+from genenv.trainer.engines.verl_ray.agent_loop import trajectory_of
 from genenv.runtime.episodes import Trajectory
 
 
@@ -43,7 +43,7 @@ def tasks_to_batch(tasks: Sequence[Task], n: int, tokenizer, data_config, path: 
 
 def trajectories_from_output(tasks: Sequence[Task], n: int, output) -> list[Trajectory]:
     """Trajectories from the ``DataProto`` veRL's agent-loop workers return for :func:`tasks_to_batch` rows played
-    by :class:`~genenv.runtime.agent_loop.GymAgentLoop` (``rm_scores`` = the episode's return on the last
+    by :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` (``rm_scores`` = the episode's return on the last
     response token; its extra fields ``success``, ``info``, ``turns``, ``segments`` as non-tensor columns), in the
     order of the input rows.
 

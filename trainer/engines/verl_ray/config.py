@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genenv.trainer.engines.base import ROLES
-from genenv.runtime.agent_loop import AGENT_LOOP_NAME
+from genenv.trainer.engines.verl_ray.agent_loop import AGENT_LOOP_NAME
 from genenv.trainer.settings import RunSettings, checked_run_settings
 
 
@@ -205,7 +205,7 @@ def ref_in_actor(model_cfg) -> bool:
 def agent_loop_worker_config(rcfg: DictConfig, max_new_tokens: int, env_kwargs: dict[str, Any] | None = None,
                              env_server: str | None = None) -> DictConfig:
     """The config veRL's agent-loop workers get: the agent's resolved veRL config plus the ``genenv`` block
-    :class:`~genenv.runtime.agent_loop.GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
+    :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
     ``env_kwargs``, ``env_server``: a ``genenv-serve`` URL to play the episodes on); the episode's response budget
     is veRL's own ``rollout.response_length``."""
     config = OmegaConf.create(OmegaConf.to_container(rcfg, resolve=True))

@@ -2,7 +2,7 @@
 (agent, environment policy), each a hybrid FSDP + vLLM worker group, in one Ray cluster.
 
 Ray ships an actor class to its worker processes by reference (module + name), so the process that hosts one of
-these classes imports this module, and with it :mod:`genenv.runtime.agent_loop`, which registers the
+these classes imports this module, and with it :mod:`genenv.trainer.engines.verl_ray.agent_loop`, which registers the
 ``genenv_gym`` agent loop in veRL's registry (``verl.experimental.agent_loop.agent_loop._agent_loop_registry``).
 That is how the agent-loop workers on every node know ``genenv_gym`` without a file path in the config.
 
@@ -44,7 +44,7 @@ from verl.workers.engine_workers import ActorRolloutRefWorker
 from verl.workers.rollout.llm_server import LLMServerManager
 from verl.workers.rollout.replica import get_rollout_replica_class
 
-import genenv.runtime.agent_loop  # noqa: F401  (registers "genenv_gym" in every process that loads this module)
+import genenv.trainer.engines.verl_ray.agent_loop  # noqa: F401  (registers "genenv_gym" in every process that loads this module)
 
 SQ_SUM_CHUNK = 1 << 24  # elements per float64 chunk in param_sq_sum (128 MB of temporaries)
 

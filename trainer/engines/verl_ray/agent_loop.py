@@ -49,8 +49,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import task_extra_info
-from genenv.envs.workers import LocalEpisodes
-from genenv.runtime.episodes import Episode, Segment, Trajectory, Turn, remote_runner
+from genenv.runtime.episodes import Episode, Segment, Trajectory, Turn, episode_runner
 from genenv.runtime.models import chat_prompt_ids
 from genenv.runtime.policies import Generation
 
@@ -73,7 +72,7 @@ class GymAgentLoop(AgentLoopBase):
     ``genenv.{env_kwargs, max_new_tokens, env_server}``; ``max_new_tokens`` (tokens per turn) applies when the
     caller's sampling parameters carry no ``max_tokens`` (veRL's ``AgentLoopWorker`` passes none); ``env_server``:
     the URL of a ``genenv-serve`` server on which the episodes are played
-    (:class:`~genenv.runtime.remote_episodes.RemoteEpisodes`, the same rewards; ``None``: in this process).
+    (:class:`~genenv.runtime.serve.client.RemoteEpisodes`, the same rewards; ``None``: in this process).
     """
 
     def __init__(self, *args, **kwargs):
@@ -91,7 +90,7 @@ class GymAgentLoop(AgentLoopBase):
         task = Task.from_json(kwargs["extra_info"]["task_json"])
         per_turn = int(sampling_params.get("max_tokens") or self.max_new_tokens or self.response_length)
         episode = Episode(task, 0, lambda m: chat_prompt_ids(self.tokenizer, m), per_turn, self.response_length)
-        runner = remote_runner(self.env_server) if self.env_server else LocalEpisodes()
+        runner = episode_runner(self.env_server)
         request_id = uuid4().hex
         try:
             opened = await _off_loop(runner.open, [(0, task, self.env_kwargs.get(task.benchmark))])

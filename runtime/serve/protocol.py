@@ -35,6 +35,7 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+TOKEN_ENV = "GENENV_SERVE_TOKEN"  # the environment variable holding the bearer token (server and clients)
 RESET_KEYS = ("benchmark", "split", "options", "task_id", "task", "parent_task_id", "seed", "episode_id", "reading",
               "env_options", "task_sha256")
 MAX_MESSAGE_BYTES = 1 << 20  # a client message over this is refused with an error (its session goes on)

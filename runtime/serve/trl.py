@@ -17,7 +17,7 @@ is such an instance for every benchmark of the server:
 Usage::
 
     from trl import GRPOConfig, GRPOTrainer
-    from genenv.runtime.trl_env import environment_factory, server_reward
+    from genenv.runtime.serve.trl import environment_factory, server_reward
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "benchmark": "bamboogle", "seed": i}
                                  for i in range(64)])
     GRPOTrainer(model, reward_funcs=[server_reward], train_dataset=dataset, args=GRPOConfig(...),
@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from genenv.runtime.env_protocol import RESET_KEYS
-from genenv.runtime.remote_episodes import SessionClient
+from genenv.runtime.serve.protocol import RESET_KEYS
+from genenv.runtime.serve.client import SessionClient
 
 
 class ServerEnvironment:

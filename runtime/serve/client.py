@@ -8,8 +8,8 @@ the same episodes either way. Each episode is one WebSocket session of OpenEnv's
 loop in a background thread.
 
 A task travels as the server needs it (:func:`reset_arguments`): a seed task by its id and split, a generated one
-as its generation JSON (:meth:`~genenv.benchmarks.spec.BenchmarkSpec.as_generation`, validated again on the
-server) with its parent's id; both with the task's digest (:func:`~genenv.runtime.env_protocol.task_sha256`), so a
+as its generation JSON (:meth:`~genenv.benchmarks.task_writer.TaskWriter.as_generation`, validated again on the
+server) with its parent's id; both with the task's digest (:func:`~genenv.runtime.serve.protocol.task_sha256`), so a
 server whose data differ from the client's refuses the task instead of playing another one. Env options travel
 as ``reading`` (``parsing``) and ``env_options``; ``data_dir`` stays on each side (the server has its own).
 """
@@ -27,9 +27,8 @@ from websockets.exceptions import ConnectionClosed
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.task import Task
-from genenv.runtime.env_protocol import MAX_MESSAGE_BYTES, task_sha256
+from genenv.runtime.serve.protocol import MAX_MESSAGE_BYTES, TOKEN_ENV, task_sha256
 
-TOKEN_ENV = "GENENV_SERVE_TOKEN"
 
 
 class SessionClient(GenericEnvClient):

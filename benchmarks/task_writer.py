@@ -1,0 +1,189 @@
+"""The task-writer part of a benchmark spec: what the environment policy is asked for and how its text becomes a
+task. :class:`TaskWriter` holds the prompt (the benchmark's format, seed tasks from the training pool as
+demonstrated turns, the agent's recent success rate or EnvGen's per-skill rates), the JSON Schema of one generation
+(structured decoding), the strict-JSON parser and the validator, and the near-duplicate check. A generation that
+fails any check is a :class:`Rejection` with a reason from a fixed vocabulary, counted by the trainer and given
+environment-policy reward 0; it never enters the task pool. :class:`~genenv.benchmarks.spec.BenchmarkSpec` joins
+it with the benchmark's evaluation part; the trainer's task writing (:mod:`genenv.trainer.generation`) and the env
+server's inline tasks use only this part.
+"""
+from __future__ import annotations
+
+import abc
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from genenv.envs.parsing import raw_decode_json
+from genenv.envs.task import Task
+
+NEAR_DUPLICATE_THRESHOLD = 90.0  # rapidfuzz token_set_ratio (0-100) at or above which a task is a near-duplicate
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A generated task that was not admitted: ``reason`` (a short key counted in metrics) and ``detail``."""
+
+    reason: str
+    detail: str = ""
+
+
+def extract_json_object(text: str) -> dict[str, Any] | Rejection:
+    """The first complete JSON object in generated text, strictly parsed.
+
+    Scans to the first ``{`` and decodes one value with :func:`genenv.envs.parsing.raw_decode_json` (standard
+    JSON, no repair; numeric literals and nesting bounded as for agent actions); text after the object (small
+    models often add stray braces or commentary) is ignored. Returns a :class:`Rejection` (``no_json`` /
+    ``invalid_json`` / ``not_object``) instead of raising.
+    """
+    if not isinstance(text, str) or len(text) > 20_000:
+        return Rejection("no_json", "output is not a string or is too long")
+    start = text.find("{")
+    if start < 0:
+        return Rejection("no_json", "no {...} object in the output")
+    try:
+        obj, _ = raw_decode_json(text, start)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or ActionParseError: a bound exceeded
+        return Rejection("invalid_json", str(exc)[:200])
+    if not isinstance(obj, dict):
+        return Rejection("not_object", type(obj).__name__)
+    return obj
+
+
+def final_request(ask: str, p_hat: float | None, alpha: float, feedback: str | None = None) -> str:
+    """The generation prompt's last user turn: ``feedback`` (EnvGen) or the α-curriculum feedback (the agent's
+    recent success rate p̂ and the target α), then ``ask``."""
+    if feedback is not None:
+        return f"{feedback} {ask} Make it different from the previous ones."
+    rate = f"The agent currently solves {p_hat:.0%} of such tasks. " if p_hat is not None else ""
+    return f"{rate}{ask} Make it different from the previous ones, so that the agent solves it about " \
+           f"{alpha:.0%} of the time."
+
+
+def json_object(properties: dict[str, Any], optional: Sequence[str] = ()) -> dict[str, Any]:
+    """A JSON Schema object with exactly ``properties`` (in that order), all required but ``optional``, no others
+    (the strict shape a generation format takes)."""
+    return {"type": "object", "properties": properties,
+            "required": [k for k in properties if k not in optional], "additionalProperties": False}
+
+
+class TaskWriter(abc.ABC):
+    """The task-writer part of a benchmark spec (see the module docstring).
+
+    Class attributes: ``name`` (the benchmark's registry key, the default skill), ``rejection_reasons`` (the spec's
+    own reasons; :attr:`all_rejection_reasons` adds the shared ones), ``generation_system_prompt``,
+    ``grounding_reasons`` (the reasons only grounded validation gives; empty: no such rules).
+
+    Args:
+        grounded: grounded validation (``generation.grounded``): gold values must be stated in the request.
+    """
+
+    name: str = ""
+    rejection_reasons: tuple[str, ...] = ()
+    COMMON_REJECTION_REASONS = ("no_json", "invalid_json", "not_object", "near_duplicate")
+
+    def __init__(self, grounded: bool = True):
+        self._grounded = bool(grounded)
+
+    @property
+    def grounded(self) -> bool:
+        """Grounded validation of generated tasks (``generation.grounded``; fixed when the spec is made, so a
+        shared instance never changes): ``False`` checks format, types and execution only."""
+        return self._grounded
+
+    @property
+    def all_rejection_reasons(self) -> tuple[str, ...]:
+        """Every reason a generation of this benchmark can be rejected for (the metrics' vocabulary)."""
+        return self.COMMON_REJECTION_REASONS + tuple(self.rejection_reasons)
+
+    def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float,
+                            feedback: str | None = None) -> list[dict[str, str]]:
+        """Chat messages asking the environment policy for one new task in strict JSON.
+
+        Layout: the benchmark's system instructions; each seed task as a demonstrated turn (a request, then the
+        seed in the output JSON format as the assistant's reply: small models copy a demonstrated format far
+        more reliably than a described one); finally the request carrying the feedback: by default (GenEnv) the
+        agent's recent success rate p̂ and the target rate α (:func:`final_request`); ``feedback``
+        replaces it (EnvGen's per-skill success rates, :mod:`genenv.trainer.generation`).
+        """
+        ask = "Write one new task as a single JSON object."
+        messages = [{"role": "system", "content": self.generation_system_prompt}]
+        for seed in seeds:
+            messages += [{"role": "user", "content": ask},
+                         {"role": "assistant", "content": json.dumps(self.as_generation(seed), ensure_ascii=False)}]
+        messages.append({"role": "user", "content": final_request(ask, p_hat, alpha, feedback)})
+        return messages
+
+    def skill_of(self, task: Task) -> str:
+        """The skill ``task`` exercises (EnvGen's unit of feedback: the agent's success rate is reported per
+        skill); one skill for the whole benchmark by default."""
+        return self.name
+
+    generation_system_prompt: str = ""
+    grounding_reasons: tuple[str, ...] = ()  # the reasons only grounded validation gives (empty: no such rules)
+
+    def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
+        """The JSON Schema of one generation (the format :meth:`as_generation` writes, properties in its order),
+        for structured decoding (:mod:`genenv.runtime.grammar`); ``seeds`` are the prompt's
+        demonstrations (a spec may narrow the schema to their context, e.g. ALFWorld's scene). ``None`` (the
+        default): the environment policy samples freely."""
+        return None
+
+    def demonstrable(self, task: Task) -> bool:
+        """Whether ``task`` can serve as a demonstration in the generation prompt (all tasks by default). A spec
+        demonstrates only tasks its own validator admits, so that no demonstration teaches a rejected format."""
+        return True
+
+    def admits_own_demonstration(self, task: Task) -> bool:
+        """Whether :meth:`parse_generated` admits ``task``'s own demonstration (:meth:`as_generation`), with
+        ``task`` as the parent; cached per task id and :attr:`grounded` (validation may execute calls). A
+        demonstration the format cannot express (``ValueError``) is not admitted."""
+        key = (task.id, self.grounded)
+        cache = self.__dict__.setdefault("_admits_own", {})
+        if key not in cache:
+            try:
+                text = json.dumps(self.as_generation(task), ensure_ascii=False)
+            except (ValueError, KeyError, TypeError):
+                cache[key] = False
+            else:
+                cache[key] = isinstance(self.parse_generated(text, f"{task.id}-demo", 0, task), Task)
+        return cache[key]
+
+    @abc.abstractmethod
+    def as_generation(self, task: Task) -> dict[str, Any]:
+        """``task`` in the JSON format the environment policy must produce (used for the demonstrations)."""
+
+    @abc.abstractmethod
+    def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
+        """Parse and validate one generation into a :class:`Task` (origin ``generated``, ``admitted_iteration`` =
+        ``iteration``, the training iteration that wrote it) or a :class:`Rejection`. Callers pass the arguments
+        by position."""
+
+    def dedup_text(self, task: Task) -> str:
+        """The text compared for near-duplicates (the prompt by default)."""
+        return task.prompt
+
+    def duplicate_key(self, task: Task) -> tuple | None:
+        """An exact identity for benchmarks where text similarity is the wrong notion of "the same task" (a text
+        game's parameters and seed, a goal in a scene); ``None`` (the default): compare texts."""
+        return None
+
+    def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = NEAR_DUPLICATE_THRESHOLD
+                       ) -> Rejection | None:
+        """``Rejection("near_duplicate")`` if a pool task of this benchmark has the same :meth:`duplicate_key`
+        or, for benchmarks without one, is within ``threshold`` (rapidfuzz token_set_ratio) of ``task``'s
+        :meth:`dedup_text`; else ``None``."""
+        key = self.duplicate_key(task)
+        if key is not None:
+            same = next((o for o in pool if o.benchmark == task.benchmark and self.duplicate_key(o) == key), None)
+            return Rejection("near_duplicate", f"the same task as pool task {same.id}") if same else None
+        from rapidfuzz import fuzz, process
+
+        choices = [self.dedup_text(t) for t in pool]
+        if not choices:
+            return None
+        best = process.extractOne(self.dedup_text(task), choices, scorer=fuzz.token_set_ratio,
+                                  score_cutoff=threshold)
+        if best is None:
+            return None
+        return Rejection("near_duplicate", f"{best[1]:.0f} similar to pool task {pool[best[2]].id}")

@@ -1,0 +1,174 @@
+"""``genenv-serve``: every registered benchmark behind one OpenEnv session server.
+
+Built on ``openenv-core``'s own server (``openenv.core.env_server.http_server.create_app``): WebSocket sessions at
+``/ws`` (one :class:`BenchmarkSession` per connection: reset, step, state, close; a connection over
+``max_sessions`` gets OpenEnv's ``CAPACITY_REACHED`` error), ``/health``, ``/schema``, ``/metadata``, OpenEnv's
+stateless HTTP ``/reset`` and ``/step``, and MCP JSON-RPC (``tools/list``, ``tools/call``) over ``/mcp`` and as
+``{"type": "mcp"}`` messages on a session, where its task's tools are listed and a call is one step.
+This module is the app and its command line; the wire types and reset arguments are in
+:mod:`~genenv.runtime.serve.protocol`, the tasks in :mod:`~genenv.runtime.serve.catalog`, the sessions in
+:mod:`~genenv.runtime.serve.environment`.
+
+A session's episode is exactly the in-process one: the env is made by
+:func:`~genenv.envs.wrappers.make_text_env` over the task, as :class:`~genenv.envs.workers.LocalEpisodes` makes
+it for evaluation and training, and reset with ``options={"task_id": ...}``; so a step over the wire returns the
+reward, observation and info of the same step in-process. Inline tasks are validated by the benchmark's spec
+(:meth:`~genenv.benchmarks.task_writer.TaskWriter.parse_generated`, as :func:`genenv.trainer.generation.write_tasks`
+validates generated tasks); a rejected one is answered with its rejection reason and leaves its session as it was.
+
+Around OpenEnv's app, :class:`WireGuard` (ASGI middleware) answers, without passing them on and with their session
+kept: a message over :data:`~genenv.runtime.serve.protocol.MAX_MESSAGE_BYTES`, text that is not a JSON object, and
+JSON that Python refuses to read (e.g. an integer over 4,300 digits); with a bearer token set it refuses every
+request and connection without ``Authorization: Bearer <token>`` (HTTP 401; a WebSocket is closed before it opens).
+The server binds 127.0.0.1 unless ``--host`` names another interface, which needs ``GENENV_SERVE_TOKEN``.
+"""
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import logging
+import os
+import re
+from typing import Any
+
+from genenv.runtime.serve.catalog import TaskCatalog
+from genenv.runtime.serve.environment import BenchmarkSession
+from genenv.runtime.serve.protocol import (MAX_MESSAGE_BYTES, MAX_NESTING, TOKEN_ENV, SessionAction,
+                                           SessionObservation)
+
+log = logging.getLogger(__name__)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_JSON_MARKS = re.compile(r'\\.|[\[\]{}"]', re.S)
+
+
+class WireGuard:
+    """ASGI middleware in front of OpenEnv's app (see the module docstring): message checks on WebSocket
+    sessions, and the bearer token on every request when ``token`` is set.
+
+    Args:
+        app: the ASGI app. token: the bearer token (``None``: no check). max_bytes: the largest client message.
+    """
+
+    def __init__(self, app: Any, token: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES):
+        self.app, self.token, self.max_bytes = app, token, max_bytes
+
+    def _authorized(self, scope: dict[str, Any]) -> bool:
+        if not self.token:
+            return True
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"authorization", b"").decode("latin-1")
+        return hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode())
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        kind = scope.get("type")
+        if kind in ("http", "websocket") and not self._authorized(scope):
+            if kind == "websocket":
+                await send({"type": "websocket.close", "code": 1008, "reason": "bearer token required"})
+            else:
+                body = b'{"detail": "bearer token required (Authorization: Bearer <token>)"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+            return
+        if kind != "websocket":
+            return await self.app(scope, receive, send)
+
+        async def checked_receive() -> dict[str, Any]:
+            while True:
+                message = await receive()
+                if message.get("type") != "websocket.receive":
+                    return message
+                problem = self.problem(message)
+                if problem is None:
+                    return message
+                await send({"type": "websocket.send", "text": json.dumps(
+                    {"type": "error", "data": {"message": problem[1], "code": problem[0]}})})
+
+        return await self.app(scope, checked_receive, send)
+
+    def problem(self, message: dict[str, Any]) -> tuple[str, str] | None:
+        """``(code, message)`` for a client message that is answered here, else ``None``."""
+        raw = message.get("text")
+        if raw is None:
+            return "INVALID_JSON", "send messages as text frames of JSON, not binary frames"
+        if len(raw.encode("utf-8", errors="replace")) > self.max_bytes:
+            return "MESSAGE_TOO_LARGE", f"message of {len(raw)} characters is over the limit of {self.max_bytes} bytes"
+        if nesting(raw) > MAX_NESTING:
+            return "INVALID_JSON", f"JSON nested deeper than {MAX_NESTING} levels"
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:  # JSONDecodeError, and numbers Python refuses (over 4,300 digits)
+            return "INVALID_JSON", f"Invalid JSON: {str(exc)[:200]}"
+        if not isinstance(data, dict):
+            return "INVALID_JSON", "a message is a JSON object {\"type\": ..., \"data\": {...}}"
+        return None
+
+
+def nesting(text: str) -> int:
+    """The deepest nesting of JSON arrays and objects in ``text`` (brackets inside strings not counted), read in
+    one pass over its brackets, quotes and escapes without parsing (a message of 100,000 ``[`` costs no recursion)."""
+    depth = deepest = 0
+    in_string = False
+    for match in _JSON_MARKS.finditer(text):
+        mark = match.group()
+        if in_string:
+            in_string = mark != '"'  # escapes are matched whole (\\ and \"), so a lone quote ends the string
+        elif mark == '"':
+            in_string = True
+        elif mark in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif mark in "]}":
+            depth -= 1
+    return deepest
+
+
+def create_server_app(data_dir: str | None = None, benchmarks: list[str] | None = None, max_sessions: int = 64,
+                      token: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES) -> WireGuard:
+    """The ASGI app of ``genenv-serve``: OpenEnv's ``create_app`` over :class:`BenchmarkSession`, behind
+    :class:`WireGuard`.
+
+    Args:
+        data_dir: the server's data directory. benchmarks: the served names (``None``: every registered one).
+        max_sessions: concurrent sessions (OpenEnv's ``max_concurrent_envs``). token: bearer token or ``None``.
+    Raises:
+        KeyError: an unknown benchmark name.
+    """
+    from openenv.core.env_server.http_server import create_app
+
+    catalog = TaskCatalog(data_dir, benchmarks)
+    app = create_app(lambda: BenchmarkSession(catalog), SessionAction, SessionObservation, env_name="genenv",
+                     max_concurrent_envs=int(max_sessions))
+    return WireGuard(app, token=token, max_bytes=max_bytes)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``genenv-serve [--host H] [--port P] [--benchmarks a,b] [--max-sessions N] [--data-dir D]``.
+
+    Raises:
+        SystemExit: another interface than loopback without ``GENENV_SERVE_TOKEN`` set.
+    """
+    import uvicorn
+
+    ap = argparse.ArgumentParser(prog="genenv-serve", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="interface to bind (default 127.0.0.1; another one needs GENENV_SERVE_TOKEN)")
+    ap.add_argument("--port", type=int, default=8011)
+    ap.add_argument("--benchmarks", default="", help="comma-separated names (default: every registered one)")
+    ap.add_argument("--max-sessions", type=int, default=64, help="concurrent sessions (default 64)")
+    ap.add_argument("--data-dir", default=None, help="data directory (default: $GENENV_DATA_DIR, else the samples)")
+    ap.add_argument("--log-level", default="warning")
+    args = ap.parse_args(argv)
+    token = os.environ.get(TOKEN_ENV) or None
+    if args.host not in LOOPBACK and not token:
+        raise SystemExit(f"genenv-serve: binding {args.host} needs a bearer token: set {TOKEN_ENV}")
+    app = create_server_app(args.data_dir, [b for b in args.benchmarks.split(",") if b] or None,
+                            args.max_sessions, token)
+    print(f"genenv-serve on http://{args.host}:{args.port} (WebSocket /ws, MCP /mcp; token "
+          f"{'required' if token else 'off'})", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws_max_size=4 * MAX_MESSAGE_BYTES)
+
+
+if __name__ == "__main__":
+    main()
