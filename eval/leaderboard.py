@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from genenv.benchmarks.registry import get_benchmark, paper_benchmarks
 from genenv.envs.data import is_packaged, resolve_data_dir
 from genenv.envs.parsing import PARSING_MODES
+from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import evaluate
 
 
@@ -161,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     policy = policy_from_args(args)
     options = parse_options(args.option, loader_options)
     result = evaluate(policy, benchmarks, split=args.split, data_dir=data_dir, limit=args.limit,
-                      options=options, max_new_tokens=args.max_new_tokens,
-                      env_kwargs=parse_options(args.env_option), env_workers=args.env_workers,
-                      env_server=args.env_server,
+                      options=options, spec=RolloutSpec(max_new_tokens=args.max_new_tokens,
+                                                        env_kwargs=parse_options(args.env_option),
+                                                        env_workers=args.env_workers, env_server=args.env_server),
                       parsing=args.parsing, log=log, save_every=args.save_every)
     write_results(result, out, data_dir=data_dir, split=args.split)
     print(leaderboard_markdown(result, data_dir=data_dir))

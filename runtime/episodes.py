@@ -197,41 +197,80 @@ def episode_runner(env_server: str | None = None, workers: int | None = None) ->
     return ProcessEpisodes(workers) if workers and workers >= 1 else LocalEpisodes()
 
 
-def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature: float = 0.0,
-                  max_new_tokens: int = 256, env_kwargs: dict[str, dict[str, Any]] | None = None,
-                  chunk_size: int = 16, progress: Any = None, stats: dict[str, float] | None = None,
-                  env_workers: int | None = None, max_response_tokens: int | None = None,
-                  env_server: str | None = None) -> list[Trajectory]:
-    """Play ``n`` episodes per task in lock step (any mix of benchmarks, single- and multi-step envs).
+@dataclass(frozen=True)
+class RolloutSpec:
+    """How a batch of agent episodes is played: what :func:`play_episodes`, an engine's ``rollout`` and the
+    leaderboard's evaluation pass down together.
+
+    Attributes:
+        n: episodes per task (the GRPO group size).
+        temperature: sampling temperature (0: greedy).
+        max_new_tokens: tokens the policy may generate per turn.
+        max_response_tokens: each episode's response budget after its first prompt, policy and environment tokens
+            together (veRL's ``response_length``; ``None``: none; see the module docstring).
+        env_kwargs: per-benchmark env constructor options (e.g. ``{"bamboogle": {"metric": "f1"}}``).
+        env_server: the URL of a ``genenv-serve`` server to play the episodes on (``None``: this machine).
+        env_workers: worker processes for the envs (``None`` / 0: this process; unused with ``env_server``).
+    """
+
+    n: int = 1
+    temperature: float = 0.0
+    max_new_tokens: int = 256
+    max_response_tokens: int | None = None
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    env_server: str | None = None
+    env_workers: int | None = None
+
+
+@dataclass(frozen=True)
+class RolloutTimings:
+    """Seconds a rollout spent: ``generate_seconds`` (the policy's generation) and ``env_seconds`` (env resets and
+    steps: parsing, execution, scoring). Timings add up (``a + b``)."""
+
+    generate_seconds: float = 0.0
+    env_seconds: float = 0.0
+
+    def __add__(self, other: "RolloutTimings") -> "RolloutTimings":
+        return RolloutTimings(self.generate_seconds + other.generate_seconds, self.env_seconds + other.env_seconds)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What a rollout returns: the ``trajectories`` (``len(tasks) * n``, grouped by task in input order) and the
+    :class:`RolloutTimings` it took."""
+
+    trajectories: list[Trajectory]
+    timings: RolloutTimings = RolloutTimings()
+
+
+def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = RolloutSpec(), chunk_size: int = 16,
+                  progress: Any = None) -> Rollout:
+    """Play ``spec.n`` episodes per task in lock step (any mix of benchmarks, single- and multi-step envs), on the
+    runner :func:`episode_runner` chooses for ``spec``.
 
     Args:
         tasks: the tasks.
         policy: generates the agent's text (and token ids, when local).
-        n: episodes per task (the GRPO group size).
-        temperature / max_new_tokens: sampling settings (``max_new_tokens`` per turn).
-        env_kwargs: per-benchmark env constructor options (e.g. ``{"bamboogle": {"metric": "f1"}}``).
+        spec: the sampling and env settings (:class:`RolloutSpec`; default: one greedy episode per task here).
         chunk_size: prompts per policy call (progress granularity; an endpoint policy's requests in flight).
         progress: description for a tqdm progress bar, an open bar to advance by one per finished episode (the
             caller closes it), or ``None`` for none.
-        stats: if given, ``generate_seconds`` and ``env_seconds`` (env steps: parsing, execution, scoring) are
-            added to it.
-        env_workers: worker processes for the envs (``None`` / 0: this process; :mod:`genenv.envs.workers`).
-        max_response_tokens: each episode's response budget (see the module docstring; ``None``: none).
-        env_server: the URL of a ``genenv-serve`` server to play the episodes on
-            (:class:`~genenv.runtime.serve.client.RemoteEpisodes`; ``env_workers`` is then unused).
     Returns:
-        ``len(tasks) * n`` trajectories, grouped by task in input order.
+        the :class:`Rollout`: ``len(tasks) * spec.n`` trajectories, grouped by task in input order, and timings.
     """
-    runner = episode_runner(env_server, env_workers)
+    runner = episode_runner(spec.env_server, spec.env_workers)
     encode = encoder_of(policy)
-    episodes = [Episode(t, k, encode, max_new_tokens, max_response_tokens) for t in tasks for k in range(n)]
+    episodes = [Episode(t, k, encode, spec.max_new_tokens, spec.max_response_tokens)
+                for t in tasks for k in range(spec.n)]
     bar = None if isinstance(progress, str) else progress
+    timings = RolloutTimings()
     try:
         t0 = time.perf_counter()
-        opened = runner.open([(i, e.task, (env_kwargs or {}).get(e.task.benchmark)) for i, e in enumerate(episodes)])
+        kwargs = spec.env_kwargs or {}
+        opened = runner.open([(i, e.task, kwargs.get(e.task.benchmark)) for i, e in enumerate(episodes)])
         for e, (obs, info) in zip(episodes, opened):
             e.opened(obs, info)
-        _add(stats, "env_seconds", time.perf_counter() - t0)
+        timings += RolloutTimings(env_seconds=time.perf_counter() - t0)
         if isinstance(progress, str) and progress:
             from tqdm.auto import tqdm
 
@@ -245,8 +284,8 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
             if bar and turn > 1:
                 bar.set_postfix(turn=turn, active=len(active))
             for start in range(0, len(active), chunk_size):
-                _play_round(episodes, active[start:start + chunk_size], policy, runner, temperature, max_new_tokens,
-                            stats, bar)
+                timings += _play_round(episodes, active[start:start + chunk_size], policy, runner, spec.temperature,
+                                       spec.max_new_tokens, bar)
     finally:
         runner.shutdown()
         release = getattr(policy, "clear_prefix_cache", None)
@@ -254,12 +293,13 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, n: int = 1, temperature
             release()
         if bar and isinstance(progress, str):
             bar.close()
-    return [e.trajectory() for e in episodes]
+    return Rollout([e.trajectory() for e in episodes], timings)
 
 
-def _play_round(episodes: list[Episode], ids: list[int], policy: Policy, runner, temperature: float,
-                max_new_tokens: int, stats: dict[str, float] | None, bar) -> None:
-    """One turn of the episodes ``ids``: prompts (identical ones sampled together), generation, env steps."""
+def _play_round(episodes: list[Episode], ids: list[int], policy: Policy, runner: EpisodeRunner, temperature: float,
+                max_new_tokens: int, bar) -> RolloutTimings:
+    """One turn of the episodes ``ids``: prompts (identical ones sampled together), generation, env steps; returns
+    the seconds of the generation and of the steps."""
     prompts: dict[int, Prompt] = {}
     for i in ids:
         p = episodes[i].prompt()
@@ -293,10 +333,4 @@ def _play_round(episodes: list[Episode], ids: list[int], policy: Policy, runner,
             runner.close(i)
             if bar:
                 bar.update(1)
-    _add(stats, "generate_seconds", t1 - t0)
-    _add(stats, "env_seconds", time.perf_counter() - t1)
-
-
-def _add(stats: dict[str, float] | None, key: str, seconds: float) -> None:
-    if stats is not None:
-        stats[key] = stats.get(key, 0.0) + seconds
+    return RolloutTimings(t1 - t0, time.perf_counter() - t1)

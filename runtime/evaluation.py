@@ -17,7 +17,7 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.spec import Metric
 from genenv.envs.data import jsonl_line, write_jsonl
 from genenv.envs.parsing import check_parsing
-from genenv.runtime.episodes import Trajectory, play_episodes
+from genenv.runtime.episodes import RolloutSpec, Trajectory, play_episodes
 
 
 LENIENT_LABEL = "LENIENT parsing (ours, not the official reading of model text)"
@@ -97,10 +97,8 @@ def row_trajectory(task, row: dict[str, Any]) -> Trajectory:
 
 def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: str | None = None,
              limit: int | None = None, options: dict[str, dict[str, Any]] | None = None,
-             max_new_tokens: int = 256, progress: bool = True,
-             env_kwargs: dict[str, dict[str, Any]] | None = None, env_workers: int | None = None,
-             parsing: str = "official", log: ResultLog | None = None, save_every: int = 64,
-             env_server: str | None = None) -> EvalResult:
+             spec: RolloutSpec = RolloutSpec(), progress: bool = True, parsing: str = "official",
+             log: ResultLog | None = None, save_every: int = 64) -> EvalResult:
     """Greedy single-sample evaluation of ``policy`` on each benchmark's units (multi-step envs: one episode
     per task, played to the end).
 
@@ -112,32 +110,36 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             else the packaged samples).
         limit: at most this many tasks per unit (first ones, file order).
         options: per-benchmark loader options, e.g. ``{"bfcl": {"category": "all"}}``.
-        env_kwargs: per-benchmark env constructor options, e.g. ``{"twx": {"max_steps": 30}}``.
-        env_workers: play the episodes in this many worker processes (the envs' CPU budget; ``None`` / 0: in this
-            process).
+        spec: how each episode is played (:class:`~genenv.runtime.episodes.RolloutSpec`): ``max_new_tokens``,
+            ``max_response_tokens``, ``env_kwargs`` (per-benchmark env constructor options, e.g.
+            ``{"twx": {"max_steps": 30}}``), ``env_workers`` (worker processes for the envs) and ``env_server`` (a
+            ``genenv-serve`` URL: the same rewards as in this process); one greedy episode per task, so ``n`` must
+            be 1 and ``temperature`` 0.
         parsing: how the envs read model text (:data:`~genenv.envs.parsing.PARSING_MODES`); ``"official"``
             (default) is the official harness's reading. A benchmark read otherwise (this argument or its
-            ``env_kwargs``) gets every metric's protocol label marked :data:`LENIENT_LABEL`.
+            ``spec.env_kwargs``) gets every metric's protocol label marked :data:`LENIENT_LABEL`.
         log: a :class:`ResultLog`: tasks it already holds are not played again (their records give their
             results), the others' records are appended every ``save_every`` tasks.
         save_every: tasks per chunk of episodes (the most work a kill can lose when ``log`` is given).
-        env_server: play the episodes on the ``genenv-serve`` server at this URL (the same rewards as in this
-            process; :class:`~genenv.runtime.serve.client.RemoteEpisodes`).
     Returns:
         the :class:`EvalResult`; ``rows`` in task order, ``timing`` over the tasks played now (``resumed``: how
         many came from the log).
     Raises:
-        KeyError: an unknown benchmark. DataError: missing or malformed data. ValueError: unknown ``parsing``.
+        KeyError: an unknown benchmark. DataError: missing or malformed data. ValueError: unknown ``parsing``, or
+        ``spec`` asks for more than one episode per task or a nonzero temperature.
     """
+    if spec.n != 1 or spec.temperature != 0.0:
+        raise ValueError(f"evaluation plays one greedy episode per task, not n={spec.n} at temperature "
+                         f"{spec.temperature}")
     result = EvalResult(policy=getattr(policy, "name", type(policy).__name__))
     per_call = max(16, int(getattr(policy, "concurrency", 0) or 0), int(getattr(policy, "batch_size", 0) or 0))
     for bench in benchmarks:
-        spec = get_benchmark(bench, data_dir)
-        kwargs = with_data_dir(env_kwargs, [bench], data_dir)
+        bench_spec = get_benchmark(bench, data_dir)
+        kwargs = with_data_dir(spec.env_kwargs, [bench], data_dir)
         bench_parsing = check_parsing(kwargs[bench].setdefault("parsing", parsing))
         bench_metrics: list[Metric] = []
-        for unit, opts in spec.eval_units((options or {}).get(bench, {})):
-            tasks = spec.load(**{"split": split, **opts})[:limit]  # a unit may fix its split
+        for unit, opts in bench_spec.eval_units((options or {}).get(bench, {})):
+            tasks = bench_spec.load(**{"split": split, **opts})[:limit]  # a unit may fix its split
             done = log.finished(unit) if log is not None else {}
             rows = {i: done[(i, t.id)] for i, t in enumerate(tasks) if (i, t.id) in done}
             played = {i: row_trajectory(tasks[i], r) for i, r in rows.items()}  # from the log: its record only
@@ -147,9 +149,9 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             try:
                 for k in range(0, len(todo), max(1, save_every)):
                     chunk = todo[k:k + max(1, save_every)]
-                    trajs = play_episodes([tasks[i] for i in chunk], policy, n=1, temperature=0.0,
-                                          max_new_tokens=max_new_tokens, progress=bar, env_kwargs=kwargs,
-                                          env_workers=env_workers, chunk_size=per_call, env_server=env_server)
+                    trajs = play_episodes([tasks[i] for i in chunk], policy, replace(spec, env_kwargs=kwargs),
+                                          progress=bar,
+                                          chunk_size=per_call).trajectories
                     played.update(zip(chunk, trajs))
                     new = [task_row(unit, i, t) for i, t in zip(chunk, trajs)]
                     if log is not None:
@@ -162,13 +164,13 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
             result.timing[unit] = {"tasks": len(todo), "resumed": len(tasks) - len(todo), "seconds": seconds,
                                    "tasks_per_second": len(todo) / seconds if seconds > 0 else float("inf")}
             episodes = [played[i] for i in range(len(tasks))]
-            bench_metrics += spec.summarize(unit, episodes)
+            bench_metrics += bench_spec.summarize(unit, episodes)
             result.rows += [rows[i] for i in range(len(tasks))]
             result.trajectories += episodes
         if bench_parsing != "official":
             bench_metrics = [replace(m, protocol=f"{m.protocol}; {LENIENT_LABEL}") for m in bench_metrics]
         result.metrics += bench_metrics
-        head = spec.headline(bench_metrics)
+        head = bench_spec.headline(bench_metrics)
         if head:
             result.headlines[bench] = head
     return result

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from genenv.benchmarks.alfworld.env import load_alfworld_tasks
     from genenv.runtime.policies import OraclePolicy
-    from genenv.runtime.episodes import play_episodes
+    from genenv.runtime.episodes import RolloutSpec, play_episodes
 
     tasks = load_alfworld_tasks(args.split, data_dir=args.data_dir)[:args.games]
     n_steps = sum(len(t.gold) for t in tasks)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
           "TextWorld repeats on every load and reset)")
     for workers in [int(w) for w in args.workers.split(",") if w.strip()]:
         t = time.perf_counter()
-        trajs = play_episodes(tasks, OraclePolicy(), env_workers=workers)
+        trajs = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_workers=workers)).trajectories
         seconds = time.perf_counter() - t
         wins = sum(tr.success for tr in trajs)
         print(f"oracle rollouts, env_workers={workers}: {len(trajs)} episodes in {seconds:.1f} s "

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from genenv.envs.data import resolve_data_dir, write_json
 from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
+from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import EvalResult, evaluate
 
 
@@ -84,8 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = resolve_data_dir(args.data_dir)
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     eval_kwargs = dict(split=args.split, data_dir=None if root is None else str(root), limit=args.limit,
-                       options=parse_options(args.option), max_new_tokens=args.max_new_tokens,
-                       env_kwargs=parse_options(args.env_option), env_workers=args.env_workers)
+                       options=parse_options(args.option),
+                       spec=RolloutSpec(max_new_tokens=args.max_new_tokens, env_kwargs=parse_options(args.env_option),
+                                        env_workers=args.env_workers))
     entries: list[dict[str, Any]] = []
     reference = None
     if args.policy != "none":

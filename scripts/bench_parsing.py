@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from genenv.envs.data import resolve_data_dir, write_json, write_jsonl
 from genenv.eval.leaderboard import add_eval_arguments, parse_options, policy_from_args
+from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import EvalResult, evaluate
 from genenv.runtime.policies import Generation, Prompt
 
@@ -82,8 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for bench in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
         official, lenient = compare(policy, bench, split=args.split, data_dir=None if root is None else str(root),
                                     limit=args.limit, options=parse_options(args.option),
-                                    max_new_tokens=args.max_new_tokens, env_kwargs=parse_options(args.env_option),
-                                    env_workers=args.env_workers)
+                                    spec=RolloutSpec(max_new_tokens=args.max_new_tokens,
+                                                     env_kwargs=parse_options(args.env_option),
+                                                     env_workers=args.env_workers))
         print(f"\n### {bench} ({policy.name}, greedy)\n\n{table(official, lenient)}")
         report[bench] = {name: {"metrics": [asdict(m) for m in r.metrics], "timing": r.timing}
                          for name, r in (("official", official), ("lenient", lenient))}

@@ -32,7 +32,7 @@ def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]
     ``reused_prompt_share`` (0-1: prompt tokens whose KV states came from earlier calls; 0 without a prefix
     cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds and the loop's and the engine's tokens/s."""
     from genenv.trainer.cli import compose_config
-    from genenv.runtime.episodes import play_episodes
+    from genenv.runtime.episodes import RolloutSpec, play_episodes
     from genenv.runtime.policies import OraclePolicy
     from genenv.trainer.settings import env_kwargs, response_budget
 
@@ -42,18 +42,17 @@ def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]
     pool = spec.load(split="train", **spec.pool_options(cfg.benchmark.get("seed_options")))  # the loop's seed pool
     # untimed: one oracle episode of a task outside the measured ones pays the first-use costs a training process
     # has paid before its rollouts (imports such as bfcl-eval's checker, data loading)
-    play_episodes(pool[-1:], OraclePolicy(), env_kwargs=env_kwargs(cfg))
-    stats: dict[str, float] = {}
+    play_episodes(pool[-1:], OraclePolicy(), RolloutSpec(env_kwargs=env_kwargs(cfg)))
     before = policy.generated_tokens
     store = getattr(policy, "prefix_cache", None)
     looked, reused = (store.prompt_tokens, store.reused_tokens) if store is not None else (0, 0)
     start = time.perf_counter()
-    trajs = play_episodes(pool[:a.batch_tasks], policy, n=a.n, temperature=a.temperature,
-                          max_new_tokens=a.max_new_tokens, env_kwargs=env_kwargs(cfg), stats=stats,
-                          max_response_tokens=response_budget(cfg))
+    rollout = play_episodes(pool[:a.batch_tasks], policy,
+                            RolloutSpec(n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+                                        env_kwargs=env_kwargs(cfg), max_response_tokens=response_budget(cfg)))
     wall = time.perf_counter() - start
-    tokens = policy.generated_tokens - before
-    engine, env = stats.get("generate_seconds", 0.0), stats.get("env_seconds", 0.0)
+    trajs, tokens = rollout.trajectories, policy.generated_tokens - before
+    engine, env = rollout.timings.generate_seconds, rollout.timings.env_seconds
     prompt_tokens = sum(t.usage.get("prompt_tokens", 0) for traj in trajs for t in traj.turns)
     reused_share = (store.reused_tokens - reused) / max(1, store.prompt_tokens - looked) if store is not None else 0.0
     return {"benchmark": bench, "episodes": len(trajs), "turns": sum(len(t.turns) for t in trajs), "tokens": tokens,

@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from genenv.benchmarks.registry import get_benchmark
     from genenv.trainer.cli import compose_config
     from genenv.trainer.engines.local import build_local_backend
+    from genenv.runtime.episodes import RolloutSpec
     from genenv.trainer.loop import agent_samples
     from genenv.trainer.settings import run_settings
     from genenv.trainer.updates import batch as batches
@@ -50,8 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(0)
     backend = build_local_backend(st)
     a = st.agent
-    trajs = backend.rollout(pool[:args.tasks], n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
-                            env_kwargs=st.env_kwargs, max_response_tokens=a.response_budget)
+    trajs = backend.rollout(pool[:args.tasks], RolloutSpec(n=a.n, temperature=a.temperature,
+                                                           max_new_tokens=a.max_new_tokens, env_kwargs=st.env_kwargs,
+                                                           max_response_tokens=a.response_budget)).trajectories
     samples = agent_samples(trajs)
     for i, s in enumerate(samples):
         s.reward = float(i % 2)

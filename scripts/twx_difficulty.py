@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     from genenv.rewards.env_policy_reward import difficulty_filter
     from genenv.trainer.cli import compose_config
     from genenv.trainer.engines import build_backend
-    from genenv.runtime.episodes import play_episodes
+    from genenv.runtime.episodes import RolloutSpec, play_episodes
     from genenv.trainer.settings import env_kwargs, response_budget, run_settings
 
     cfg = compose_config(["benchmark=twx", *args.overrides])
@@ -59,8 +59,9 @@ def main(argv=None) -> int:
     policy = build_backend(run_settings(cfg)).policy("agent")
     a = cfg.agent
     start = time.perf_counter()
-    trajs = play_episodes(tasks, policy, n=args.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
-                          env_kwargs=env_kwargs(cfg), max_response_tokens=response_budget(cfg))
+    trajs = play_episodes(tasks, policy,
+                          RolloutSpec(n=args.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+                                      env_kwargs=env_kwargs(cfg), max_response_tokens=response_budget(cfg))).trajectories
     seconds = time.perf_counter() - start
     by_task: dict[str, list[float]] = {}
     for t in trajs:

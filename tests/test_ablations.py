@@ -101,6 +101,7 @@ def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10, *extra):
     from types import SimpleNamespace
 
     from genenv.benchmarks.bamboogle.env import load_bamboogle_tasks
+    from genenv.runtime.episodes import Rollout, RolloutTimings
     from genenv.trainer.settings import run_settings
     from genenv.trainer.strategies import build_agent_batch
     from genenv.trainer.strategies.agent_batches import RolledBatch
@@ -113,15 +114,15 @@ def _refill_stub(rewards_of, batch_tasks=4, n=2, max_rollouts=10, *extra):
 
     def rollout(tasks, n_=None):
         calls.append(len(tasks))
-        return [SimpleNamespace(task=t, reward=rewards_of(t, i)) for t in tasks for i in range(n)], \
-            {"generate_seconds": 1.0}
+        return Rollout([SimpleNamespace(task=t, reward=rewards_of(t, i)) for t in tasks for i in range(n)],
+                       RolloutTimings(generate_seconds=1.0))
 
     loop = SimpleNamespace(pool=TaskPool(load_bamboogle_tasks("train")[:30]), rng=random.Random(0), iteration=0,
                            rollout=rollout)
     batch = build_agent_batch(run_settings(cfg))
     first = loop.pool.sample(2, loop.rng)
-    trajs, seconds = rollout(first)
-    return batch, loop, RolledBatch(list(first), trajs, seconds), calls
+    out = rollout(first)
+    return batch, loop, RolledBatch(list(first), out.trajectories, out.timings), calls
 
 
 def test_informative_refill_stops_at_its_rollout_cap():
@@ -130,7 +131,7 @@ def test_informative_refill_stops_at_its_rollout_cap():
     batch.refill(loop, rolled)
     # 4 rollouts of the first 2 tasks, then (10 - 4) // 2 = 3 more tasks: the cap of 10, never past it
     assert len(rolled.trajectories) == 10 and rolled.refill_rounds == 1 and calls == [2, 3]
-    assert rolled.seconds["generate_seconds"] == 2.0
+    assert rolled.timings.generate_seconds == 2.0
     assert len({t.id for t in rolled.tasks}) == 5 and rolled.tasks[:2] == first  # distinct tasks, the batch first
 
 
@@ -155,7 +156,7 @@ def test_generated_tasks_fill_at_most_their_share_of_the_trained_groups():
     first = rolled.tasks
     seeds = load_bamboogle_tasks("train")[40:43]
     made = [dataclasses.replace(t, id=f"gen-{i}", origin="generated") for i, t in enumerate(seeds)]
-    trajs = loop.rollout(made + first)[0]  # 3 informative generated groups first, then 2 informative seed groups
+    trajs = loop.rollout(made + first).trajectories  # 3 informative generated groups first, then 2 informative seed groups
     assert batch.trained_groups(trajs) == ["gen-0", "gen-1", first[0].id, first[1].id]
 
 
@@ -178,13 +179,13 @@ def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny
             seen.append(list(samples))
         return update(role, samples, mode)
 
-    def spy_rollout(tasks, **kw):
-        trajs = rollout(tasks, **kw)
+    def spy_rollout(tasks, spec):
+        out = rollout(tasks, spec)
         rolled.extend(t.id for t in tasks)
-        for t in trajs:
+        for t in out.trajectories:
             if t.task.id in rolled[1::2]:
                 t.reward = 0.0
-        return trajs
+        return out
 
     trainer.backend.update, trainer.backend.rollout = spy_update, spy_rollout
     row = trainer.run()[0]

@@ -19,7 +19,7 @@ from genenv.benchmarks.alfworld.goals import goal_pddl, goal_sentence, scene_inv
 from genenv.envs.workers import LocalEpisodes, ProcessEpisodes
 from genenv.envs.text_games import admissible_commands
 from genenv.envs.wrappers import make_text_env
-from genenv.runtime.episodes import play_episodes
+from genenv.runtime.episodes import RolloutSpec, play_episodes
 from genenv.runtime.policies import OraclePolicy
 
 from conftest import DATA_DIR
@@ -235,7 +235,7 @@ def test_worker_processes_match_in_process_and_respect_the_budget():
     finally:
         local.shutdown()
         procs.shutdown()
-    trajs = play_episodes(tasks, OraclePolicy(), env_workers=2)
+    trajs = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_workers=2)).trajectories
     assert [t.success for t in trajs] == [True] * len(tasks)
 
 
@@ -262,7 +262,7 @@ def test_units_metrics_and_headline():
     assert [u for u, _ in units] == ["alfworld/valid_unseen/episodic", "alfworld/valid_unseen/single_step",
                                      "alfworld/valid_seen/episodic", "alfworld/valid_seen/single_step"]
     tasks = one_per_type("valid_unseen", "single_step")
-    trajs = play_episodes(tasks, OraclePolicy())
+    trajs = play_episodes(tasks, OraclePolicy()).trajectories
     metrics = SPEC.summarize("alfworld/valid_unseen/single_step", trajs)
     assert {m.key for m in metrics} >= {f"alfworld/valid_unseen/single_step/{t}/accuracy" for t in TASK_TYPES}
     head = SPEC.headline(metrics)
@@ -276,7 +276,7 @@ def test_oracle_wins_every_validation_game(split):
     """Acceptance: the expert walkthrough wins 100 % of the split's games through the env (both protocols)."""
     for protocol in ("episodic", "single_step"):
         tasks = load_alfworld_tasks(split, data_dir=DATA_DIR, protocol=protocol)
-        trajs = play_episodes(tasks, OraclePolicy(), env_workers=2)
+        trajs = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_workers=2)).trajectories
         assert all(t.success for t in trajs), [t.task.id for t in trajs if not t.success]
 
 
@@ -286,12 +286,13 @@ def test_random_admissible_policy_only_plays_listed_commands():
 
     tasks = one_per_type("valid_unseen")[:3]
     policy = make_policy("random:7")
-    trajs = play_episodes(tasks, policy, env_kwargs={"alfworld": {"max_steps": 5}})
+    trajs = play_episodes(tasks, policy, RolloutSpec(env_kwargs={"alfworld": {"max_steps": 5}})).trajectories
     assert all(t.info["turns"] == 5 or t.success for t in trajs)
     for t in trajs:
         observations = [m["content"] for m in t.messages if m["role"] == "user"][1:]  # after the demo turn
         commands = [m["content"] for m in t.messages if m["role"] == "assistant"][1:]
         assert all(c in admissible_commands(o) for o, c in zip(observations, commands))
         assert t.info["error"] == ""
-    again = play_episodes(tasks, make_policy("random:7"), env_kwargs={"alfworld": {"max_steps": 5}})
+    again = play_episodes(tasks, make_policy("random:7"),
+                          RolloutSpec(env_kwargs={"alfworld": {"max_steps": 5}})).trajectories
     assert [t.text for t in again] == [t.text for t in trajs]  # seeded

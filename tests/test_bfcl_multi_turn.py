@@ -32,7 +32,7 @@ def test_oracle_passes_every_entry_under_the_official_checker(category, protocol
     tasks = load_multi_turn_tasks(category, protocol=protocol)
     if protocol == "official":
         assert len(tasks) == (200 if FULL_DATA else 12)
-    trajs = play_episodes(tasks, OraclePolicy(), chunk_size=256)
+    trajs = play_episodes(tasks, OraclePolicy(), chunk_size=256).trajectories
     failures = [(t.task.id, t.info.get("error_type")) for t in trajs if t.reward != 1.0]
     assert not failures
 
@@ -179,7 +179,7 @@ def test_an_admitted_generated_task_changes_state_and_is_won_by_its_gold():
     task = spec.parse_generated(json.dumps(proposal), "gen-2-0-1", 2, parent)
     assert not isinstance(task, Rejection), task
     assert task.metadata["initial_config"] == parent.metadata["initial_config"] and task.parent_id == parent.id
-    traj = play_episodes([task], OraclePolicy())[0]
+    traj = play_episodes([task], OraclePolicy()).trajectories[0]
     assert traj.reward == 1.0 and traj.success
     env = TextActionWrapper(BFCLMultiTurnEnv(tasks=[task], parsing="lenient"))
     env.reset(options={"task_index": 0})

@@ -27,7 +27,7 @@ from genenv.envs import ENVS, InvalidAction, Task, TextActionWrapper
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.verl_rows import read_verl_parquet, to_verl_row, write_verl_parquet
 from genenv.runtime.policies import OraclePolicy
-from genenv.runtime.episodes import play_episodes
+from genenv.runtime.episodes import RolloutSpec, play_episodes
 
 from conftest import DATA_DIR
 
@@ -137,7 +137,8 @@ def test_reset_and_step_contract_deterministic_under_seed(name):
 @pytest.mark.parametrize("parsing", PARSING_MODES)
 def test_oracle_wins_sample_tasks(name, parsing):
     tasks = sample_tasks(name)
-    trajs = play_episodes(tasks, OraclePolicy(), env_kwargs={name: {"data_dir": DATA_DIR, "parsing": parsing}})
+    trajs = play_episodes(tasks, OraclePolicy(),
+                          RolloutSpec(env_kwargs={name: {"data_dir": DATA_DIR, "parsing": parsing}})).trajectories
     assert [t.reward for t in trajs] == [1.0] * len(tasks), [t.info.get("error") for t in trajs]
     assert all(t.success and not t.info["error"] for t in trajs)
     cls = ENVS[name].env_class
@@ -194,7 +195,8 @@ def test_generation_rejects_garbage_and_admits_a_valid_task(name):
     assert isinstance(spec.near_duplicate(task, seeds[:5]), Rejection)  # it restates a pool task
     other = next(s for s in seeds[1:] if spec.near_duplicate(s, [seed]) is None)  # data may hold variants
     assert spec.near_duplicate(task, [other]) is None
-    traj = play_episodes([task], OraclePolicy(), env_kwargs=on_data(name))[0]  # solvable by its own gold
+    traj = play_episodes([task], OraclePolicy(),
+                         RolloutSpec(env_kwargs=on_data(name))).trajectories[0]  # solvable by its own gold
     assert traj.reward == 1.0 and traj.success
     msgs = spec.generation_messages(seeds[:2], p_hat=0.25, alpha=0.5)
     assert msgs[0]["role"] == "system" and "25%" in msgs[-1]["content"] and "50%" in msgs[-1]["content"]
@@ -248,7 +250,7 @@ def test_metrics_are_labelled_by_protocol(name):
     entry = ENVS[name]
     units = spec.eval_units(dict(entry.split_options[0]))
     assert units and all(isinstance(label, str) and label for label, _ in units)
-    trajs = play_episodes(sample_tasks(name), OraclePolicy(), env_kwargs=on_data(name))
+    trajs = play_episodes(sample_tasks(name), OraclePolicy(), RolloutSpec(env_kwargs=on_data(name))).trajectories
     metrics = spec.summarize(units[0][0], trajs)
     assert metrics and all(m.protocol and 0.0 <= m.value <= 1.0 and 0 < m.n <= len(trajs) for m in metrics)
     assert any(m.n == len(trajs) for m in metrics)  # breakdowns (e.g. per task type) cover fewer

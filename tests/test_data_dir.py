@@ -18,7 +18,7 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.travelplanner.data import SAMPLE as TRAVELPLANNER_SAMPLE
 from genenv.benchmarks.travelplanner.data import load_travelplanner_tasks
 from genenv.trainer.cli import compose_config
-from genenv.runtime.episodes import play_episodes
+from genenv.runtime.episodes import RolloutSpec, play_episodes
 from genenv.runtime.evaluation import evaluate
 from genenv.runtime.policies import OraclePolicy
 from genenv.trainer.settings import env_kwargs
@@ -53,9 +53,10 @@ def test_travelplanner_tasks_and_scoring_read_the_given_data_dir(other_data):
     cfg = compose_config(["benchmark=travelplanner", f"data_dir={other_data}"])
     kwargs = env_kwargs(cfg)
     assert kwargs["travelplanner"]["data_dir"] == str(other_data)
-    trained = play_episodes([t for t in tasks if t.gold], OraclePolicy(), env_kwargs=kwargs)  # the trainer's path
+    trained = play_episodes([t for t in tasks if t.gold], OraclePolicy(),
+                            RolloutSpec(env_kwargs=kwargs)).trajectories  # the trainer's path
     assert all(t.success for t in trained)
-    packaged = play_episodes([t for t in tasks if t.gold][:1], OraclePolicy())  # the packaged database lacks them
+    packaged = play_episodes([t for t in tasks if t.gold][:1], OraclePolicy()).trajectories  # packaged: lacks them
     assert not packaged[0].success and "within_sandbox" in packaged[0].info["error"]
 
 

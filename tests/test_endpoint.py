@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from genenv.eval.model_server import LlamaServer, ServerError, free_port
+from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import evaluate
 from genenv.runtime.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy
 
@@ -109,12 +110,12 @@ def test_endpoint_evaluation_on_a_real_server(llama_server, data_dir):
     """BFCL and Bamboogle slices and multi-step episodes (TextWorldExpress) through the endpoint, with usage."""
     policy = llama_server.policy(concurrency=4)
     res = evaluate(policy, ["bfcl", "bamboogle"], data_dir=data_dir, limit=4, progress=False,
-                   options={"bfcl": {"category": "simple_python"}}, max_new_tokens=48)
+                   options={"bfcl": {"category": "simple_python"}}, spec=RolloutSpec(max_new_tokens=48))
     assert [(u, t["tasks"]) for u, t in res.timing.items()] == [("bfcl/simple_python", 4), ("bamboogle", 4)]
     assert all(r["completion_tokens"] > 0 and r["prompt_tokens"] > 50 for r in res.rows)
     assert {"bfcl", "bamboogle"} <= set(res.headlines)
-    multi = evaluate(policy, ["twx"], data_dir=data_dir, limit=2, progress=False, max_new_tokens=16,
-                     options={"twx": {"games": "coin"}}, env_kwargs={"twx": {"max_steps": 4}})
+    multi = evaluate(policy, ["twx"], data_dir=data_dir, limit=2, progress=False, options={"twx": {"games": "coin"}},
+                     spec=RolloutSpec(max_new_tokens=16, env_kwargs={"twx": {"max_steps": 4}}))
     assert len(multi.rows) == 2 and max(r["turns"] for r in multi.rows) > 1
     assert policy.requests >= 8 + sum(r["turns"] for r in multi.rows)
 
@@ -124,7 +125,7 @@ def test_greedy_endpoint_agrees_with_the_local_policy(llama_server, data_dir, sm
     copy): numerics differ, so texts may part after a few tokens; most must start alike."""
     from bench_endpoint import agreement
 
-    kwargs = dict(data_dir=data_dir, limit=12, progress=False, max_new_tokens=24)
+    kwargs = dict(data_dir=data_dir, limit=12, progress=False, spec=RolloutSpec(max_new_tokens=24))
     remote = evaluate(llama_server.policy(), ["bamboogle"], **kwargs)
     local = evaluate(TransformersPolicy(str(smollm2_dir), dtype="float32"), ["bamboogle"], **kwargs)
     agree = agreement(local, remote)

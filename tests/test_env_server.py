@@ -20,7 +20,7 @@ from genenv.benchmarks.registry import BENCHMARKS, get_benchmark
 from genenv.envs.registry import env_entry, load_plugins
 from genenv.runtime.serve.protocol import task_sha256
 from genenv.runtime.serve.launch import spawn
-from genenv.runtime.episodes import play_episodes
+from genenv.runtime.episodes import RolloutSpec, play_episodes
 from genenv.runtime.policies import OraclePolicy
 from genenv.runtime.serve.client import RemoteEpisodes, SessionClient, reset_arguments
 
@@ -72,9 +72,10 @@ def test_evaluation_over_the_server_equals_in_process(env_server_url):
     for benchmark in ("bamboogle", "bfcl_multi_turn", "twx", "api_bank_plan"):
         entry = env_entry(benchmark)
         tasks = entry.env_class.load_tasks(data_dir=DIR, **entry.split_options[0])[:3]
-        here = play_episodes(tasks, OraclePolicy(), env_kwargs={benchmark: {"data_dir": DIR}})
-        there = play_episodes(tasks, OraclePolicy(), env_kwargs={benchmark: {"data_dir": DIR}},
-                              env_server=env_server_url)
+        here = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_kwargs={benchmark: {"data_dir": DIR}})).trajectories
+        there = play_episodes(tasks, OraclePolicy(),
+                              RolloutSpec(env_kwargs={benchmark: {"data_dir": DIR}},
+                                          env_server=env_server_url)).trajectories
         assert [t.reward for t in here] == [t.reward for t in there]
         assert [t.text for t in here] == [t.text for t in there]
         assert [t.messages for t in here] == [t.messages for t in there]
@@ -271,7 +272,7 @@ def test_training_over_the_server_gives_the_same_rewards(tmp_path, tiny_model_di
 
         def spy(*args, **kwargs):
             out = rollout(*args, **kwargs)
-            rewards.extend(t.reward for t in out[0])
+            rewards.extend(t.reward for t in out.trajectories)
             return out
 
         trainer.rollout = spy

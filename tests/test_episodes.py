@@ -11,7 +11,7 @@ from verl.workers.rollout.replica import TokenOutput
 from genenv.envs import ENVS
 from genenv.envs.wrappers import make_text_env
 from genenv.trainer.engines.verl_ray.agent_loop import rollout_agent_loop
-from genenv.runtime.episodes import BUDGET_EXHAUSTED, Trajectory, Turn, play_episodes
+from genenv.runtime.episodes import BUDGET_EXHAUSTED, RolloutSpec, Trajectory, Turn, play_episodes
 from genenv.runtime.models import chat_prompt_ids
 from genenv.runtime.policies import Generation, Prompt
 
@@ -73,7 +73,8 @@ def test_training_and_evaluation_show_the_same_token_streams(name, tokenizer):
     tasks = sample_tasks(name, 2)
     cls = ENVS[name].env_class
     kwargs = {name: {"data_dir": DATA_DIR}}
-    evaluation = play_episodes(tasks, GoldTokenPolicy(tokenizer), env_kwargs=kwargs, max_new_tokens=1024)
+    evaluation = play_episodes(tasks, GoldTokenPolicy(tokenizer),
+                               RolloutSpec(env_kwargs=kwargs, max_new_tokens=1024)).trajectories
     client = CappedClient(tokenizer, {t.prompt: [cls.gold_text(t, k) for k in range(len(cls.gold_action(t)))]
                                       for t in tasks})
     training = rollout_agent_loop(tasks, GoldTokenPolicy(tokenizer), server_manager=client, env_kwargs=kwargs,
@@ -88,7 +89,8 @@ def test_training_and_evaluation_show_the_same_token_streams(name, tokenizer):
 
 def test_prompt_window_is_one_wrapper_and_bounds_alfworld_prompts(tokenizer):
     tasks = [t for t in sample_tasks("alfworld", 4) if len(t.gold) >= 7][:1] or sample_tasks("alfworld", 1)
-    (traj,) = play_episodes(tasks, GoldTokenPolicy(tokenizer), env_kwargs={"alfworld": {"data_dir": DATA_DIR}})
+    (traj,) = play_episodes(tasks, GoldTokenPolicy(tokenizer),
+                            RolloutSpec(env_kwargs={"alfworld": {"data_dir": DATA_DIR}})).trajectories
     keep = ENVS["alfworld"].env_class.prompt_window
     head = len(make_text_env(tasks).reset()[1]["messages"])
     for k, turn in enumerate(traj.turns):  # the rendered prompt plus at most `keep` exchanges
@@ -111,17 +113,19 @@ def test_segments_pack_an_append_only_conversation():
 def test_response_budget_stops_before_overflow_and_rewards_only_trained_tokens(tokenizer):
     tasks = sample_tasks("twx", 1)
     kwargs: dict[str, Any] = {"twx": {"data_dir": DATA_DIR}}
-    full = play_episodes(tasks, GoldTokenPolicy(tokenizer), env_kwargs=kwargs)[0]
+    full = play_episodes(tasks, GoldTokenPolicy(tokenizer), RolloutSpec(env_kwargs=kwargs)).trajectories[0]
     assert full.success and len(full.turns) >= 2
     first = len(full.turns[0].prompt_ids)
     budget = len(full.turns[1].prompt_ids) - first + 1  # room for one token of the second turn
-    cut = play_episodes(tasks, GoldTokenPolicy(tokenizer), env_kwargs=kwargs, max_response_tokens=budget)[0]
+    cut = play_episodes(tasks, GoldTokenPolicy(tokenizer),
+                        RolloutSpec(env_kwargs=kwargs, max_response_tokens=budget)).trajectories[0]
     (seg,) = cut.segments()
     assert len(seg.response_ids) <= budget and len(cut.turns[1].response_ids) == 1
     assert cut.turns[1].text == tokenizer.decode(cut.turns[1].response_ids, skip_special_tokens=True)
     assert not cut.success and cut.reward == sum(t.reward for t in cut.turns)
-    tight = play_episodes(tasks, GoldTokenPolicy(tokenizer), env_kwargs=kwargs,
-                          max_response_tokens=len(full.turns[0].response_ids))[0]
+    tight = play_episodes(tasks, GoldTokenPolicy(tokenizer),
+                          RolloutSpec(env_kwargs=kwargs,
+                                      max_response_tokens=len(full.turns[0].response_ids))).trajectories[0]
     assert len(tight.turns) == 1 and tight.info["error"] == BUDGET_EXHAUSTED and tight.info["truncated_by_budget"]
     client = CappedClient(tokenizer, {tasks[0].prompt: [ENVS["twx"].env_class.gold_text(tasks[0], k)
                                                         for k in range(len(full.turns))]})

@@ -8,6 +8,7 @@ import pytest
 
 from genenv.eval.envs_cli import main as envs_main
 from genenv.eval.leaderboard import main as eval_main
+from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import evaluate
 from genenv.runtime.policies import Generation, OraclePolicy, TransformersPolicy
 
@@ -34,7 +35,7 @@ def test_oracle_leaderboard_writes_results_and_prints_the_paper_rows(tmp_path, c
 
 def test_smollm2_evaluates_through_the_same_path(smollm2_dir):
     policy = TransformersPolicy("smollm2", batch_size=4)
-    res = evaluate(policy, ["bfcl", "bamboogle"], limit=2, max_new_tokens=32, progress=False,
+    res = evaluate(policy, ["bfcl", "bamboogle"], limit=2, spec=RolloutSpec(max_new_tokens=32), progress=False,
                    options={"bfcl": {"category": "simple_python"}})
     assert {m.key for m in res.metrics} >= {"bfcl/simple_python/ast_accuracy", "bamboogle/em", "bamboogle/f1"}
     assert len(res.rows) == 4 and all(isinstance(r["raw_output"], str) for r in res.rows)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.runtime.episodes import play_episodes
+from genenv.runtime.episodes import RolloutSpec, play_episodes
 from genenv.runtime.policies import Prompt, TransformersPolicy
 from genenv.runtime.prefix_cache import PrefixCache
 
@@ -120,7 +120,7 @@ def test_multi_step_episodes_reuse_the_conversation_and_play_the_same_tokens(tin
     for size in (131072, 0):
         policy = policies[size] = TransformersPolicy(str(tiny_model_dir), dtype="float32", prefix_cache_tokens=size)
         torch.manual_seed(5)
-        trajs = play_episodes(tasks, policy, n=n, temperature=temperature, max_new_tokens=6)
+        trajs = play_episodes(tasks, policy, RolloutSpec(n=n, temperature=temperature, max_new_tokens=6)).trajectories
         streams[size] = [[(t.prompt_ids, t.response_ids) for t in traj.turns] for traj in trajs]
     assert streams[131072] == streams[0]
     assert max(len(s) for s in streams[0]) >= 3

@@ -65,7 +65,7 @@ def test_one_iteration_on_bfcl_validates_with_the_official_checker(tmp_path, smo
 
     def spy(*args, **kwargs):
         out = rollout(*args, **kwargs)
-        played.extend(out[0])
+        played.extend(out.trajectories)
         return out
 
     trainer.rollout = spy

@@ -42,13 +42,12 @@ import torch
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.data import jsonl_line
-from genenv.envs.task import Task
 from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES
 from genenv.trainer.generation import GenerationRecord, record_row, write_tasks
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
-from genenv.runtime.episodes import Trajectory
+from genenv.runtime.episodes import Rollout, RolloutSpec, Trajectory
 from genenv.trainer.settings import run_settings
 from genenv.trainer.strategies import build_agent_batch, build_task_source
 from genenv.trainer.task_pool import TaskPool
@@ -154,17 +153,17 @@ class CoEvolutionTrainer:
         return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.settings.generation,
                            self.settings.curriculum.alpha, it, self.task_source.plans(self))
 
-    def rollout(self, tasks, n: int | None = None) -> tuple[list[Trajectory], dict[str, float]]:
-        """``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine; returns them and the
-        phase seconds (``generate_seconds``, ``env_seconds``). The agent batch's one way to play episodes."""
-        a = self.settings.agent
-        stats: dict[str, float] = {}
+    def rollout(self, tasks, n: int | None = None) -> Rollout:
+        """``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine, sampled as the run's
+        settings say (:class:`~genenv.runtime.episodes.RolloutSpec`); the agent batch's one way to play
+        episodes. Returns the trajectories and their timings."""
         if not tasks:
-            return [], stats
-        trajs = self.backend.rollout(tasks, n=int(n or a.n), temperature=a.temperature,
-                                     max_new_tokens=a.max_new_tokens, env_kwargs=self.env_kwargs,
-                                     max_response_tokens=a.response_budget, stats=stats)
-        return trajs, stats
+            return Rollout([])
+        a = self.settings.agent
+        spec = RolloutSpec(n=int(n or a.n), temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+                           max_response_tokens=a.response_budget, env_kwargs=self.env_kwargs,
+                           env_server=self.settings.engine.env_server)
+        return self.backend.rollout(tasks, spec)
 
     def run_iteration(self) -> dict[str, Any]:
         """One full iteration (see module docstring); returns its metric row."""
@@ -177,8 +176,8 @@ class CoEvolutionTrainer:
         new_tasks = [r.task for r in records if r.task is not None]
         rolled = self.agent_batch.roll_out(self, new_tasks)
         trajs = rolled.trajectories
-        timing["agent_rollout"] = rolled.seconds.get("generate_seconds", 0.0)
-        timing["env_steps"] = rolled.seconds.get("env_seconds", 0.0)
+        timing["agent_rollout"] = rolled.timings.generate_seconds
+        timing["env_steps"] = rolled.timings.env_seconds
 
         t1 = time.perf_counter()
         rewards_by_task: dict[str, list[float]] = {}
@@ -237,7 +236,8 @@ class CoEvolutionTrainer:
         res = evaluate(self.backend.policy("agent"), [self.spec.name], split="heldout", data_dir=self.settings.data_dir,
                        limit=self.settings.eval_limit,
                        options={self.spec.name: self.spec.pool_options(self.settings.seed_options)},
-                       max_new_tokens=self.settings.agent.max_new_tokens, progress=False, env_kwargs=self.env_kwargs)
+                       spec=RolloutSpec(max_new_tokens=self.settings.agent.max_new_tokens, env_kwargs=self.env_kwargs),
+                       progress=False)
         out = {f"heldout/{m.key}": m.value for m in res.metrics}
         head = res.headlines.get(self.spec.name)
         if head is not None:  # the benchmark's headline metric, the score an experiment compares

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 from genenv.envs.task import Task
-from genenv.runtime.episodes import Trajectory
+from genenv.runtime.episodes import Rollout, RolloutSpec
 from genenv.runtime.policies import Policy
 from genenv.trainer.updates import Sample
 
@@ -23,11 +23,10 @@ class Backend(Protocol):
     def policy(self, role: str) -> Policy:
         """A :class:`~genenv.runtime.policies.Policy` that samples from the role's current weights."""
 
-    def rollout(self, tasks: Sequence[Task], n: int, temperature: float, max_new_tokens: int,
-                env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
-                stats: dict[str, float] | None = None) -> list[Trajectory]:
-        """``n`` agent episodes per task through the one episode loop; adds ``generate_seconds`` and
-        ``env_seconds`` to ``stats`` where the engine can separate them."""
+    def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
+        """``spec.n`` agent episodes per task through the one episode loop, sampled as ``spec`` says; returns the
+        trajectories and the seconds spent generating and stepping envs (together as ``generate_seconds`` where
+        the engine cannot separate them)."""
 
     def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One update of ``role`` on scored samples (``estimator``: a registered advantage estimator, ``grpo`` or ``rwr``), then

@@ -20,7 +20,7 @@ import torch
 
 from genenv.envs.task import Task
 from genenv.trainer.engines.base import reuse_saved_role
-from genenv.runtime.episodes import Trajectory, play_episodes
+from genenv.runtime.episodes import Rollout, RolloutSpec, play_episodes
 from genenv.runtime.models import low_precision_copy, weights_version
 from genenv.runtime.policies import TransformersPolicy
 from genenv.trainer.settings import RoleConfig, checked_run_settings
@@ -38,17 +38,17 @@ class LocalBackend:
         threads: torch intra-op threads on CPU (both roles share them; they never run at the same time): a
             number, or ``"auto"`` / ``None``: the usable cores less those other processes keep busy when the run
             starts (:func:`~genenv.runtime.threads.prepare_cpu`).
-        env_server: the URL of a ``genenv-serve`` server on which the agent's episodes are played (``None``: in
-            this process); the rewards are the same either way.
+
+    Where the agent's episodes are played (this process, worker processes or a ``genenv-serve`` server) is the
+    :class:`~genenv.runtime.episodes.RolloutSpec`'s, given with each :meth:`rollout`.
     """
 
     def __init__(self, roles: dict[str, RoleConfig], device: str = "cpu", autocast_dtype: str | None = "auto",
-                 threads: int | str | None = "auto", env_server: str | None = None):
+                 threads: int | str | None = "auto"):
         from genenv.runtime.models import resolve_dtype
         from genenv.runtime.threads import prepare_cpu
 
         self.threads = prepare_cpu(threads)
-        self.env_server = env_server or None
         self.roles = roles
         self.device = device
         dtype = resolve_dtype(autocast_dtype, device)
@@ -123,13 +123,9 @@ class LocalBackend:
         """The role's sampling policy (its bf16 copy, kept in sync with the master weights)."""
         return self.policies[role]
 
-    def rollout(self, tasks: Sequence[Task], n: int, temperature: float, max_new_tokens: int,
-                env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
-                stats: dict[str, float] | None = None) -> list[Trajectory]:
+    def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
         """The agent's episodes through :func:`~genenv.runtime.episodes.play_episodes` (lock step)."""
-        return play_episodes(tasks, self.policies["agent"], n=n, temperature=temperature,
-                             max_new_tokens=max_new_tokens, env_kwargs=env_kwargs,
-                             max_response_tokens=max_response_tokens, stats=stats, env_server=self.env_server)
+        return play_episodes(tasks, self.policies["agent"], spec)
 
     def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One :func:`~genenv.trainer.updates.policy_update` of ``role``, then a refresh of its sampling copy."""
@@ -197,5 +193,4 @@ def build_local_backend(settings) -> LocalBackend:
     device = e.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    return LocalBackend(st.roles, device=device, autocast_dtype=e.autocast_dtype, threads=e.threads,
-                        env_server=e.env_server)
+    return LocalBackend(st.roles, device=device, autocast_dtype=e.autocast_dtype, threads=e.threads)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from genenv.envs.task import Task
-from genenv.runtime.episodes import Trajectory
+from genenv.runtime.episodes import RolloutTimings, Trajectory
 from genenv.trainer.settings import RunSettings
 from genenv.trainer.strategies.state import LoopState
 from genenv.trainer.updates.advantages import informative_task_ids
@@ -40,7 +40,7 @@ class RolledBatch:
     Attributes:
         tasks: the tasks rolled out, in order (the selected batch, then any refill).
         trajectories: their episodes (``generation.rollouts_per_task`` per new task, ``agent.n`` per pool task).
-        seconds: phase seconds of the rollouts (``generate_seconds``, ``env_seconds``).
+        timings: the rollouts' seconds, added up over every rollout call of the iteration.
         trained: ids of the task groups the agent update trains on (metrics ``agent/groups_*``).
         update_trajectories: the episodes handed to the agent update (empty: no update).
         refill_rounds: informative-batch refill rounds run.
@@ -48,7 +48,7 @@ class RolledBatch:
 
     tasks: list[Task]
     trajectories: list[Trajectory]
-    seconds: dict[str, float] = field(default_factory=dict)
+    timings: RolloutTimings = RolloutTimings()
     trained: list[str] = field(default_factory=list)
     update_trajectories: list[Trajectory] = field(default_factory=list)
     refill_rounds: int = 0
@@ -85,8 +85,8 @@ class AgentBatch:
         """Step 3: roll out :meth:`select`'s batch (:meth:`roll_out_tasks`), refill it to informative groups when
         ``agent.filter_groups.enable`` (:meth:`refill`), and name the groups the update trains on."""
         batch = self.select(loop, new_tasks)
-        trajs, seconds = self.roll_out_tasks(loop, new_tasks, batch)
-        rolled = RolledBatch(batch, trajs, seconds)
+        trajs, timings = self.roll_out_tasks(loop, new_tasks, batch)
+        rolled = RolledBatch(batch, trajs, timings)
         if not self.trains:
             return rolled
         if self.settings.agent.filter_groups:
@@ -100,23 +100,24 @@ class AgentBatch:
         return rolled
 
     def roll_out_tasks(self, loop: LoopState, new_tasks: list[Task], batch: list[Task]
-                       ) -> tuple[list[Trajectory], dict[str, float]]:
+                       ) -> tuple[list[Trajectory], RolloutTimings]:
         """The episodes of ``batch``: the newly admitted tasks with ``generation.rollouts_per_task`` episodes each
-        when it differs from ``agent.n``, the rest with ``agent.n``; the seconds of both calls added up."""
+        when it differs from ``agent.n``, the rest with ``agent.n``; the timings of both calls added up."""
         n_gen = self.settings.generation.rollouts_per_task
         if n_gen == self.settings.agent.n:
-            return loop.rollout(batch)
+            rollout = loop.rollout(batch)
+            return rollout.trajectories, rollout.timings
         new_ids = {t.id for t in new_tasks}
-        trajs, seconds = loop.rollout([t for t in batch if t.id in new_ids], n_gen)
-        more, more_seconds = loop.rollout([t for t in batch if t.id not in new_ids])
-        return trajs + more, _added(seconds, more_seconds)
+        new = loop.rollout([t for t in batch if t.id in new_ids], n_gen)
+        more = loop.rollout([t for t in batch if t.id not in new_ids])
+        return new.trajectories + more.trajectories, new.timings + more.timings
 
     def refill(self, loop: LoopState, rolled: RolledBatch) -> None:
         """Informative batches: while fewer than ``agent.batch_tasks`` of the rolled-out groups have unequal
         rewards, draw more pool tasks not yet rolled out this iteration (:meth:`draw`) and roll them out,
         ``agent.n`` episodes each, never past ``agent.filter_groups.max_rollouts`` rollouts in the iteration. Each
         round draws the missing number of groups divided by the informative share seen so far (at least 1/4),
-        so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks, episodes, seconds
+        so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks, episodes, timings
         and rounds."""
         a = self.settings.agent
         k, n, cap = a.batch_tasks, a.n, a.max_rollouts
@@ -131,10 +132,10 @@ class AgentBatch:
                              exclude=[t.id for t in rolled.tasks])
             if not more:
                 return
-            more_trajs, more_seconds = loop.rollout(more)
-            rolled.seconds = _added(rolled.seconds, more_seconds)
+            rollout = loop.rollout(more)
+            rolled.timings += rollout.timings
             rolled.tasks += more
-            rolled.trajectories += more_trajs
+            rolled.trajectories += rollout.trajectories
             rolled.refill_rounds += 1
 
     def trained_groups(self, trajs: list[Trajectory]) -> list[str]:
@@ -155,14 +156,6 @@ class AgentBatch:
             if len(out) == k:
                 break
         return out
-
-
-def _added(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    """Phase seconds ``a`` and ``b`` added key by key."""
-    out = dict(a)
-    for key, v in b.items():
-        out[key] = out.get(key, 0.0) + v
-    return out
 
 
 class UniformBatch(AgentBatch):

@@ -9,7 +9,7 @@ from typing import Protocol, Sequence
 
 from genenv.benchmarks.spec import BenchmarkSpec
 from genenv.envs.task import Task
-from genenv.runtime.episodes import Trajectory
+from genenv.runtime.episodes import Rollout
 from genenv.trainer.engines.base import Backend
 from genenv.trainer.settings import RunSettings
 from genenv.trainer.task_pool import TaskPool
@@ -38,6 +38,6 @@ class LoopState(Protocol):
     run_dir: Path
     counters: Counter
 
-    def rollout(self, tasks: Sequence[Task], n: int | None = None) -> tuple[list[Trajectory], dict[str, float]]:
-        """``n`` (default ``agent.n``) agent episodes per task; the trajectories and the phase seconds
-        (``generate_seconds``, ``env_seconds``)."""
+    def rollout(self, tasks: Sequence[Task], n: int | None = None) -> Rollout:
+        """``n`` (default ``agent.n``) agent episodes per task, sampled as the run's settings say; the
+        trajectories and their timings."""

@@ -19,7 +19,7 @@ from genenv.trainer.engines.verl_ray.config import (agent_loop_worker_config, re
                                                     validate_role_config)
 from genenv.trainer.engines.verl_ray.policy import VerlPolicy
 from genenv.trainer.engines.verl_ray.pools import check_cluster, cluster_nodes, resource_pool_manager, resource_pool_spec
-from genenv.runtime.episodes import Trajectory
+from genenv.runtime.episodes import Rollout, RolloutSpec, RolloutTimings
 from genenv.trainer.settings import checked_run_settings
 from genenv.trainer.updates import Sample, prepare_update
 
@@ -204,17 +204,15 @@ class VerlRayBackend:
         metrics.update({f"verl/{k}": _num(v) for k, v in verl_metrics.items() if _is_number(v)})
         return metrics
 
-    def rollout(self, tasks: Sequence[Task], n: int, temperature: float, max_new_tokens: int,
-                env_kwargs: dict[str, dict[str, Any]], max_response_tokens: int | None = None,
-                stats: dict[str, float] | None = None) -> list[Trajectory]:
-        """``n`` episodes per task through veRL's ``AgentLoopManager`` and
+    def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
+        """``spec.n`` episodes per task through veRL's ``AgentLoopManager`` and
         :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` on the cluster (the one episode loop); the
-        agent-loop workers are (re)started when ``max_new_tokens`` or ``env_kwargs`` change. ``stats`` gets
-        ``generate_seconds`` (generation and env steps interleave on the workers).
+        agent-loop workers are (re)started when ``spec.max_new_tokens`` or ``spec.env_kwargs`` change. The
+        timings hold everything as ``generate_seconds`` (generation and env steps interleave on the workers).
 
         Raises:
-            ValueError: ``temperature`` is not the agent's configured rollout temperature (the update computes
-                log-probs of that tempered policy), or ``max_response_tokens`` is not its ``response_length``.
+            ValueError: ``spec.temperature`` is not the agent's configured rollout temperature (the update computes
+                log-probs of that tempered policy), or ``spec.max_response_tokens`` is not its ``response_length``.
         """
         import time
 
@@ -226,13 +224,15 @@ class VerlRayBackend:
         start = time.perf_counter()
         rt = self.roles["agent"]
         rollout_cfg = rt.config.actor_rollout_ref.rollout
-        if not math.isclose(float(temperature), float(rollout_cfg.temperature)):
+        n, budget = spec.n, spec.max_response_tokens
+        if not math.isclose(float(spec.temperature), float(rollout_cfg.temperature)):
             raise ValueError(f"agent rollouts run at actor_rollout_ref.rollout.temperature={rollout_cfg.temperature}, "
-                             f"asked for {temperature}")
-        if max_response_tokens is not None and int(max_response_tokens) != int(rollout_cfg.response_length):
-            raise ValueError(f"the episode budget {max_response_tokens} is not actor_rollout_ref.rollout."
+                             f"asked for {spec.temperature}")
+        if budget is not None and int(budget) != int(rollout_cfg.response_length):
+            raise ValueError(f"the episode budget {budget} is not actor_rollout_ref.rollout."
                              f"response_length {rollout_cfg.response_length}")
-        config = agent_loop_worker_config(rt.config, max_new_tokens, env_kwargs, self.settings.engine.env_server)
+        config = agent_loop_worker_config(rt.config, spec.max_new_tokens, spec.env_kwargs,
+                                          spec.env_server or self.settings.engine.env_server)
         settings = OmegaConf.to_container(config.genenv)
         if self._agent_loop is None or settings != self._agent_loop_settings:
             if self._agent_loop is not None:
@@ -248,9 +248,8 @@ class VerlRayBackend:
         rt.wake()
         output = unpad_dataproto(self._agent_loop.generate_sequences(padded), pad_size=pad)
         path.unlink(missing_ok=True)
-        if stats is not None:
-            stats["generate_seconds"] = stats.get("generate_seconds", 0.0) + time.perf_counter() - start
-        return trajectories_from_output(tasks, n, output)
+        return Rollout(trajectories_from_output(tasks, n, output),
+                       RolloutTimings(generate_seconds=time.perf_counter() - start))
 
     def save(self, path: Path, previous: Path | None = None) -> None:
         """Each role's training state (weights, optimizer, scheduler, RNG: veRL's checkpoint contents) through
