@@ -97,7 +97,7 @@ def _tiny_twx(tmp_path, tiny_model_dir, *extra):
 
 
 def test_frozen_agent_rolls_out_only_new_tasks_and_never_updates(tmp_path, tiny_model_dir):
-    """agent.frozen: the agent's weights stay, only the admitted generated tasks are rolled out
+    """agent_batch=frozen: the agent's weights stay, only the admitted generated tasks are rolled out
     (generation.rollouts_per_task each), the environment policy is updated; held-out outcomes per task."""
     cfg = _tiny_twx(tmp_path, tiny_model_dir, "iterations=2", "agent_batch=frozen", "env_policy.update_mode=grpo",
                     "generation.rollouts_per_task=3", "eval.every=1", "eval.limit=2")
@@ -161,7 +161,7 @@ def test_sign_flip_test_finds_a_planted_effect_and_not_a_null_one():
 
 
 def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path, tiny_model_dir):
-    """genenv-experiment with agent.frozen and no held-out evaluation: the report pairs genenv with random_env by
+    """genenv-experiment with agent_batch=frozen and no held-out evaluation: the report pairs genenv with random_env by
     seed (iteration 0 is left out: both arms generate it from the same weights) and draws alignment.png."""
     exp = tmp_path / "exp"
     cfg = compose_config([f"experiment_dir={exp}", "arms=[genenv,random_env]", "seeds=[0,1]", "iterations=2",
