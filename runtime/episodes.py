@@ -231,6 +231,7 @@ class RolloutTimings:
     env_seconds: float = 0.0
 
     def __add__(self, other: "RolloutTimings") -> "RolloutTimings":
+        """Both figures summed (seconds), e.g. the timings of a batch and of its refill rounds."""
         return RolloutTimings(self.generate_seconds + other.generate_seconds, self.env_seconds + other.env_seconds)
 
 

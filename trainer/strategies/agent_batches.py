@@ -189,4 +189,5 @@ class FrozenBatch(AgentBatch):
     trains = False
 
     def select(self, loop: LoopState, new_tasks: list[Task]) -> list[Task]:
+        """The newly admitted tasks only (their p̂ is all the environment policy needs); no pool draw."""
         return list(new_tasks)

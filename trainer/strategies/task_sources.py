@@ -118,9 +118,12 @@ class EnvGenSource(TaskSource):
     learns = False
 
     def writes_at(self, iteration: int) -> bool:
+        """True at iterations 0, K, 2K, ... (K = ``generation.every``)."""
         return iteration % self.settings.generation.every == 0
 
     def plans(self, loop: LoopState) -> list[PromptPlan]:
+        """EnvGen's prompts (:func:`~genenv.trainer.generation.envgen_plans`): ``prompts_per_iteration * every``,
+        each aimed at one of the agent's weakest skills."""
         return envgen_plans(loop.spec, loop.pool, loop.rng, self.settings.generation)
 
 
@@ -130,6 +133,7 @@ class StaticSource(TaskSource):
     learns = False
 
     def writes_at(self, iteration: int) -> bool:
+        """Never: the pool holds the seed tasks (and, for ``static_aug``, its up-front ones) only."""
         return False
 
 
