@@ -128,11 +128,15 @@ class TransformersPolicy:
         decode_attention: on the CPU, single-token decoding steps use
             :func:`~genenv.runtime.attention.decode_attention` instead of SDPA (7.6x faster decoding at 6,000
             cached tokens here); ``False``: SDPA throughout.
+        retire_rows: free-text sampling drops finished rows from the decoding batch
+            (:func:`~genenv.runtime.decoding.decode`); ``False``: transformers' ``generate``, which decodes every row
+            until the batch's last one stops. Constrained (JSON Schema) sampling always uses ``generate``.
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
                  batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None,
-                 share_prefix: bool = True, prefix_cache_tokens: int = 131072, decode_attention: bool = True):
+                 share_prefix: bool = True, prefix_cache_tokens: int = 131072, decode_attention: bool = True,
+                 retire_rows: bool = True):
         from genenv.runtime.attention import use_decode_attention
         from genenv.runtime.models import load_model_and_tokenizer, prepare_tokenizer
         from genenv.runtime.prefix_cache import PrefixCache
@@ -150,6 +154,7 @@ class TransformersPolicy:
         self.autocast_dtype = autocast_dtype  # e.g. "bfloat16": generate in bf16 from fp32 training weights
         self.share_prefix = share_prefix
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self.retire_rows = retire_rows
         self.generated_tokens = 0
         self.generate_seconds = 0.0
         self._grammars = None
@@ -200,6 +205,8 @@ class TransformersPolicy:
         sample under (``None``: free sampling)."""
         import torch
 
+        from genenv.runtime.prefix_cache import sliding
+
         tok = self.tokenizer
         results: list[list[Generation]] = []
         per_call = max(1, self.batch_size // max(1, n))
@@ -209,6 +216,7 @@ class TransformersPolicy:
         start = time.perf_counter()
         for i in range(0, len(encoded), per_call):
             chunk = encoded[i:i + per_call]
+            row_caps = [caps[i + row] if caps is not None else None for row in range(len(chunk)) for _ in range(n)]
             cache = None
             if reuse:
                 with torch.no_grad(), self.precision():
@@ -217,42 +225,79 @@ class TransformersPolicy:
                                                                          self.device)
             else:
                 input_ids, attention = left_padded(chunk, tok.pad_token_id)
-            width = input_ids.shape[1]
-            kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, eos_token_id=tok.stop_token_ids,
-                                          pad_token_id=tok.pad_token_id)
-            if temperature > 0:
-                kwargs.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+            input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+            if schemas is None and self.retire_rows:
+                def keep(row, fed, keys, values, mask, response, chunk=chunk):
+                    self.prefix_cache.keep_row(list(chunk[row // n]) + response, fed, keys, values, mask)
+
+                with torch.no_grad(), self.precision():
+                    responses = self.decode_rows(input_ids, attention, n, cache, max_new_tokens, temperature,
+                                                 row_caps, keep if reuse and not sliding(cache) else None)
             else:
-                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            if schemas is not None:
-                kwargs["logits_processor"] = [self.grammars.logits_processor(
-                    [schemas[i + row] for row in range(len(chunk)) for _ in range(n)])]
-            with torch.no_grad(), self.precision():
-                out = self.sample(input_ids.to(self.device), attention.to(self.device), n, kwargs, cache)
-            new = out[:, width:].cpu()
-            kept: list[list[int]] = []
+                kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, eos_token_id=tok.stop_token_ids,
+                                              pad_token_id=tok.pad_token_id)
+                if temperature > 0:
+                    kwargs.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+                else:
+                    kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+                if schemas is not None:
+                    kwargs["logits_processor"] = [self.grammars.logits_processor(
+                        [schemas[i + row] for row in range(len(chunk)) for _ in range(n)])]
+                with torch.no_grad(), self.precision():
+                    out = self.sample(input_ids, attention, n, kwargs, cache)
+                responses = [self.cut_response(ids, cap)
+                             for ids, cap in zip(out[:, input_ids.shape[1]:].cpu().tolist(), row_caps)]
+                if reuse:
+                    self.prefix_cache.keep_rows(cache, attention.repeat_interleave(n, 0),
+                                                [list(chunk[r // n]) + resp for r, resp in enumerate(responses)])
             for row, ids in enumerate(chunk):
                 gens = []
-                cap = caps[i + row] if caps is not None else None
                 for k in range(n):
-                    resp = new[row * n + k].tolist()[:cap]
-                    cut = len(resp)
-                    for j, t in enumerate(resp):
-                        if t in tok.stop_token_ids:
-                            cut = j + 1  # keep the end-of-turn token: the model must learn to stop
-                            break
-                    resp = resp[:cut]
-                    while resp and resp[-1] == tok.pad_token_id and tok.pad_token_id not in tok.stop_token_ids:
-                        resp.pop()
+                    resp = responses[row * n + k]
                     self.generated_tokens += len(resp)
-                    kept.append(list(ids) + resp)
                     gens.append(Generation(tok.decode(resp, skip_special_tokens=True), list(ids), resp, usage={
                         "prompt_tokens": len(ids) if k == 0 else 0, "completion_tokens": len(resp)}))
                 results.append(gens)
-            if reuse:
-                self.prefix_cache.keep_rows(cache, attention.repeat_interleave(n, 0), kept)
         self.generate_seconds += time.perf_counter() - start
         return results
+
+    def cut_response(self, ids: list[int], cap: int | None) -> list[int]:
+        """A ``generate`` row's new tokens as a response: cut to ``cap``, ended after its first stop token (kept:
+        the model must learn to stop), trailing padding dropped."""
+        tok = self.tokenizer
+        resp = ids[:cap]
+        for j, t in enumerate(resp):
+            if t in tok.stop_token_ids:
+                resp = resp[:j + 1]
+                break
+        while resp and resp[-1] == tok.pad_token_id and tok.pad_token_id not in tok.stop_token_ids:
+            resp.pop()
+        return resp
+
+    def decode_rows(self, input_ids, attention, n: int, cache, max_new_tokens: int, temperature: float,
+                    caps: Sequence[int | None], on_retire=None) -> list[list[int]]:
+        """``n`` free-text samples per row of ``input_ids`` (``[B, W]``, left-padded; ``cache``: states of its first
+        columns, or ``None``) through :func:`~genenv.runtime.decoding.decode`, which retires finished rows; with
+        ``n > 1`` and ``share_prefix`` the prompts are prefilled once and their cache repeated ``n`` times, as in
+        :meth:`sample`. Returns ``B * n`` responses (row ``b * n + k``: sample ``k`` of prompt ``b``); ``caps``:
+        one per returned row."""
+        from genenv.runtime.decoding import decode
+        from genenv.runtime.kv_cache import growing_cache
+
+        if cache is None:
+            cache = growing_cache(self.model.config)
+        cached = cache.get_seq_length()
+        if n > 1 and self.share_prefix:
+            if input_ids.shape[1] - cached >= 2:
+                positions = (attention.cumsum(-1) - 1).clamp(min=0)
+                self.model(input_ids=input_ids[:, cached:-1], attention_mask=attention[:, :-1],
+                           position_ids=positions[:, cached:-1], past_key_values=cache, use_cache=True,
+                           logits_to_keep=1)
+            cache.batch_repeat_interleave(n)
+        elif n > 1:
+            cache.batch_repeat_interleave(n)
+        return decode(self.model, input_ids.repeat_interleave(n, 0), attention.repeat_interleave(n, 0), cache,
+                      max_new_tokens, temperature, self.tokenizer.stop_token_ids, caps, on_retire)
 
     def precision(self):
         """The context generation runs in: ``torch.autocast`` in ``autocast_dtype`` when set, else none."""
@@ -271,6 +316,7 @@ class TransformersPolicy:
         """``model.generate`` of ``n`` samples per row of ``input_ids`` (``[B, W]``, left-padded; returns
         ``[B * n, W + new]``, row ``b * n + k`` the ``k``-th sample of prompt ``b``).
 
+        Decoding appends to a cache that grows in place (:func:`~genenv.runtime.kv_cache.growing_cache`).
         ``cache``: a ``DynamicCache`` already holding the KV states of the first ``C`` columns
         (:meth:`PrefixCache.batch`; generation continues from it and leaves every fed token's states in it), or
         ``None``. With ``n > 1`` and ``share_prefix`` the prompts are prefilled once and their KV cache is repeated
@@ -280,13 +326,13 @@ class TransformersPolicy:
         prefill's rounding differs with its shape, so seeded samples can part (measured on BFCL, SmolLM2 bf16,
         24 rollouts: 11 identical texts) while every sample still comes from the policy.
         """
-        from transformers import DynamicCache
+        from genenv.runtime.kv_cache import growing_cache
 
         if cache is None and (n == 1 or not self.share_prefix or input_ids.shape[1] < 2):
             return self.model.generate(input_ids=input_ids, attention_mask=attention, num_return_sequences=n,
-                                       **kwargs)
+                                       past_key_values=growing_cache(self.model.config), **kwargs)
         if cache is None:
-            cache = DynamicCache(config=self.model.config)
+            cache = growing_cache(self.model.config)
         cached = cache.get_seq_length()
         if n > 1 and input_ids.shape[1] - cached >= 2:
             positions = (attention.cumsum(-1) - 1).clamp(min=0)

@@ -40,6 +40,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from genenv.runtime.kv_cache import growing_cache
 from genenv.runtime.models import model_device, weights_version
 
 
@@ -164,13 +165,11 @@ class PrefixCache:
               ) -> tuple[object, torch.Tensor, torch.Tensor, list[int]]:
         """The start of a batched ``generate`` call for ``prompts`` (``B`` token-id lists).
 
-        Returns ``(cache, input_ids, attention_mask, reused)``: a ``DynamicCache`` holding each row's reused
-        prefix left-padded to ``C`` positions (empty when nothing is reused), ``input_ids`` / ``attention_mask``
-        ``[B, C + S]`` (the first ``C`` columns stand for the cached positions; then each prompt's remaining
+        Returns ``(cache, input_ids, attention_mask, reused)``: a ``DynamicCache`` that appends in place
+        (:func:`~genenv.runtime.kv_cache.growing_cache`) holding each row's reused prefix left-padded to ``C``
+        positions (empty when nothing is reused), ``input_ids`` / ``attention_mask`` ``[B, C + S]`` (the first ``C`` columns stand for the cached positions; then each prompt's remaining
         tokens, left-padded to ``S``), and ``reused`` (``B`` prefix lengths).
         """
-        from transformers import DynamicCache
-
         found = [self.lookup(ids) for ids in prompts]
         reused = [n for _, n in found]
         c = max(reused, default=0)
@@ -184,7 +183,7 @@ class PrefixCache:
             attention[row, c + s - len(rest):] = 1
             attention[row, c - n:c] = 1
         if c == 0:
-            return DynamicCache(config=config), input_ids.to(device), attention.to(device), reused
+            return growing_cache(config), input_ids.to(device), attention.to(device), reused
         sample = next(e for e, n in found if n)
         layers = []
         for layer in range(len(sample.keys)):
@@ -197,7 +196,7 @@ class PrefixCache:
                         out[row, :, c - n:] = getattr(entry, part)[layer][:, :n]
                 kv.append(out)
             layers.append(tuple(kv))
-        return DynamicCache(layers, config=config), input_ids.to(device), attention.to(device), reused
+        return growing_cache(config, layers), input_ids.to(device), attention.to(device), reused
 
     def keep_rows(self, cache, attention: torch.Tensor, sequences: Sequence[Sequence[int]]) -> None:
         """Store each row of a finished ``generate`` call.
@@ -210,13 +209,22 @@ class PrefixCache:
         """
         if sliding(cache):
             return
-        width = attention.shape[1]
-        total = cache.get_seq_length()
+        fed = cache.get_seq_length() - attention.shape[1]
         real = attention.bool().cpu()
         for row, seq in enumerate(sequences):
-            prompt_positions = torch.nonzero(real[row]).flatten()
-            n_prompt = len(prompt_positions)
-            n_resp = max(0, min(len(seq) - n_prompt, total - width))
-            index = torch.cat([prompt_positions, torch.arange(width, width + n_resp)]).to(cache.layers[0].keys.device)
-            self.store(seq[:n_prompt + n_resp], [layer.keys[row].index_select(1, index) for layer in cache.layers],
-                       [layer.values[row].index_select(1, index) for layer in cache.layers])
+            self.keep_row(seq, fed, [layer.keys[row] for layer in cache.layers],
+                          [layer.values[row] for layer in cache.layers], real[row])
+
+    def keep_row(self, sequence: Sequence[int], fed: int, keys: list[torch.Tensor], values: list[torch.Tensor],
+                 mask: torch.Tensor) -> None:
+        """Store one decoded row: ``sequence`` (its prompt's token ids, then its response's), ``fed`` the response
+        tokens whose KV states exist, ``keys`` / ``values`` the row's states per layer (``[kv_heads, T,
+        head_dim]``: the ``W`` columns of its left-padded prompt, then the response columns), ``mask`` its ``[W]``
+        prompt attention mask (0 on padding). Only the first ``prompt + fed`` tokens are kept."""
+        width = mask.shape[0]
+        prompt_positions = torch.nonzero(mask).flatten()
+        n_prompt = len(prompt_positions)
+        n_resp = max(0, min(len(sequence) - n_prompt, fed, keys[0].shape[1] - width))
+        index = torch.cat([prompt_positions, torch.arange(width, width + n_resp)]).to(keys[0].device)
+        self.store(sequence[:n_prompt + n_resp], [k.index_select(1, index) for k in keys],
+                   [v.index_select(1, index) for v in values])

@@ -1,36 +1,141 @@
-"""Where a training rollout's time goes: tokens/s through the episode loop against the engine alone, and the share
-of wall time in env steps and rewards (a benchmark script that prints figures, not a test).
+"""Where a training rollout's time goes, and how close the episode loop comes to the engine's best for the same
+work (a benchmark script that prints figures, not a test).
 
-    python scripts/bench_rollout.py --benchmarks bfcl,bamboogle,twx,alfworld
+    python scripts/bench_rollout.py --benchmarks bamboogle,twx --powered-twx --out docs/rollout_figures.json
 
 Per benchmark: its default training rollout as ``genenv-train benchmark=<name>`` configures it (the composed
 config's ``agent.batch_tasks`` tasks of the seed pool x ``agent.n`` episodes at ``agent.temperature``,
 ``agent.max_new_tokens`` per turn, the response budget and the run's env options), through
-:func:`~genenv.runtime.episodes.play_episodes` with the local policy, as the trainer's rollout runs it. ``engine`` seconds are the policy's ``generate`` calls inside the loop
-(the same calls on the same token streams), ``env`` seconds the env resets and steps (parsing, execution and the
-reward), ``other`` the rest (prompt building, chat-template encoding, bookkeeping). Speed goals:
-loop tokens/s ≥ 0.9 x engine tokens/s, env ≤ 5 % of the wall time. ``prompt tokens reused``: the share of
-prompt tokens whose KV states came from an earlier turn (:mod:`~genenv.runtime.prefix_cache`) instead of a
-new prefill. ``--before-reuse`` runs the engine as it was before that reuse and the CPU decoding attention
-(:mod:`~genenv.runtime.attention`), for before/after tables. ``--out DIR`` writes ``bench_rollout.json``.
+:func:`~genenv.runtime.episodes.play_episodes` with the local policy, as the trainer's rollout runs it;
+``--powered-twx``: TextWorldExpress as the shipped powered experiment runs it (``results/twx_informative.tar.xz``:
+4-room Coin Collector games, 4 tasks x 4 rollouts, 16 tokens per command, a 2,048-token response budget).
+
+Printed per benchmark:
+
+- the split of the wall time: ``engine`` seconds are the policy's ``generate`` calls inside the loop, ``env`` the
+  env resets and steps (parsing, execution and the reward), ``other`` the rest (prompt building, chat-template
+  encoding, bookkeeping);
+- the profile of the model's forward passes inside the loop (every call is timed): ``decode steps`` (single-token
+  passes), the rows they computed against the tokens kept (``useful decode rows``: rows of a finished sequence are
+  still computed until its batch ends), ``prefill tokens`` (prompt tokens fed, padding excluded; reused KV states
+  are not fed again, :mod:`~genenv.runtime.prefix_cache`) and the ``padding share`` of the fed positions, the
+  seconds in decode steps, in prefill passes and in generation outside the model (sampling, logits processing,
+  cache bookkeeping);
+- the engine's best for the same work, measured in the same run: one ``generate`` call of one full batch (all
+  the rollout's episodes, no episode logic) from the episodes' first prompts, every row generating exactly the
+  mean tokens an episode generated (``min_new_tokens`` = ``max_new_tokens``), at the rollout's temperature; and
+  one unpadded prefill pass of the same number of tokens per row. ``loop / engine`` = the loop's generated
+  tokens/s over the reference's. A multi-turn loop must also prefill each turn's observation, which the one-batch
+  reference does not: ``loop / engine (work)`` prices the loop's prefill tokens at the reference's prefill rate
+  and its generated tokens at the reference's decoding rate, and divides that time by the loop's wall time.
+
+``prompt tokens reused``: the share of prompt tokens whose KV states came from an earlier turn instead of a new
+prefill. ``--before-reuse`` runs the engine as it was before that reuse and the CPU decoding attention
+(:mod:`~genenv.runtime.attention`), for before/after tables. ``--out FILE.json`` writes the rows with the host's
+CPU model, core count, torch threads and the policy's dtype.
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import os
+import platform
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.data import write_json
 
+POWERED_TWX = ["+benchmark.seed_options.params.coin='numLocations=4,numDistractorItems=0,includeDoors=0'",
+               "agent.batch_tasks=4", "agent.n=4", "agent.max_new_tokens=16", "agent.response_length=2048"]
+"""The shipped powered TextWorldExpress experiment's rollout settings (``results/twx_informative.tar.xz``)."""
 
-def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]:
+
+@contextmanager
+def forward_profile(model):
+    """Time every forward pass of ``model`` while the block runs; yields the list it fills with one
+    ``(rows, width, fed_tokens, seconds)`` per pass (``width``: positions fed per row, ``fed_tokens``: those not
+    padding, from the pass's attention mask over its last ``width`` columns)."""
+    calls: list[tuple[int, int, int, float]] = []
+    inner = model.forward
+
+    @functools.wraps(inner)
+    def timed(*args, **kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        mask = kwargs.get("attention_mask")
+        rows, width = ids.shape
+        fed = int(mask[:, -width:].sum()) if mask is not None and mask.dim() == 2 else rows * width
+        t0 = time.perf_counter()
+        out = inner(*args, **kwargs)
+        calls.append((rows, width, fed, time.perf_counter() - t0))
+        return out
+
+    model.forward = timed
+    try:
+        yield calls
+    finally:
+        del model.forward  # the class's forward again
+
+
+def profile(calls: Sequence[tuple[int, int, int, float]], generated: int, generate_seconds: float
+            ) -> dict[str, Any]:
+    """Decode and prefill figures of one rollout's forward passes (see the module docstring)."""
+    decode = [c for c in calls if c[1] == 1]
+    prefill = [c for c in calls if c[1] > 1]
+    decode_rows = sum(c[0] for c in decode)
+    fed = sum(c[2] for c in prefill)
+    positions = sum(c[0] * c[1] for c in prefill)
+    forward_s = sum(c[3] for c in calls)
+    return {"decode_steps": len(decode), "decode_rows": decode_rows,
+            "mean_rows_per_step": decode_rows / max(1, len(decode)),
+            "useful_decode_share": generated / max(1, decode_rows),
+            "decode_seconds": sum(c[3] for c in decode), "prefill_passes": len(prefill), "prefill_tokens": fed,
+            "padding_share": 1 - fed / max(1, positions), "prefill_seconds": sum(c[3] for c in prefill),
+            "prefill_tokens_per_second": fed / max(1e-9, sum(c[3] for c in prefill)),
+            "generate_outside_model_seconds": max(0.0, generate_seconds - forward_s)}
+
+
+def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens: int, temperature: float
+                     ) -> dict[str, Any]:
+    """The engine alone on the rollout's batch: one ``generate`` call of every first prompt, each row generating
+    exactly ``new_tokens`` tokens (seconds and tokens/s), and one unpadded prefill pass of the prompts cut to the
+    shortest (prefill tokens/s)."""
+    import torch
+
+    from genenv.runtime.kv_cache import growing_cache
+    from genenv.runtime.policies import left_padded
+
+    model, tok = policy.model, policy.tokenizer
+    ids, mask = left_padded(first_prompts, tok.pad_token_id)
+    kwargs: dict[str, Any] = dict(min_new_tokens=new_tokens, max_new_tokens=new_tokens, eos_token_id=tok.stop_token_ids,
+                                  pad_token_id=tok.pad_token_id)
+    kwargs.update(dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0
+                  else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
+    shortest = min(map(len, first_prompts))
+    rows = torch.tensor([list(p[:shortest]) for p in first_prompts], dtype=torch.long)
+    with torch.no_grad(), policy.precision():
+        t0 = time.perf_counter()
+        model(input_ids=rows.to(policy.device), logits_to_keep=1)
+        prefill_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        model.generate(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
+                       past_key_values=growing_cache(model.config), **kwargs)
+        generate_s = time.perf_counter() - t0
+    tokens = len(first_prompts) * new_tokens
+    return {"rows": len(first_prompts), "new_tokens_per_row": new_tokens, "seconds": generate_s,
+            "tokens_per_second": tokens / generate_s, "prefill_tokens_per_second": rows.numel() / prefill_s}
+
+
+def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool = True) -> dict[str, Any]:
     """One default training rollout of ``bench`` (``genenv-train`` config with ``overrides``), after an untimed
     oracle episode; returns ``episodes``, ``turns``, ``tokens`` (generated), ``prompt_tokens`` (the turns' prompts),
     ``reused_prompt_share`` (0-1: prompt tokens whose KV states came from earlier calls; 0 without a prefix
-    cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds and the loop's and the engine's tokens/s."""
+    cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds, the loop's and the engine's tokens/s, the
+    forward-pass ``profile`` (:func:`profile`) and, with ``reference``, the engine's best for the same work
+    (:func:`engine_reference`) with the two ratios of the module docstring."""
     from genenv.trainer.cli import compose_config
     from genenv.runtime.episodes import RolloutSpec, play_episodes
     from genenv.runtime.policies import OraclePolicy
@@ -43,26 +148,41 @@ def measure(bench: str, policy, overrides: Sequence[str] = ()) -> dict[str, Any]
     # untimed: one oracle episode of a task outside the measured ones pays the first-use costs a training process
     # has paid before its rollouts (imports such as bfcl-eval's checker, data loading)
     play_episodes(pool[-1:], OraclePolicy(), RolloutSpec(env_kwargs=env_kwargs(cfg)))
-    before = policy.generated_tokens
+    policy.batch_size = int(a.policy.gen_batch_size)  # rows per generate call, as the run's agent has them
+    before, generate_before = policy.generated_tokens, policy.generate_seconds
     store = getattr(policy, "prefix_cache", None)
     looked, reused = (store.prompt_tokens, store.reused_tokens) if store is not None else (0, 0)
     start = time.perf_counter()
-    rollout = play_episodes(pool[:a.batch_tasks], policy,
-                            RolloutSpec(n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
-                                        env_kwargs=env_kwargs(cfg), max_response_tokens=response_budget(cfg)))
+    with forward_profile(policy.model) as calls:
+        rollout = play_episodes(pool[:a.batch_tasks], policy,
+                                RolloutSpec(n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+                                            env_kwargs=env_kwargs(cfg), max_response_tokens=response_budget(cfg)),
+                                chunk_size=policy.batch_size)
     wall = time.perf_counter() - start
     trajs, tokens = rollout.trajectories, policy.generated_tokens - before
     engine, env = rollout.timings.generate_seconds, rollout.timings.env_seconds
     prompt_tokens = sum(t.usage.get("prompt_tokens", 0) for traj in trajs for t in traj.turns)
     reused_share = (store.reused_tokens - reused) / max(1, store.prompt_tokens - looked) if store is not None else 0.0
-    return {"benchmark": bench, "episodes": len(trajs), "turns": sum(len(t.turns) for t in trajs), "tokens": tokens,
-            "prompt_tokens": prompt_tokens, "reused_prompt_share": reused_share,
-            "wall": wall, "engine": engine, "env": env, "other": wall - engine - env,
-            "loop_tokens_per_second": tokens / wall, "engine_tokens_per_second": tokens / engine if engine else 0.0}
+    row = {"benchmark": bench, "overrides": list(overrides), "episodes": len(trajs),
+           "turns": sum(len(t.turns) for t in trajs), "tokens": tokens,
+           "prompt_tokens": prompt_tokens, "reused_prompt_share": reused_share,
+           "wall": wall, "engine": engine, "env": env, "other": wall - engine - env,
+           "loop_tokens_per_second": tokens / wall, "engine_tokens_per_second": tokens / engine if engine else 0.0,
+           "profile": profile(calls, tokens, policy.generate_seconds - generate_before)}
+    firsts = [traj.turns[0].prompt_ids for traj in trajs if traj.turns and traj.turns[0].prompt_ids]
+    if reference and firsts and tokens:
+        ref = engine_reference(policy, firsts, max(1, round(tokens / len(trajs))), float(a.temperature))
+        first_tokens = sum(map(len, firsts))
+        observation_tokens = max(0, row["profile"]["prefill_tokens"] - first_tokens)
+        work_seconds = ref["seconds"] * tokens / (ref["rows"] * ref["new_tokens_per_row"]) \
+            + observation_tokens / ref["prefill_tokens_per_second"]
+        row.update(reference=ref, loop_over_engine=row["loop_tokens_per_second"] / ref["tokens_per_second"],
+                   loop_over_engine_work=work_seconds / wall)
+    return row
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown: one row per benchmark."""
+    """Markdown: one row per benchmark (the time split), then one per benchmark of the profile and reference."""
     lines = ["| benchmark | episodes | turns | tokens | prompt tokens reused | wall s | engine s | env s | other s | "
              "loop tok/s | engine tok/s | loop / engine | env share |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -73,7 +193,35 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
                      f"{r['engine_tokens_per_second']:.1f} | "
                      f"{r['loop_tokens_per_second'] / max(r['engine_tokens_per_second'], 1e-9):.2f} | "
                      f"{100 * r['env'] / r['wall']:.1f} % |")
+    lines += ["", "| benchmark | decode steps | rows / step | useful decode rows | decode s | prefill tokens | "
+              "padding | prefill s | prefill tok/s | generate outside model s | engine best tok/s (batch x tokens) | "
+              "engine prefill tok/s | loop / engine | loop / engine (work) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p, ref = r["profile"], r.get("reference")
+        best = (f"{ref['tokens_per_second']:.1f} ({ref['rows']} x {ref['new_tokens_per_row']}) | "
+                f"{ref['prefill_tokens_per_second']:.0f} | {r['loop_over_engine']:.2f} | "
+                f"{r['loop_over_engine_work']:.2f}") if ref else "— | — | — | —"
+        lines.append(f"| {r['benchmark']} | {p['decode_steps']} | {p['mean_rows_per_step']:.1f} | "
+                     f"{100 * p['useful_decode_share']:.0f} % | {p['decode_seconds']:.1f} | {p['prefill_tokens']} | "
+                     f"{100 * p['padding_share']:.0f} % | {p['prefill_seconds']:.1f} | "
+                     f"{p['prefill_tokens_per_second']:.0f} | {p['generate_outside_model_seconds']:.1f} | {best} |")
     return "\n".join(lines)
+
+
+def host() -> dict[str, Any]:
+    """The machine the figures come from: CPU model, usable cores, torch threads and version."""
+    import torch
+
+    cpu = platform.processor()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+        cpu += " (" + ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags) + ")"
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,25 +231,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--policy", default="smollm2", help="a local model: smollm2 | hf:PATH | PATH")
     p.add_argument("--before-reuse", action="store_true",
                    help="the engine as it was before KV reuse across turns: every prompt prefilled in full, SDPA decoding")
+    p.add_argument("--powered-twx", action="store_true",
+                   help="twx with the shipped powered experiment's rollout settings (POWERED_TWX)")
     p.add_argument("--dtype", default="auto", help="the policy's weights: auto | float32 | bfloat16")
     p.add_argument("overrides", nargs="*", help="genenv-train overrides for every benchmark, e.g. agent.n=8")
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="a .json file (or a folder: FOLDER/bench_rollout.json)")
     args = p.parse_args(argv)
 
     import torch
 
     from genenv.runtime.policies import TransformersPolicy
+    from genenv.runtime.threads import prepare_cpu
 
+    prepare_cpu("auto")
     torch.manual_seed(0)
     before = {"prefix_cache_tokens": 0, "decode_attention": False} if args.before_reuse else {}
     policy = TransformersPolicy(args.policy.removeprefix("hf:"), dtype=args.dtype, **before)
     rows = []
     for bench in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
-        rows.append(measure(bench, policy, args.overrides))
+        extra = POWERED_TWX if bench == "twx" and args.powered_twx else []
+        rows.append(measure(bench, policy, [*extra, *args.overrides]))
         print(table(rows[-1:]), flush=True)
     print("\n" + table(rows))
     if args.out:
-        write_json(Path(args.out) / "bench_rollout.json", rows)
+        out = Path(args.out)
+        write_json(out if out.suffix == ".json" else out / "bench_rollout.json",
+                   {"host": host(), "policy": args.policy, "dtype": str(policy.model.dtype),
+                    "autocast": policy.autocast_dtype, "before_reuse": args.before_reuse, "rows": rows})
     return 0
 
 

@@ -124,8 +124,10 @@ class LocalBackend:
         return self.policies[role]
 
     def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
-        """The agent's episodes through :func:`~genenv.runtime.episodes.play_episodes` (lock step)."""
-        return play_episodes(tasks, self.policies["agent"], spec)
+        """The agent's episodes through :func:`~genenv.runtime.episodes.play_episodes` (lock step), each turn's
+        prompts in calls of the agent's ``gen_batch_size`` rows."""
+        policy = self.policies["agent"]
+        return play_episodes(tasks, policy, spec, chunk_size=policy.batch_size)
 
     def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One :func:`~genenv.trainer.updates.policy_update` of ``role``, then a refresh of its sampling copy."""
