@@ -235,11 +235,7 @@ class TransformersPolicy:
                                                  row_caps, keep if reuse and not sliding(cache) else None)
             else:
                 kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, eos_token_id=tok.stop_token_ids,
-                                              pad_token_id=tok.pad_token_id)
-                if temperature > 0:
-                    kwargs.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
-                else:
-                    kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+                                              pad_token_id=tok.pad_token_id, **sampling_kwargs(temperature))
                 if schemas is not None:
                     kwargs["logits_processor"] = [self.grammars.logits_processor(
                         [schemas[i + row] for row in range(len(chunk)) for _ in range(n)])]
@@ -286,18 +282,22 @@ class TransformersPolicy:
 
         if cache is None:
             cache = growing_cache(self.model.config)
-        cached = cache.get_seq_length()
         if n > 1 and self.share_prefix:
-            if input_ids.shape[1] - cached >= 2:
-                positions = (attention.cumsum(-1) - 1).clamp(min=0)
-                self.model(input_ids=input_ids[:, cached:-1], attention_mask=attention[:, :-1],
-                           position_ids=positions[:, cached:-1], past_key_values=cache, use_cache=True,
-                           logits_to_keep=1)
-            cache.batch_repeat_interleave(n)
-        elif n > 1:
-            cache.batch_repeat_interleave(n)
+            self.prefill_shared(input_ids, attention, cache)
+        cache.batch_repeat_interleave(n)  # no-op on an empty cache
         return decode(self.model, input_ids.repeat_interleave(n, 0), attention.repeat_interleave(n, 0), cache,
                       max_new_tokens, temperature, self.tokenizer.stop_token_ids, caps, on_retire)
+
+    def prefill_shared(self, input_ids, attention, cache) -> None:
+        """Prefill every column of ``input_ids`` (``[B, W]``, left-padded, mask ``attention``) but the last into
+        ``cache`` (which already holds the first ``C`` columns), so that the prompts' KV states can be repeated for
+        their samples and each sample feeds only the last token; nothing to do when fewer than 2 columns are left.
+        Position ids come from the mask, as ``generate`` derives them."""
+        cached = cache.get_seq_length()
+        if input_ids.shape[1] - cached >= 2:
+            positions = (attention.cumsum(-1) - 1).clamp(min=0)
+            self.model(input_ids=input_ids[:, cached:-1], attention_mask=attention[:, :-1],
+                       position_ids=positions[:, cached:-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
 
     def precision(self):
         """The context generation runs in: ``torch.autocast`` in ``autocast_dtype`` when set, else none."""
@@ -333,15 +333,20 @@ class TransformersPolicy:
                                        past_key_values=growing_cache(self.model.config), **kwargs)
         if cache is None:
             cache = growing_cache(self.model.config)
-        cached = cache.get_seq_length()
-        if n > 1 and input_ids.shape[1] - cached >= 2:
-            positions = (attention.cumsum(-1) - 1).clamp(min=0)
-            self.model(input_ids=input_ids[:, cached:-1], attention_mask=attention[:, :-1],
-                       position_ids=positions[:, cached:-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
         if n > 1:
+            self.prefill_shared(input_ids, attention, cache)
             cache.batch_repeat_interleave(n)
         return self.model.generate(input_ids=input_ids.repeat_interleave(n, 0),
                                    attention_mask=attention.repeat_interleave(n, 0), past_key_values=cache, **kwargs)
+
+
+def sampling_kwargs(temperature: float) -> dict[str, Any]:
+    """``generate`` keyword arguments for plain sampling at ``temperature`` (no top-k / top-p), or greedy decoding
+    when ``temperature <= 0`` (the sampling keys set to ``None``, so a model's generation config cannot add its
+    own)."""
+    if temperature > 0:
+        return dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
+    return dict(do_sample=False, temperature=None, top_p=None, top_k=None)
 
 
 def left_padded(rows: Sequence[list[int]], pad_token_id: int):

@@ -106,14 +106,12 @@ def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens:
     import torch
 
     from genenv.runtime.kv_cache import growing_cache
-    from genenv.runtime.policies import left_padded
+    from genenv.runtime.policies import left_padded, sampling_kwargs
 
     model, tok = policy.model, policy.tokenizer
     ids, mask = left_padded(first_prompts, tok.pad_token_id)
     kwargs: dict[str, Any] = dict(min_new_tokens=new_tokens, max_new_tokens=new_tokens, eos_token_id=tok.stop_token_ids,
-                                  pad_token_id=tok.pad_token_id)
-    kwargs.update(dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature > 0
-                  else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
+                                  pad_token_id=tok.pad_token_id, **sampling_kwargs(temperature))
     shortest = min(map(len, first_prompts))
     rows = torch.tensor([list(p[:shortest]) for p in first_prompts], dtype=torch.long)
     with torch.no_grad(), policy.precision():
@@ -210,18 +208,16 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def host() -> dict[str, Any]:
-    """The machine the figures come from: CPU model, usable cores, torch threads and version."""
+    """The machine the figures come from: CPU model, the SIMD level torch dispatches to, whether it computes
+    bfloat16 natively (:func:`~genenv.runtime.models.native_bfloat16`), usable cores, torch threads and version."""
     import torch
 
-    cpu = platform.processor()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
-        cpu += " (" + ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags) + ")"
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__}
+    from genenv.runtime.models import native_bfloat16
+
+    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor())
+    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "native_bfloat16": native_bfloat16("cpu"), "cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
