@@ -12,13 +12,18 @@ are closed (ALFWorld's engine leaks memory across many games in one process).
 
 Episodes are text-level: each env is opened with :func:`~genenv.envs.wrappers.make_text_env` (model text in,
 the next turn's prompt in ``info["messages"]``); ``open`` returns ``(observation, info)`` of ``env.reset`` and
-``step`` takes model text.
+``step`` takes model text (or, from the session server, a list of structured tool calls).
+
+:class:`ProcessEpisodes` may be called from many threads at once (the session server's sessions): calls that touch
+different workers run in parallel, calls to one worker take turns. A worker that dies fails the call in flight and
+every episode it held with :class:`WorkerDied`, and is replaced by a fresh one.
 """
 from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
 import os
+import threading
 import traceback
 from typing import Any, Protocol, Sequence, runtime_checkable
 
@@ -35,8 +40,9 @@ class EpisodeRunner(Protocol):
     among its open episodes."""
 
     def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
-        """Open one env per ``(episode id, task, env constructor options or None)`` and reset it on its task;
-        returns each reset's ``(observation, info)`` in order (``info["messages"]``: the first prompt)."""
+        """Open one env per ``(episode id, task, env constructor options or None)`` and reset it on its task
+        (an optional fourth element is the reset's ``seed``); returns each reset's ``(observation, info)`` in order
+        (``info["messages"]``: the first prompt)."""
 
     def step(self, items: Sequence[tuple[int, str]]) -> list[StepResult]:
         """One step per ``(episode id, model text)``; returns ``(observation, reward, terminated, truncated, info)``
@@ -64,9 +70,13 @@ class LocalEpisodes:
     def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
         """Create and reset one env per ``(episode id, task, env kwargs)``; returns each ``reset`` output."""
         out = []
-        for eid, task, kwargs in items:
+        for eid, task, kwargs, *seed in items:
             env = self.envs[eid] = _make(task, kwargs)
-            out.append(env.reset(options={"task_id": task.id}))
+            try:
+                out.append(env.reset(seed=seed[0] if seed else None, options={"task_id": task.id}))
+            except Exception:
+                self.close(eid)
+                raise
         return out
 
     def step(self, items: Sequence[tuple[int, str]]) -> list[StepResult]:
@@ -102,7 +112,7 @@ def _worker(conn) -> None:
                 conn.send(("ok", None))
                 break
             if kind == "open":
-                result = local.open([(eid, Task.from_json(tj), kw) for eid, tj, kw in msg[1]])
+                result = local.open([(eid, Task.from_json(tj), *rest) for eid, tj, *rest in msg[1]])
             elif kind == "step":
                 result = local.step(msg[1])
             elif kind == "close":
@@ -114,6 +124,11 @@ def _worker(conn) -> None:
             conn.send(("error", traceback.format_exc()))
 
 
+class WorkerDied(RuntimeError):
+    """An env worker process ended (killed, out of memory, a crash in native code): the call in flight and every
+    episode that worker held are lost; the worker is replaced, other workers' episodes go on."""
+
+
 class ProcessEpisodes:
     """Episodes spread over worker processes (see module docstring).
 
@@ -122,35 +137,85 @@ class ProcessEpisodes:
         recycle_after: replace a worker once it has played this many episodes and has none open (``None``: never).
     Raises (from its methods):
         RuntimeError: a worker failed; the message carries the worker's traceback.
+        WorkerDied: a worker process ended; also raised for a later call on one of its lost episodes.
+        KeyError: an episode id that is not open.
     """
 
     def __init__(self, workers: int, recycle_after: int | None = 200):
         self.size = max(1, min(int(workers), os.cpu_count() or 1))
         self.recycle_after = recycle_after
         self._ctx = mp.get_context("spawn")
+        self._books = threading.Lock()  # guards the bookkeeping below (never held while waiting on a worker)
         self._workers: list[dict[str, Any]] = [self._spawn() for _ in range(self.size)]
         self._where: dict[int, int] = {}  # episode id → worker index
+        self._lost: dict[int, str] = {}  # episode id → why (its worker died)
 
     def _spawn(self) -> dict[str, Any]:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker, args=(child,), daemon=True)
         proc.start()
         child.close()
-        return {"proc": proc, "conn": parent, "open": 0, "played": 0}
+        return {"proc": proc, "conn": parent, "open": 0, "played": 0, "lock": threading.Lock()}
 
     def _call_many(self, batches: dict[int, tuple]) -> dict[int, Any]:
-        """Send one message per worker, then collect the answers (the workers run concurrently)."""
-        for w, msg in batches.items():
-            self._workers[w]["conn"].send(msg)
-        out, errors = {}, []
-        for w in batches:
-            status, result = self._workers[w]["conn"].recv()
-            if status == "error":
-                errors.append(result)
-            out[w] = result
+        """Send one message per worker, then collect the answers (the workers run concurrently). Each worker's
+        lock is held from its send to its answer (taken in worker order, so concurrent callers cannot deadlock).
+
+        Raises:
+            RuntimeError: a worker answered with an error (its traceback in the message).
+            WorkerDied: a worker's process ended before it answered (it is replaced).
+        """
+        workers = {w: self._workers[w] for w in sorted(batches)}
+        with contextlib.ExitStack() as held:
+            for worker in workers.values():
+                held.enter_context(worker["lock"])
+            out, errors, died = {}, [], []
+            sent = {}
+            for w, worker in workers.items():
+                try:
+                    worker["conn"].send(batches[w])
+                    sent[w] = worker
+                except OSError:
+                    died.append(w)
+            for w, worker in sent.items():
+                try:
+                    status, result = worker["conn"].recv()
+                except (EOFError, OSError):
+                    died.append(w)
+                    continue
+                if status == "error":
+                    errors.append(result)
+                out[w] = result
+            for w in died:
+                self._replace_dead(w, workers[w])
+        if died:
+            raise WorkerDied(self._lost_reason(workers[died[0]]))
         if errors:
             raise RuntimeError("an env worker failed:\n" + errors[0])
         return out
+
+    @staticmethod
+    def _lost_reason(worker: dict[str, Any]) -> str:
+        worker["proc"].join(timeout=5)
+        return (f"env worker process {worker['proc'].pid} died (exit code {worker['proc'].exitcode}); "
+                "its episodes are lost: reset to start another")
+
+    def _replace_dead(self, w: int, worker: dict[str, Any]) -> None:
+        """Mark a dead worker's episodes lost and put a fresh worker in its place (its lock is held)."""
+        reason = self._lost_reason(worker)
+        with self._books:
+            for eid in [e for e, where in self._where.items() if where == w]:
+                del self._where[eid]
+                self._lost[eid] = reason
+            fresh = self._spawn()
+            fresh["lock"] = worker["lock"]  # callers waiting on the old lock get the new worker
+            self._workers[w] = fresh
+
+    def _worker_of(self, eid: int) -> int:
+        with self._books:
+            if eid in self._lost:
+                raise WorkerDied(self._lost.pop(eid))
+            return self._where[eid]
 
     def processes(self) -> list[Any]:
         """The live worker processes (never more than :attr:`size`)."""
@@ -160,14 +225,24 @@ class ProcessEpisodes:
         """Open episodes on the least-loaded workers; returns each ``reset`` output in input order."""
         batches: dict[int, list] = {}
         order = []
-        for eid, task, kwargs in items:
-            w = min(range(self.size), key=lambda i: (self._workers[i]["open"], i))
-            self._workers[w]["open"] += 1
-            self._workers[w]["played"] += 1
-            self._where[eid] = w
-            batches.setdefault(w, []).append((eid, task.to_json(), kwargs))
-            order.append((w, len(batches[w]) - 1))
-        results = self._call_many({w: ("open", b) for w, b in batches.items()})
+        with self._books:
+            for eid, task, kwargs, *seed in items:
+                w = min(range(self.size), key=lambda i: (self._workers[i]["open"], i))
+                self._workers[w]["open"] += 1
+                self._workers[w]["played"] += 1
+                self._where[eid] = w
+                self._lost.pop(eid, None)
+                batches.setdefault(w, []).append((eid, task.to_json(), kwargs, *seed))
+                order.append((w, len(batches[w]) - 1))
+        try:
+            results = self._call_many({w: ("open", b) for w, b in batches.items()})
+        except WorkerDied:
+            raise
+        except Exception:  # the envs that did open on other workers are closed again: none is left half-open
+            for eid, *_ in items:
+                with contextlib.suppress(Exception):
+                    self.close(eid)
+            raise
         return [results[w][i] for w, i in order]
 
     def step(self, items: Sequence[tuple[int, str]]) -> list[StepResult]:
@@ -175,21 +250,31 @@ class ProcessEpisodes:
         batches: dict[int, list] = {}
         order = []
         for eid, text in items:
-            w = self._where[eid]
+            w = self._worker_of(eid)
             batches.setdefault(w, []).append((eid, text))
             order.append((w, len(batches[w]) - 1))
         results = self._call_many({w: ("step", b) for w, b in batches.items()})
         return [results[w][i] for w, i in order]
 
     def close(self, eid: int) -> None:
-        """Close one episode; a worker past ``recycle_after`` episodes with none open is replaced."""
-        w = self._where.pop(eid)
-        self._call_many({w: ("close", eid)})
-        worker = self._workers[w]
-        worker["open"] -= 1
-        if self.recycle_after and worker["open"] == 0 and worker["played"] >= self.recycle_after:
-            self._stop(worker)
-            self._workers[w] = self._spawn()
+        """Close one episode (an unknown or lost one is ignored); a worker past ``recycle_after`` episodes with none
+        open is replaced."""
+        with self._books:
+            self._lost.pop(eid, None)
+            w = self._where.pop(eid, None)
+            if w is None:
+                return
+            worker = self._workers[w]
+            worker["open"] -= 1
+        with contextlib.suppress(WorkerDied):
+            self._call_many({w: ("close", eid)})
+        with worker["lock"], self._books:
+            if (self.recycle_after and worker is self._workers[w] and worker["open"] == 0
+                    and worker["played"] >= self.recycle_after):
+                self._stop(worker)
+                fresh = self._spawn()
+                fresh["lock"] = worker["lock"]
+                self._workers[w] = fresh
 
     def _stop(self, worker: dict[str, Any]) -> None:
         with contextlib.suppress(EOFError, OSError):  # a worker that already died has closed its pipe: join it

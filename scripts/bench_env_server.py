@@ -2,10 +2,21 @@
 
     python scripts/bench_env_server.py --part all --sessions 64 --steps 1000 --out docs/env_server_figures.json
 
+(``--out`` keeps the parts of an existing file that this run does not measure.)
+
 * ``load``: ``--sessions`` concurrent WebSocket sessions (one asyncio client each) over a mix of benchmarks, each
   playing oracle episodes (reset by task id, the gold text turn by turn, again) until it made ``--steps`` steps:
   steps/s over all sessions, p50 / p99 step latency, the server's RSS (with its children: the TextWorldExpress
   JVM) at start and end, errors. Then one Bamboogle step over the wire against the same step in-process (medians).
+* ``alfworld``: ``--alfworld-sessions`` (e.g. ``8,32``) ALFWorld-only sessions of ``--alfworld-steps`` messages each,
+  with the sessions on worker processes (``--workers``, default the usable cores) and, for comparison, all in
+  the server process under one lock (``--workers 0``, the server before worker processes), run in turn.
+* ``mixed``: ``--sessions`` sessions over the mix plus ALFWorld, ``--mixed-steps`` messages each.
+* ``idle``: ``--sessions`` clients reset and then say nothing, filling every slot; a new client retries until it
+  plays (``--session-timeout`` 10 s): the seconds it waited.
+* ``echo``: Bamboogle replies/s against an echo env served by OpenEnv's own ``create_app`` (an env whose step
+  returns its input), under the same client (``--sessions`` sessions, ``--steps`` messages each): the protocol's
+  own cost.
 * ``faults``: a client that drops without a close frame frees its session (time until a new one opens at
   ``--max-sessions 1``); one session over capacity gets ``CAPACITY_REACHED``; a server killed while its clients
   wait gives them an error (time to it).
@@ -31,6 +42,7 @@ from genenv.runtime.serve.launch import spawn
 from genenv.runtime.serve.client import reset_arguments
 
 MIX = ("bamboogle", "bfcl", "api_bank", "twx", "travelplanner_two_stage", "bfcl_multi_turn")
+ALFWORLD = ("alfworld",)
 
 
 def rss_mib(pid: int) -> float:
@@ -47,11 +59,11 @@ def rss_mib(pid: int) -> float:
     return total
 
 
-def oracle_tasks(k: int = 8) -> dict[str, list]:
-    """``k`` tasks of each benchmark of :data:`MIX` (its default split) with their env class."""
+def oracle_tasks(k: int = 8, mix: tuple[str, ...] = MIX) -> dict[str, list]:
+    """``k`` tasks of each benchmark of ``mix`` (its default split) with their env class."""
     load_plugins()
     out = {}
-    for b in MIX:
+    for b in mix:
         entry = env_entry(b)
         out[b] = (entry.env_class, entry.env_class.load_tasks(**entry.split_options[0])[:k])
     return out
@@ -64,15 +76,20 @@ async def ask(ws, message) -> dict:
 
 
 async def session_load(url: str, index: int, tasks: dict, steps: int, latencies: list, errors: list) -> None:
-    """One session: oracle episodes until ``steps`` steps; step latencies (s) and error answers collected."""
-    bench = MIX[index % len(MIX)]
+    """One session: oracle episodes until ``steps`` messages (resets and steps); every message's latency (s) and
+    error answers collected. Its benchmark: the ``index``-th of ``tasks`` (cyclic)."""
+    mix = list(tasks)
+    bench = mix[index % len(mix)]
     cls, pool = tasks[bench]
     made, episode = 0, index
     async with connect(url.replace("http", "ws") + "/ws", max_size=2**24, proxy=None) as ws:
         while made < steps:
             task = pool[episode % len(pool)]
             episode += 1
+            t0 = time.perf_counter()
             answer = await ask(ws, {"type": "reset", "data": reset_arguments(task)})
+            latencies.append(time.perf_counter() - t0)
+            made += 1
             if answer["type"] == "error":
                 errors.append(answer["data"]["message"])
                 continue
@@ -88,10 +105,12 @@ async def session_load(url: str, index: int, tasks: dict, steps: int, latencies:
                 done = answer["data"]["done"]
 
 
-def part_load(sessions: int, steps: int) -> dict:
-    """The ``load`` part (see the module docstring)."""
-    tasks = oracle_tasks()
-    proc, url = spawn("--max-sessions", str(sessions))
+def part_load(sessions: int, steps: int, mix: tuple[str, ...] = MIX, server_args: tuple[str, ...] = (),
+              both_ways: bool = True) -> dict:
+    """The ``load`` part (see the module docstring); ``mix`` and ``server_args`` serve the ``alfworld`` and
+    ``mixed`` parts too (``both_ways``: also the one Bamboogle step over the wire and in-process)."""
+    tasks = oracle_tasks(mix=mix)
+    proc, url = spawn("--max-sessions", str(sessions), *server_args)
     try:
         warm = asyncio.run(_warm(url, tasks))
         rss_start = rss_mib(proc.pid)
@@ -104,24 +123,150 @@ def part_load(sessions: int, steps: int) -> dict:
         asyncio.run(run_all())
         seconds = time.perf_counter() - t0
         rss_end = rss_mib(proc.pid)
-        wire, local = asyncio.run(_one_step_both_ways(url, tasks["bamboogle"]))
+        wire, local = asyncio.run(_one_step_both_ways(url, tasks["bamboogle"])) if both_ways else (None, None)
     finally:
         proc.terminate()
         proc.wait(30)
     lat = sorted(latencies)
-    return {"sessions": sessions, "steps_per_session": steps, "steps": len(lat), "seconds": round(seconds, 1),
-            "steps_per_second": round(len(lat) / seconds, 1), "p50_ms": round(1000 * lat[len(lat) // 2], 2),
-            "p99_ms": round(1000 * lat[int(len(lat) * 0.99)], 2), "server_rss_mib_start": round(rss_start),
-            "server_rss_mib_end": round(rss_end), "errors": len(errors), "first_errors": errors[:3],
-            "warm_up_seconds": round(warm, 1), "mix": list(MIX),
-            "bamboogle_step_median_ms": {"over_the_wire": round(1000 * wire, 3), "in_process": round(1000 * local, 3)}}
+    out = {"sessions": sessions, "messages_per_session": steps, "messages": len(lat), "seconds": round(seconds, 1),
+           "replies_per_second": round(len(lat) / seconds, 1), "p50_ms": round(1000 * lat[len(lat) // 2], 2),
+           "p99_ms": round(1000 * lat[int(len(lat) * 0.99)], 2), "server_rss_mib_start": round(rss_start),
+           "server_rss_mib_end": round(rss_end), "errors": len(errors), "first_errors": errors[:3],
+           "warm_up_seconds": round(warm, 1), "mix": list(mix), "server_args": list(server_args)}
+    if both_ways:
+        out["bamboogle_step_median_ms"] = {"over_the_wire": round(1000 * wire, 3), "in_process": round(1000 * local, 3)}
+    return out
 
 
 async def _warm(url: str, tasks: dict) -> float:
-    """One episode of each benchmark first (loads each task list once), so the load part measures steady state."""
+    """Two messages of each benchmark per worker core first (loads each task list, starts the worker processes),
+    so the load part measures steady state."""
     t0 = time.perf_counter()
-    await asyncio.gather(*[session_load(url, i, tasks, 1, [], []) for i in range(len(MIX))])
+    await asyncio.gather(*[session_load(url, i, tasks, 2, [], []) for i in range(len(tasks) * (os.cpu_count() or 1))])
     return time.perf_counter() - t0
+
+
+def part_alfworld(sessions: list[int], steps: int, workers: int | None) -> list[dict]:
+    """The ``alfworld`` part: each session count with the sessions on worker processes, then in the server
+    process under one lock (see the module docstring)."""
+    rows = []
+    for n in sessions:
+        for w in ([] if workers is None else [str(workers)], ["0"]):
+            row = part_load(n, steps, ALFWORLD, ("--benchmarks", "alfworld", *(["--workers", *w] if w else [])),
+                            both_ways=False)
+            row["workers"] = "usable cores" if not w else int(w[0])
+            print(json.dumps(row))
+            rows.append(row)
+    return rows
+
+
+def part_idle(sessions: int, timeout: float = 10.0) -> dict:
+    """The ``idle`` part (see the module docstring)."""
+    proc, url = spawn("--max-sessions", str(sessions), "--benchmarks", "bamboogle", "--session-timeout", f"{timeout:g}")
+    ws_url = url.replace("http", "ws") + "/ws"
+    reset = {"type": "reset", "data": {"benchmark": "bamboogle", "seed": 0}}
+
+    async def run() -> dict:
+        idle = [await connect(ws_url, proxy=None) for _ in range(sessions)]
+        for ws in idle:
+            await ask(ws, reset)
+        t0, tries = time.perf_counter(), 0
+        while True:
+            tries += 1
+            async with connect(ws_url, proxy=None) as ws:
+                answer = await ask(ws, reset)
+                if answer["type"] == "observation":
+                    played = (await ask(ws, {"type": "step", "data": {"text": "<answer>x</answer>"}}))["type"]
+                    break
+            await asyncio.sleep(0.5)
+        waited = time.perf_counter() - t0
+        closes = []
+        for ws in idle:
+            try:
+                await asyncio.wait_for(ws.recv(), 1)
+            except Exception as exc:  # noqa: BLE001 - the close each idle client saw
+                closes.append(getattr(getattr(exc, "rcvd", None), "code", type(exc).__name__))
+        return {"idle_sessions": sessions, "session_timeout_s": timeout, "new_client_played_after_s": round(waited, 2),
+                "tries": tries, "played": played, "idle_close_codes": sorted(set(map(str, closes)))}
+
+    try:
+        return asyncio.run(run())
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+ECHO_SERVER = """
+import sys, uvicorn
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
+
+class EchoAction(Action):
+    text: str = ""
+
+class EchoObservation(Observation):
+    text: str = ""
+
+class Echo(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    def reset(self, seed=None, episode_id=None, **kw):
+        return EchoObservation(text="", reward=None, done=False)
+    def step(self, action, timeout_s=None, **kw):
+        return EchoObservation(text=action.text, reward=0.0, done=False)
+    @property
+    def state(self):
+        return State()
+
+app = create_app(Echo, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=int(sys.argv[2]))
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def part_echo(sessions: int, steps: int) -> dict:
+    """The ``echo`` part: Bamboogle replies/s (oracle episodes) and an OpenEnv echo env's replies/s under the same
+    client (see the module docstring)."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    bamboogle = part_load(sessions, steps, ("bamboogle",), ("--benchmarks", "bamboogle"), both_ways=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port), str(sessions)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        latencies: list[float] = []
+
+        async def echo_session():
+            async with connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
+                await ask(ws, {"type": "reset", "data": {}})
+                for _ in range(steps):
+                    t0 = time.perf_counter()
+                    await ask(ws, {"type": "step", "data": {"text": "<answer>x</answer>"}})
+                    latencies.append(time.perf_counter() - t0)
+
+        async def run_all():
+            await asyncio.gather(*[echo_session() for _ in range(sessions)])
+
+        t0 = time.perf_counter()
+        asyncio.run(run_all())
+        seconds = time.perf_counter() - t0
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    echo = round(len(latencies) / seconds, 1)
+    return {"sessions": sessions, "bamboogle_replies_per_second": bamboogle["replies_per_second"],
+            "bamboogle_p99_ms": bamboogle["p99_ms"], "echo_replies_per_second": echo,
+            "ratio": round(bamboogle["replies_per_second"] / echo, 3)}
 
 
 async def _one_step_both_ways(url: str, bamboogle, repeats: int = 200) -> tuple[float, float]:
@@ -242,15 +387,33 @@ def part_bad_input() -> list[dict]:
 def main() -> None:
     """The command line of the module docstring: prints each part's figures and writes them to ``--out``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default="all", choices=["all", "load", "faults", "bad-input"])
+    ap.add_argument("--part", default="all",
+                    choices=["all", "load", "alfworld", "mixed", "idle", "echo", "faults", "bad-input"])
     ap.add_argument("--sessions", type=int, default=64)
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--alfworld-sessions", default="8,32")
+    ap.add_argument("--alfworld-steps", type=int, default=30)
+    ap.add_argument("--mixed-steps", type=int, default=60)
+    ap.add_argument("--workers", type=int, default=None, help="the server's --workers (default: its own default)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    figures = {"host": os.uname().machine, "cores": os.cpu_count()}
+    figures = json.loads(Path(args.out).read_text()) if args.out and Path(args.out).is_file() else {}
+    figures.update({"host": os.uname().machine, "cores": os.cpu_count()})
     if args.part in ("all", "load"):
         figures["load"] = part_load(args.sessions, args.steps)
         print(json.dumps(figures["load"], indent=1))
+    if args.part in ("all", "alfworld"):
+        figures["alfworld"] = part_alfworld([int(n) for n in args.alfworld_sessions.split(",")], args.alfworld_steps,
+                                            args.workers)
+    if args.part in ("all", "mixed"):
+        figures["mixed"] = part_load(args.sessions, args.mixed_steps, MIX + ALFWORLD, both_ways=False)
+        print(json.dumps(figures["mixed"], indent=1))
+    if args.part in ("all", "idle"):
+        figures["idle"] = part_idle(args.sessions)
+        print(json.dumps(figures["idle"], indent=1))
+    if args.part in ("all", "echo"):
+        figures["echo"] = part_echo(args.sessions, 100)
+        print(json.dumps(figures["echo"], indent=1))
     if args.part in ("all", "faults"):
         figures["faults"] = part_faults()
         print(json.dumps(figures["faults"], indent=1))

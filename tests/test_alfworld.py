@@ -239,6 +239,75 @@ def test_worker_processes_match_in_process_and_respect_the_budget():
     assert [t.success for t in trajs] == [True] * len(tasks)
 
 
+def test_worker_processes_serve_many_threads_and_survive_a_dead_worker():
+    """Threads that open and step their own episodes at once (the session server's sessions) get the episodes
+    they get alone; a killed worker fails its episodes with ``WorkerDied`` and is replaced."""
+    import concurrent.futures
+    import os
+    import signal
+
+    from genenv.envs.workers import WorkerDied
+
+    tasks = one_per_type("valid_unseen")[:4]
+    local = LocalEpisodes()
+    alone = {}
+    for i, t in enumerate(tasks):
+        alone[i] = [local.open([(i, t, {"max_steps": 6})])[0][0]] + [
+            o for o, *_ in (local.step([(i, c)])[0] for c in t.gold[:2])]
+    local.shutdown()
+    procs = ProcessEpisodes(workers=2)
+    try:
+        def play(i):
+            first = procs.open([(i, tasks[i], {"max_steps": 6}, 0)])[0][0]
+            return [first] + [procs.step([(i, c)])[0][0] for c in tasks[i].gold[:2]]
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            together = dict(zip(range(4), pool.map(play, range(4))))
+        assert together == alone
+        victim = procs.processes()[0]
+        on_victim = [i for i, w in procs._where.items() if procs._workers[w]["proc"] is victim]
+        assert on_victim
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(10)
+        with pytest.raises(WorkerDied, match="died"):
+            procs.step([(on_victim[0], "look")])
+        assert len(procs.processes()) == 2 and victim not in procs.processes()
+        for i in on_victim[1:]:
+            with pytest.raises(WorkerDied):
+                procs.step([(i, "look")])
+        survivors = [i for i in range(4) if i not in on_victim]
+        assert all(isinstance(procs.step([(i, "look")])[0][0], str) for i in survivors)
+        assert procs.open([(9, tasks[0], {"max_steps": 6})])[0][0] == alone[0][0]  # a fresh worker plays
+    finally:
+        procs.shutdown()
+
+
+def test_text_grammar_memo_gives_the_parser_s_episodes():
+    """Gold episodes played with TextWorld's text-grammar parse memoised (:func:`_memoise_text_grammar`) give the
+    observations and rewards the parser itself gives."""
+    import textworld.envs.pddl.textgen as textgen
+
+    tasks = one_per_type("valid_unseen")[:3]
+
+    def episodes():
+        out = []
+        for t in tasks:
+            env = make_text_env([t], {"data_dir": DATA_DIR})
+            out.append(env.reset(options={"task_id": t.id})[0])
+            out += [env.step(c)[:2] for c in t.gold[:4]]
+            env.close()
+        return out
+
+    memoised = episodes()
+    wrapper = textgen._parse_and_convert
+    assert hasattr(wrapper, "memoised") and wrapper.memoised.cache_info().hits > 0
+    textgen._parse_and_convert = wrapper.parse
+    try:
+        assert episodes() == memoised
+    finally:
+        textgen._parse_and_convert = wrapper
+
+
 def test_prompt_window_keeps_the_goal_and_recent_turns():
     task = one_per_type("valid_unseen")[0]
     env = make_text_env([task])

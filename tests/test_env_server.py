@@ -18,6 +18,7 @@ from websockets.sync.client import connect
 
 from genenv.benchmarks.registry import BENCHMARKS, get_benchmark
 from genenv.envs.registry import env_entry, load_plugins
+from genenv.envs.wrappers import make_text_env
 from genenv.runtime.serve.protocol import task_sha256
 from genenv.runtime.serve.launch import spawn
 from genenv.runtime.episodes import RolloutSpec, play_episodes
@@ -192,6 +193,19 @@ def test_bad_input_is_answered_and_the_session_goes_on(env_server_url):
         for action in ({"foo": 1}, {"text": 5}, {"text": "a", "tool_calls": []}):
             answer = raw.ask({"type": "step", "data": action})
             assert answer["type"] == "error" and answer["data"]["code"] == "VALIDATION_ERROR", answer
+        for field, value in (("task_id", ["x"]), ("reading", ["official"]), ("seed", "1"), ("split", 3),
+                             ("options", [1]), ("episode_id", {}), ("task_sha256", 1), ("benchmark", ["bamboogle"])):
+            answer = raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", field: value}})
+            assert answer["type"] == "error" and f"reset argument {field!r} must be" in answer["data"]["message"], \
+                (field, answer)
+        assert raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 2}})["type"] == "observation"
+        lone = raw.ask('{"type": "step", "data": {"text": "<answer>\\ud800</answer>"}}')  # no character
+        assert lone["type"] == "observation" and lone["data"]["reward"] == 0.0
+        assert lone["data"]["observation"]["info"]["answer"] == "\ufffd"
+        assert raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 2}})["type"] == "observation"
+        pair = raw.ask('{"type": "step", "data": {"text": "<answer>\\ud83d\\ude00</answer>"}}')  # one emoji
+        assert pair["data"]["observation"]["info"]["answer"] == "\U0001F600"
+        assert raw.ask({"type": "reset", "data": {"benchmark": "bamboogle", "seed": 2}})["type"] == "observation"
         payload = "__import__('os').system('touch /tmp/genenv-pwned') " + "9" * 5000
         done = raw.ask({"type": "step", "data": {"text": payload}})
         assert done["data"]["reward"] == 0.0 and done["data"]["done"] is True
@@ -252,6 +266,75 @@ def test_capacity_and_token():
                          capture_output=True, text=True, timeout=120,
                          env={k: v for k, v in os.environ.items() if k != "GENENV_SERVE_TOKEN"})
     assert out.returncode != 0 and "GENENV_SERVE_TOKEN" in out.stderr
+
+
+def test_idle_sessions_are_closed_and_free_their_slots():
+    """A session that sends nothing for ``--session-timeout`` seconds is closed with code 4000 and a reason that
+    says why; its slot goes to a new client. A session that keeps talking stays open."""
+    import time
+
+    from websockets.exceptions import ConnectionClosed
+
+    proc, url = spawn("--max-sessions", "2", "--benchmarks", "bamboogle", "--session-timeout", "2")
+    try:
+        idle, busy = Raw(url), Raw(url)
+        reset = {"type": "reset", "data": {"benchmark": "bamboogle", "seed": 0}}
+        assert idle.ask(reset)["type"] == "observation"
+        assert busy.ask(reset)["type"] == "observation"
+        refused = Raw(url)
+        assert json.loads(refused.ws.recv(timeout=30))["data"]["code"] == "CAPACITY_REACHED"
+        t0 = time.time()
+        while time.time() - t0 < 3.5:  # the busy one talks every half second
+            assert busy.ask({"type": "state"})["type"] == "state"
+            time.sleep(0.5)
+        with pytest.raises(ConnectionClosed) as closed:
+            idle.ws.recv(timeout=10)
+        assert closed.value.rcvd.code == 4000 and "idle for 2 s" in closed.value.rcvd.reason
+        newcomer = Raw(url)
+        assert newcomer.ask(reset)["type"] == "observation"
+        assert busy.ask({"type": "step", "data": {"text": "<answer>x</answer>"}})["type"] == "observation"
+        newcomer.close()
+        busy.close()
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+def test_alfworld_sessions_run_in_worker_processes_and_a_dead_worker_fails_only_its_session():
+    """ALFWorld sessions play on the server's worker processes (the same episode as in-process); a worker killed
+    under a session answers its next step with an error that says so, the session plays again after a reset, and
+    the server replaces the worker."""
+    import signal
+    import time
+
+    task = first_task("alfworld")
+    env = make_text_env([task], {"data_dir": DIR})
+    first = env.reset(options={"task_id": task.id})[0]
+    gold = env_entry("alfworld").env_class.gold_text(task, 0)
+    expected = env.step(gold)[0]
+    env.close()
+    proc, url = spawn("--benchmarks", "alfworld", "--workers", "1")
+    try:
+        raw = Raw(url)
+        reset = {"type": "reset", "data": reset_arguments(task)}
+        assert raw.ask(reset)["data"]["observation"]["prompt"] == first
+        assert raw.ask({"type": "step", "data": {"text": gold}})["data"]["observation"]["prompt"] == expected
+        import glob
+
+        children = [int(c) for f in glob.glob(f"/proc/{proc.pid}/task/*/children") for c in open(f).read().split()]
+        children = [c for c in children if b"spawn_main" in open(f"/proc/{c}/cmdline", "rb").read()]
+        assert len(children) == 1
+        os.kill(children[0], signal.SIGKILL)
+        time.sleep(0.5)
+        lost = raw.ask({"type": "step", "data": {"text": gold}})
+        assert lost["type"] == "error" and "died" in lost["data"]["message"], lost
+        after = raw.ask({"type": "step", "data": {"text": gold}})
+        assert after["type"] == "error" and "reset before step" in after["data"]["message"]
+        assert raw.ask(reset)["data"]["observation"]["prompt"] == first
+        raw.close()
+    finally:
+        proc.kill()
+        proc.wait(30)
 
 
 def test_training_over_the_server_gives_the_same_rewards(tmp_path, tiny_model_dir, env_server_url):

@@ -169,7 +169,8 @@ def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_m
 
 def test_every_episode_runner_is_one_interface_chosen_in_one_place():
     """``LocalEpisodes``, ``ProcessEpisodes`` and ``RemoteEpisodes`` implement the one ``EpisodeRunner`` protocol,
-    and ``episode_runner`` (the only constructor call of a runner outside the runners' own modules) picks one."""
+    and ``episode_runner`` (the only constructor call of a runner outside the runners' own modules, besides the
+    session server's worker pool for envs that are not thread-safe) picks one."""
     import ast
     import inspect
     from pathlib import Path
@@ -196,4 +197,5 @@ def test_every_episode_runner_is_one_interface_chosen_in_one_place():
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
                     "LocalEpisodes", "ProcessEpisodes", "RemoteEpisodes"):
                 made.append(str(path.relative_to(root)))
-    assert sorted(set(made)) == ["envs/workers.py", "runtime/episodes.py"]  # a worker's own LocalEpisodes, the chooser
+    # a worker's own LocalEpisodes, the chooser, the session server's SessionWorkers
+    assert sorted(set(made)) == ["envs/workers.py", "runtime/episodes.py", "runtime/serve/environment.py"]

@@ -54,6 +54,39 @@ def _memoise_translation() -> None:
             fast_downward.pddl2sas = functools.lru_cache(maxsize=128)(fast_downward.pddl2sas)
 
 
+def _memoise_text_grammar() -> None:
+    """Memoise the parse of TextWorld's text-grammar strings (``textworld.envs.pddl.textgen._parse_and_convert``).
+
+    Every step's feedback and every reset's description are derived from the game's text grammar
+    (``ContextSensitiveGrammar.derive``), which parses each rule string afresh with ``tatsu``: 55-60 % of an
+    ALFWorld step (measured with cProfile). The parse is a pure function of the string and the rule name; each
+    call gets its own deep copy of the cached symbols (``derive`` sets a context on each). Gold episodes of 12
+    games give identical observations and rewards with and without it; a step takes 61 ms instead of 110 ms on a
+    2-core AMD EPYC. Calls with the ``trace`` flag or other parser options go to the parser as before.
+    """
+    import copy
+    import functools
+
+    import textworld.envs.pddl.textgen as textgen
+
+    with _translate_lock:
+        parse = textgen._parse_and_convert
+        if hasattr(parse, "memoised"):
+            return
+
+        @functools.lru_cache(maxsize=8192)
+        def cached(text: str, rule_name: str):
+            return parse(text, rule_name=rule_name)
+
+        def memoised(text, rule_name=None, trace=False, **options):
+            if trace or options or not isinstance(text, str) or not isinstance(rule_name, str):
+                return parse(text, rule_name=rule_name, trace=trace, **options)
+            return copy.deepcopy(cached(text, rule_name))
+
+        memoised.memoised, memoised.parse = cached, parse  # the cache, and the parser it wraps
+        textgen._parse_and_convert = memoised
+
+
 class ALFWorldGame:
     """One TextWorld PDDL game instance (one copy of fast-downward's library), loaded with ALFWorld's wrappers.
 
@@ -75,6 +108,7 @@ class ALFWorldGame:
             raise ImportError("genenv/ALFWorld-v0 needs `pip install alfworld==0.4.2` (it builds "
                               "fast-downward-textworld from source: g++, cmake and make)") from exc
         _memoise_translation()
+        _memoise_text_grammar()
         infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
         env = PddlEnv(infos)
         for wrapper in (AlfredDemangler(shuffle=False), AlfredInfos):  # as in alfworld's AlfredTWEnv

@@ -18,13 +18,20 @@ validates generated tasks); a rejected one is answered with its rejection reason
 
 Around OpenEnv's app, :class:`WireGuard` (ASGI middleware) answers, without passing them on and with their session
 kept: a message over :data:`~genenv.runtime.serve.protocol.MAX_MESSAGE_BYTES`, text that is not a JSON object, and
-JSON that Python refuses to read (e.g. an integer over 4,300 digits); with a bearer token set it refuses every
-request and connection without ``Authorization: Bearer <token>`` (HTTP 401; a WebSocket is closed before it opens).
-The server binds 127.0.0.1 unless ``--host`` names another interface, which needs ``GENENV_SERVE_TOKEN``.
+JSON that Python refuses to read (e.g. an integer over 4,300 digits); it reads a lone UTF-16 surrogate escape
+(``"\\ud800"``, not a character) as U+FFFD, so such model text scores 0 with the env's reason instead of breaking
+the answer; it closes a WebSocket that sent no message for ``--session-timeout`` seconds (close code
+:data:`IDLE_CLOSE_CODE`, the reason says why), which frees its session slot; with a bearer token set it refuses
+every request and connection without ``Authorization: Bearer <token>`` (HTTP 401; a WebSocket is closed before it
+opens). The server binds 127.0.0.1 unless ``--host`` names another interface, which needs ``GENENV_SERVE_TOKEN``.
+
+Sessions of envs that are not thread-safe (ALFWorld) run in ``--workers`` worker processes
+(:class:`~genenv.runtime.serve.environment.SessionWorkers`).
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hmac
 import json
 import logging
@@ -33,25 +40,33 @@ import re
 from typing import Any
 
 from genenv.runtime.serve.catalog import TaskCatalog
-from genenv.runtime.serve.environment import BenchmarkSession
+from genenv.runtime.serve.environment import BenchmarkSession, SessionWorkers
 from genenv.runtime.serve.protocol import (MAX_MESSAGE_BYTES, MAX_NESTING, TOKEN_ENV, SessionAction,
                                            SessionObservation)
 
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _JSON_MARKS = re.compile(r'\\.|[\[\]{}"]', re.S)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+IDLE_CLOSE_CODE = 4000  # WebSocket close code of a session closed for idleness (4000-4999: the application's own)
+DEFAULT_SESSION_TIMEOUT = 300.0  # seconds without a client message before a session is closed
 
 
 class WireGuard:
     """ASGI middleware in front of OpenEnv's app (see the module docstring): message checks on WebSocket
-    sessions, and the bearer token on every request when ``token`` is set.
+    sessions, idle sessions closed, and the bearer token on every request when ``token`` is set.
 
     Args:
         app: the ASGI app. token: the bearer token (``None``: no check). max_bytes: the largest client message.
+        session_timeout: seconds a WebSocket may stay without a client message before it is closed
+            (``None`` or ``0``: never).
     """
 
-    def __init__(self, app: Any, token: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES):
+    def __init__(self, app: Any, token: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES,
+                 session_timeout: float | None = DEFAULT_SESSION_TIMEOUT):
         self.app, self.token, self.max_bytes = app, token, max_bytes
+        self.session_timeout = session_timeout or None
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
         if not self.token:
@@ -73,19 +88,32 @@ class WireGuard:
             return
         if kind != "websocket":
             return await self.app(scope, receive, send)
+        closed = False  # set once this middleware closed the socket: the app's own close is then dropped
+
+        async def guarded_send(message: dict[str, Any]) -> None:
+            if not closed:
+                await send(message)
 
         async def checked_receive() -> dict[str, Any]:
+            nonlocal closed
             while True:
-                message = await receive()
+                try:
+                    message = await asyncio.wait_for(receive(), self.session_timeout)
+                except asyncio.TimeoutError:
+                    reason = (f"idle for {self.session_timeout:g} s without a message: session closed "
+                              "(genenv-serve --session-timeout)")
+                    await send({"type": "websocket.close", "code": IDLE_CLOSE_CODE, "reason": reason})
+                    closed = True
+                    return {"type": "websocket.disconnect", "code": IDLE_CLOSE_CODE, "reason": reason}
                 if message.get("type") != "websocket.receive":
                     return message
                 problem = self.problem(message)
                 if problem is None:
-                    return message
+                    return readable(message)
                 await send({"type": "websocket.send", "text": json.dumps(
                     {"type": "error", "data": {"message": problem[1], "code": problem[0]}})})
 
-        return await self.app(scope, checked_receive, send)
+        return await self.app(scope, checked_receive, guarded_send)
 
     def problem(self, message: dict[str, Any]) -> tuple[str, str] | None:
         """``(code, message)`` for a client message that is answered here, else ``None``."""
@@ -103,6 +131,28 @@ class WireGuard:
         if not isinstance(data, dict):
             return "INVALID_JSON", "a message is a JSON object {\"type\": ..., \"data\": {...}}"
         return None
+
+
+def readable(message: dict[str, Any]) -> dict[str, Any]:
+    """A ``websocket.receive`` message of valid JSON with every lone UTF-16 surrogate escape (``\\ud800`` not
+    part of a pair: no character, and no JSON encoder can write it back) read as U+FFFD; other messages as they
+    are. A surrogate pair (``\\ud83d\\ude00``) is one character and stays."""
+    raw = message["text"]
+    if not _SURROGATE_ESCAPE.search(raw):
+        return message
+    data = json.loads(raw)
+    cleaned = _without_surrogates(data)
+    return message if cleaned == data else {**message, "text": json.dumps(cleaned, ensure_ascii=False)}
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 def nesting(text: str) -> int:
@@ -125,26 +175,33 @@ def nesting(text: str) -> int:
 
 
 def create_server_app(data_dir: str | None = None, benchmarks: list[str] | None = None, max_sessions: int = 64,
-                      token: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES) -> WireGuard:
+                      token: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES, workers: int | None = None,
+                      session_timeout: float | None = DEFAULT_SESSION_TIMEOUT) -> WireGuard:
     """The ASGI app of ``genenv-serve``: OpenEnv's ``create_app`` over :class:`BenchmarkSession`, behind
     :class:`WireGuard`.
 
     Args:
         data_dir: the server's data directory. benchmarks: the served names (``None``: every registered one).
         max_sessions: concurrent sessions (OpenEnv's ``max_concurrent_envs``). token: bearer token or ``None``.
+        workers: worker processes for sessions of envs that are not thread-safe (``None``: the usable cores;
+            ``0``: none, such sessions take turns in this process). session_timeout: seconds without a client
+            message before a session is closed (``None`` / ``0``: never).
     Raises:
         KeyError: an unknown benchmark name.
     """
     from openenv.core.env_server.http_server import create_app
 
     catalog = TaskCatalog(data_dir, benchmarks)
-    app = create_app(lambda: BenchmarkSession(catalog), SessionAction, SessionObservation, env_name="genenv",
+    pool = SessionWorkers(workers)
+    app = create_app(lambda: BenchmarkSession(catalog, pool), SessionAction, SessionObservation, env_name="genenv",
                      max_concurrent_envs=int(max_sessions))
-    return WireGuard(app, token=token, max_bytes=max_bytes)
+    app.router.on_shutdown.append(pool.shutdown)
+    return WireGuard(app, token=token, max_bytes=max_bytes, session_timeout=session_timeout)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``genenv-serve [--host H] [--port P] [--benchmarks a,b] [--max-sessions N] [--data-dir D]``.
+    """``genenv-serve [--host H] [--port P] [--benchmarks a,b] [--max-sessions N] [--workers W]
+    [--session-timeout S] [--data-dir D]``.
 
     Raises:
         SystemExit: another interface than loopback without ``GENENV_SERVE_TOKEN`` set.
@@ -157,6 +214,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--benchmarks", default="", help="comma-separated names (default: every registered one)")
     ap.add_argument("--max-sessions", type=int, default=64, help="concurrent sessions (default 64)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="worker processes for sessions of envs that are not thread-safe, e.g. ALFWorld (default: "
+                         "the usable cores; 0: run them in the server process, one step at a time)")
+    ap.add_argument("--session-timeout", type=float, default=DEFAULT_SESSION_TIMEOUT,
+                    help=f"close a session after this many seconds without a message (default "
+                         f"{DEFAULT_SESSION_TIMEOUT:g}; 0: never)")
     ap.add_argument("--data-dir", default=None, help="data directory (default: $GENENV_DATA_DIR, else the samples)")
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args(argv)
@@ -164,7 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.host not in LOOPBACK and not token:
         raise SystemExit(f"genenv-serve: binding {args.host} needs a bearer token: set {TOKEN_ENV}")
     app = create_server_app(args.data_dir, [b for b in args.benchmarks.split(",") if b] or None,
-                            args.max_sessions, token)
+                            args.max_sessions, token, workers=args.workers,
+                            session_timeout=args.session_timeout)
     print(f"genenv-serve on http://{args.host}:{args.port} (WebSocket /ws, MCP /mcp; token "
           f"{'required' if token else 'off'})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws_max_size=4 * MAX_MESSAGE_BYTES)

@@ -2,11 +2,17 @@
 connection (reset, step, state, close), and its MCP adapter (:class:`SessionTools`: the task's tools listed, a call
 is one step). A session's episode is exactly the in-process one: the env is made by
 :func:`~genenv.envs.wrappers.make_text_env` over the task, as :class:`~genenv.envs.workers.LocalEpisodes` makes it,
-so a step over the wire returns the reward, observation and info of the same step in-process."""
+so a step over the wire returns the reward, observation and info of the same step in-process.
+
+Sessions of a benchmark whose env class is not ``thread_safe`` (ALFWorld: TextWorld's game loading and PDDL state
+are shared by the games of one process) run in the server's worker processes (:class:`SessionWorkers`, over
+:class:`~genenv.envs.workers.ProcessEpisodes`), so they step in parallel instead of taking turns under one lock."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+import os
 import threading
 import uuid
 from typing import Any
@@ -16,11 +22,13 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
 from genenv.envs.parsing import PARSING_MODES, ToolCall
+from genenv.envs.registry import env_entry
 from genenv.envs.task import Task
+from genenv.envs.workers import ProcessEpisodes, WorkerDied
 from genenv.envs.wrappers import make_text_env
 from genenv.runtime.serve.catalog import TaskCatalog
-from genenv.runtime.serve.protocol import (RESET_KEYS, SessionAction, SessionObservation, SessionState, json_safe,
-                                           openai_tools, task_sha256)
+from genenv.runtime.serve.protocol import (RESET_KEYS, SessionAction, SessionObservation, SessionState,
+                                           check_reset_types, json_safe, openai_tools, task_sha256)
 
 log = logging.getLogger(__name__)
 _CLASS_LOCKS: dict[type, threading.Lock] = {}
@@ -34,6 +42,92 @@ def env_lock(env: Any) -> Any:
     if getattr(cls, "thread_safe", True):
         return contextlib.nullcontext()
     return _CLASS_LOCKS.setdefault(cls, threading.Lock())
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity`` where the platform has it, else
+    ``os.cpu_count()``): the default number of session worker processes."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class SessionWorkers:
+    """The server's worker processes for sessions of envs that are not ``thread_safe``: one
+    :class:`~genenv.envs.workers.ProcessEpisodes` of ``workers`` processes, started on first use (a server that
+    never serves such a benchmark starts none) and shared by every session. A session's episode lives on the
+    least-loaded worker; episodes on different workers step in parallel.
+
+    Args:
+        workers: worker processes (default :func:`usable_cores`); ``0`` runs such sessions in the server process
+            under one lock per env class (one step at a time).
+    """
+
+    def __init__(self, workers: int | None = None):
+        self.workers = usable_cores() if workers is None else max(0, int(workers))
+        self._pool: ProcessEpisodes | None = None
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+
+    def pool(self) -> ProcessEpisodes:
+        """The shared :class:`~genenv.envs.workers.ProcessEpisodes` (started on the first call)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessEpisodes(self.workers, recycle_after=200)
+            return self._pool
+
+    def env(self, task: Task, env_kwargs: dict[str, Any]) -> "WorkerEnv":
+        """A :class:`WorkerEnv` for one episode of ``task`` (nothing runs until its ``reset``)."""
+        return WorkerEnv(self.pool(), next(self._ids), task, env_kwargs)
+
+    def shutdown(self) -> None:
+        """Stop the worker processes (if any were started)."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+
+
+class WorkerEnv:
+    """One session's episode on a worker process, with the env's ``reset`` / ``step`` / ``close`` (a text env as
+    :func:`~genenv.envs.wrappers.make_text_env` builds it, built and run in the worker).
+
+    Raises (from ``reset``):
+        ValueError: the env could not be built or reset (e.g. an env option it does not take); the message is the
+            worker's error line.
+        ~genenv.envs.workers.WorkerDied: the worker process died (from ``reset`` and ``step``); the session's
+            episode is lost, the worker is replaced.
+    """
+
+    thread_safe = True  # each call goes through the pool, which serialises calls per worker
+
+    def __init__(self, pool: ProcessEpisodes, eid: int, task: Task, env_kwargs: dict[str, Any]):
+        self._pool, self._eid, self._task, self._kwargs = pool, eid, task, env_kwargs
+        self.unwrapped = self
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Build the env on a worker and reset it on the task (``options`` is the task id, as in-process)."""
+        try:
+            return self._pool.open([(self._eid, self._task, self._kwargs, seed)])[0]
+        except RuntimeError as exc:
+            if type(exc) is not RuntimeError:  # WorkerDied
+                raise
+            raise ValueError(f"{self._task.benchmark}: {worker_error_line(str(exc))}") from None
+
+    def step(self, action: Any):
+        """One step on the worker: ``(observation, reward, terminated, truncated, info)``."""
+        return self._pool.step([(self._eid, action)])[0]
+
+    def close(self) -> None:
+        """Close the episode on its worker (a lost one is ignored)."""
+        self._pool.close(self._eid)
+
+
+def worker_error_line(message: str) -> str:
+    """The last line of a worker's traceback (``"TypeError: ... unexpected keyword argument 'x'"``)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else message
 
 
 class McpTool:
@@ -74,15 +168,23 @@ class BenchmarkSession(Environment):
     docstring and :mod:`genenv.runtime.serve.protocol` for the arguments).
 
     Errors (each answered to the client as OpenEnv's error message, their session unchanged): ``ValueError`` for an
-    unknown reset key, benchmark, split, task id, reading or env option, a rejected inline task or a task whose
-    digest differs from ``task_sha256``; ``RuntimeError`` for a step before reset or after the episode ended.
+    unknown reset key, benchmark, split, task id, reading or env option, a reset argument of the wrong type (the
+    message names it), a rejected inline task or a task whose digest differs from ``task_sha256``;
+    ``RuntimeError`` for a step before reset or after the episode ended;
+    :class:`~genenv.envs.workers.WorkerDied` when the worker process of its episode died (the session then waits
+    for a reset).
+
+    Args:
+        catalog: the served tasks. workers: the server's :class:`SessionWorkers` (``None``: every env in this
+            process).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, catalog: TaskCatalog):
+    def __init__(self, catalog: TaskCatalog, workers: SessionWorkers | None = None):
         super().__init__()
         self.catalog = catalog
+        self.workers = workers
         self.env = None
         self.task: Task | None = None
         self.mcp_server = SessionTools(self)
@@ -94,7 +196,8 @@ class BenchmarkSession(Environment):
         unknown = sorted(set(kwargs) - set(RESET_KEYS))
         if unknown:
             raise ValueError(f"unknown reset argument(s) {unknown}; reset takes {', '.join(RESET_KEYS)}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        check_reset_types({**kwargs, "seed": seed, "episode_id": episode_id})
+        if seed is not None and seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         benchmark = self.catalog.check_benchmark(kwargs.get("benchmark"))
         reading = kwargs.get("reading", "official")
@@ -104,8 +207,13 @@ class BenchmarkSession(Environment):
         if not isinstance(env_options, dict) or _FORBIDDEN_ENV_OPTIONS & set(env_options):
             raise ValueError(f"env_options must be an object without {sorted(_FORBIDDEN_ENV_OPTIONS)}")
         task = self._pick_task(benchmark, kwargs, seed)
+        env_kwargs = {"data_dir": self.catalog.data_dir, "parsing": reading, **env_options}
         try:
-            env = make_text_env([task], {"data_dir": self.catalog.data_dir, "parsing": reading, **env_options})
+            if self.workers is not None and self.workers.workers > 0 and not getattr(
+                    env_entry(benchmark).env_class, "thread_safe", True):
+                env = self.workers.env(task, env_kwargs)
+            else:
+                env = make_text_env([task], env_kwargs)
         except TypeError as exc:  # an env option the benchmark's env does not take
             raise ValueError(f"{benchmark}: {exc}") from exc
         try:
@@ -150,8 +258,12 @@ class BenchmarkSession(Environment):
             act: Any = [ToolCall(c.name, dict(c.arguments)) for c in action.tool_calls]
         else:
             act = action.text
-        with env_lock(self.env):
-            obs, reward, terminated, truncated, info = self.env.step(act)
+        try:
+            with env_lock(self.env):
+                obs, reward, terminated, truncated, info = self.env.step(act)
+        except WorkerDied:  # the episode is gone with its worker: the session waits for a reset
+            self.close()
+            raise
         done = bool(terminated or truncated)
         self._state.step_count += 1
         self._state.done = done

@@ -38,6 +38,11 @@ from pydantic_core import PydanticCustomError
 TOKEN_ENV = "GENENV_SERVE_TOKEN"  # the environment variable holding the bearer token (server and clients)
 RESET_KEYS = ("benchmark", "split", "options", "task_id", "task", "parent_task_id", "seed", "episode_id", "reading",
               "env_options", "task_sha256")
+RESET_TYPES: dict[str, tuple[type, ...]] = {  # the JSON types each reset argument takes (None: leave it out)
+    "benchmark": (str,), "split": (str,), "options": (dict,), "task_id": (str, int), "task": (dict, str),
+    "parent_task_id": (str, int), "seed": (int,), "episode_id": (str,), "reading": (str,), "env_options": (dict,),
+    "task_sha256": (str,)}
+_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object"}
 MAX_MESSAGE_BYTES = 1 << 20  # a client message over this is refused with an error (its session goes on)
 MAX_NESTING = 64  # arrays / objects nested deeper are refused (OpenEnv's error answer cannot serialize ~300 levels)
 
@@ -108,6 +113,22 @@ def openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append({"type": "function", "function": tool})
     return out
+
+
+def check_reset_types(arguments: dict[str, Any]) -> None:
+    """Refuse a reset argument of the wrong JSON type (:data:`RESET_TYPES`; ``null`` is always allowed, ``true`` /
+    ``false`` are not integers).
+
+    Raises:
+        ValueError: naming the first such argument, the type it takes and the type it got.
+    """
+    for key, types in RESET_TYPES.items():
+        value = arguments.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            wanted = " or ".join(_JSON_NAMES[t] for t in types)
+            raise ValueError(f"reset argument {key!r} must be {wanted}, got {type(value).__name__} {value!r:.60}")
 
 
 def json_safe(value: Any) -> Any:
