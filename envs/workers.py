@@ -15,11 +15,12 @@ the next turn's prompt in ``info["messages"]``); ``open`` returns ``(observation
 ``step`` takes model text (or, from the session server, a list of structured tool calls).
 
 :class:`ProcessEpisodes` may be called from many threads at once (the session server's sessions): calls that touch
-different workers run in parallel, calls to one worker take turns. A worker that dies fails the call in flight and
+different workers run in parallel, calls to one worker take turns in the order they came (:class:`FairLock`). A worker that dies fails the call in flight and
 every episode it held with :class:`WorkerDied`, and is replaced by a fresh one.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import multiprocessing as mp
 import os
@@ -124,6 +125,34 @@ def _worker(conn) -> None:
             conn.send(("error", traceback.format_exc()))
 
 
+class FairLock:
+    """A lock granted in request order (first come, first served), as a context manager. ``threading.Lock`` lets a
+    thread that just released it take it again before threads that have been waiting, so under many concurrent
+    sessions a few wait far longer than the rest; the standard library has no FIFO lock."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._waiting: collections.deque[threading.Event] = collections.deque()
+        self._held = False
+
+    def __enter__(self) -> "FairLock":
+        with self._guard:
+            if not self._held:
+                self._held = True
+                return self
+            turn = threading.Event()
+            self._waiting.append(turn)
+        turn.wait()  # the releasing thread hands the lock over, still held
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._guard:
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._held = False
+
+
 class WorkerDied(RuntimeError):
     """An env worker process ended (killed, out of memory, a crash in native code): the call in flight and every
     episode that worker held are lost; the worker is replaced, other workers' episodes go on."""
@@ -155,7 +184,7 @@ class ProcessEpisodes:
         proc = self._ctx.Process(target=_worker, args=(child,), daemon=True)
         proc.start()
         child.close()
-        return {"proc": proc, "conn": parent, "open": 0, "played": 0, "lock": threading.Lock()}
+        return {"proc": proc, "conn": parent, "open": 0, "played": 0, "lock": FairLock()}
 
     def _call_many(self, batches: dict[int, tuple]) -> dict[int, Any]:
         """Send one message per worker, then collect the answers (the workers run concurrently). Each worker's

@@ -108,7 +108,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="multi-step envs: worker processes for the episodes (the envs' CPU budget; 0 = in-process)")
     p.add_argument("--env-server", default=None, metavar="URL",
                    help="play the episodes on a genenv-serve server at URL (http://host:port) instead of in this "
-                        "process; the server's data directory must hold the same tasks")
+                        "process, or on several (URL,URL,...: sessions spread over them); each server's data "
+                        "directory must hold the same tasks")
     p.add_argument("--threads", default="auto",
                    help="CPU threads of the local model: a number, or auto = the usable cores less those other "
                         "processes keep busy now (genenv.runtime.threads)")

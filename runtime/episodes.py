@@ -186,7 +186,8 @@ def encoder_of(policy: Policy) -> Callable[[list[dict[str, str]]], list[int]] | 
 
 def episode_runner(env_server: str | None = None, workers: int | None = None) -> EpisodeRunner:
     """The one place an :class:`~genenv.envs.workers.EpisodeRunner` is chosen: episodes on the ``genenv-serve``
-    server at ``env_server`` (:class:`~genenv.runtime.serve.client.RemoteEpisodes`, imported on use: it needs
+    server(s) at ``env_server`` (one URL or several, comma-separated;
+    :class:`~genenv.runtime.serve.client.RemoteEpisodes`, imported on use: it needs
     ``openenv-core``; ``workers`` is then unused), else in ``workers`` worker processes when ``workers`` ≥ 1
     (:class:`~genenv.envs.workers.ProcessEpisodes`), else in this process
     (:class:`~genenv.envs.workers.LocalEpisodes`)."""
@@ -209,7 +210,8 @@ class RolloutSpec:
         max_response_tokens: each episode's response budget after its first prompt, policy and environment tokens
             together (veRL's ``response_length``; ``None``: none; see the module docstring).
         env_kwargs: per-benchmark env constructor options (e.g. ``{"bamboogle": {"metric": "f1"}}``).
-        env_server: the URL of a ``genenv-serve`` server to play the episodes on (``None``: this machine).
+        env_server: the URL of a ``genenv-serve`` server to play the episodes on, or several comma-separated (the
+            sessions spread over them; ``None``: this machine).
         env_workers: worker processes for the envs (``None`` / 0: this process; unused with ``env_server``).
     """
 

@@ -10,8 +10,10 @@
   JVM) at start and end, errors. Then one Bamboogle step over the wire against the same step in-process (medians).
 * ``alfworld``: ``--alfworld-sessions`` (e.g. ``8,32``) ALFWorld-only sessions of ``--alfworld-steps`` messages each,
   with the sessions on worker processes (``--workers``, default the usable cores) and, for comparison, all in
-  the server process under one lock (``--workers 0``, the server before worker processes), run in turn.
-* ``mixed``: ``--sessions`` sessions over the mix plus ALFWorld, ``--mixed-steps`` messages each.
+  the server process under one lock (``--workers 0``), run in turn; with ``--before DIR`` also the server of the
+  package at ``DIR`` (e.g. a worktree of an older commit, put first on ``PYTHONPATH`` as ``genenv``).
+* ``mixed``: ``--sessions`` sessions over the mix plus ALFWorld, ``--mixed-steps`` messages each (with
+  ``--before DIR`` also on that tree's server).
 * ``idle``: ``--sessions`` clients reset and then say nothing, filling every slot; a new client retries until it
   plays (``--session-timeout`` 10 s): the seconds it waited.
 * ``echo``: Bamboogle replies/s against an echo env served by OpenEnv's own ``create_app`` (an env whose step
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from genenv.envs.registry import env_entry, load_plugins
 from genenv.envs.wrappers import make_text_env
@@ -106,11 +109,12 @@ async def session_load(url: str, index: int, tasks: dict, steps: int, latencies:
 
 
 def part_load(sessions: int, steps: int, mix: tuple[str, ...] = MIX, server_args: tuple[str, ...] = (),
-              both_ways: bool = True) -> dict:
+              both_ways: bool = True, tree: Path | None = None) -> dict:
     """The ``load`` part (see the module docstring); ``mix`` and ``server_args`` serve the ``alfworld`` and
-    ``mixed`` parts too (``both_ways``: also the one Bamboogle step over the wire and in-process)."""
+    ``mixed`` parts too (``both_ways``: also the one Bamboogle step over the wire and in-process; ``tree``: the
+    server of the package at that folder)."""
     tasks = oracle_tasks(mix=mix)
-    proc, url = spawn("--max-sessions", str(sessions), *server_args)
+    proc, url = spawn("--max-sessions", str(sessions), *server_args, env=package_at(tree))
     try:
         warm = asyncio.run(_warm(url, tasks))
         rss_start = rss_mib(proc.pid)
@@ -146,15 +150,31 @@ async def _warm(url: str, tasks: dict) -> float:
     return time.perf_counter() - t0
 
 
-def part_alfworld(sessions: list[int], steps: int, workers: int | None) -> list[dict]:
-    """The ``alfworld`` part: each session count with the sessions on worker processes, then in the server
-    process under one lock (see the module docstring)."""
+def package_at(tree: Path | None) -> dict[str, str] | None:
+    """Environment variables that make a subprocess import the package at ``tree`` as ``genenv`` (``None``: the
+    installed one)."""
+    if tree is None:
+        return None
+    import tempfile
+
+    shim = Path(tempfile.mkdtemp())
+    (shim / "genenv").symlink_to(Path(tree).resolve())
+    return {"PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
+def part_alfworld(sessions: list[int], steps: int, workers: int | None, before: Path | None = None) -> list[dict]:
+    """The ``alfworld`` part: each session count with the sessions on worker processes, in the server process
+    under one lock, and (``before``) on the server of another tree (see the module docstring)."""
     rows = []
     for n in sessions:
-        for w in ([] if workers is None else [str(workers)], ["0"]):
-            row = part_load(n, steps, ALFWORLD, ("--benchmarks", "alfworld", *(["--workers", *w] if w else [])),
-                            both_ways=False)
-            row["workers"] = "usable cores" if not w else int(w[0])
+        runs = [("this tree, workers " + ("default" if workers is None else str(workers)),
+                 [] if workers is None else ["--workers", str(workers)], None),
+                ("this tree, workers 0", ["--workers", "0"], None)]
+        if before is not None:
+            runs.append((f"before ({before})", [], before))
+        for name, extra, tree in runs:
+            row = part_load(n, steps, ALFWORLD, ("--benchmarks", "alfworld", *extra), both_ways=False, tree=tree)
+            row["server"] = name
             print(json.dumps(row))
             rows.append(row)
     return rows
@@ -173,11 +193,14 @@ def part_idle(sessions: int, timeout: float = 10.0) -> dict:
         t0, tries = time.perf_counter(), 0
         while True:
             tries += 1
-            async with connect(ws_url, proxy=None) as ws:
-                answer = await ask(ws, reset)
-                if answer["type"] == "observation":
-                    played = (await ask(ws, {"type": "step", "data": {"text": "<answer>x</answer>"}}))["type"]
-                    break
+            try:
+                async with connect(ws_url, proxy=None) as ws:
+                    answer = await ask(ws, reset)
+                    if answer["type"] == "observation":
+                        played = (await ask(ws, {"type": "step", "data": {"text": "<answer>x</answer>"}}))["type"]
+                        break
+            except ConnectionClosed:  # over capacity: OpenEnv answers CAPACITY_REACHED and closes
+                pass
             await asyncio.sleep(0.5)
         waited = time.perf_counter() - t0
         closes = []
@@ -338,6 +361,8 @@ BAD = {
     "unknown benchmark": {"type": "reset", "data": {"benchmark": "nope"}},
     "unknown task id": {"type": "reset", "data": {"benchmark": "bamboogle", "task_id": "nope"}},
     "unknown reset argument": {"type": "reset", "data": {"benchmark": "bamboogle", "sed": 1}},
+    "task_id given as a list": {"type": "reset", "data": {"benchmark": "bamboogle", "task_id": ["bamboogle_1"]}},
+    "seed given as a string": {"type": "reset", "data": {"benchmark": "bamboogle", "seed": "1"}},
     "inline task that fails validation": {"type": "reset", "data": {"benchmark": "bamboogle",
                                                                    "task": {"question": "Who?", "answer": ""}}},
     "wrong action type": {"type": "step", "data": {"text": 5}},
@@ -345,6 +370,8 @@ BAD = {
     "code payload and a 5,000-digit integer in model text": {
         "type": "step", "data": {"text": "__import__('os').system('touch /tmp/genenv-pwned') " + "9" * 5000}},
     "step after done": {"type": "step", "data": {"text": "x"}},
+    "reset again": {"type": "reset", "data": {"benchmark": "bamboogle", "seed": 1}},
+    "lone surrogate escape in model text": '{"type": "step", "data": {"text": "<answer>\\ud800</answer>"}}',
 }
 
 
@@ -395,19 +422,27 @@ def main() -> None:
     ap.add_argument("--alfworld-steps", type=int, default=30)
     ap.add_argument("--mixed-steps", type=int, default=60)
     ap.add_argument("--workers", type=int, default=None, help="the server's --workers (default: its own default)")
+    ap.add_argument("--before", type=Path, default=None, help="the alfworld part also runs this tree's server")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     figures = json.loads(Path(args.out).read_text()) if args.out and Path(args.out).is_file() else {}
-    figures.update({"host": os.uname().machine, "cores": os.cpu_count()})
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), os.uname().machine) if Path("/proc/cpuinfo").is_file() else ""
+    figures.setdefault("hosts", {})
     if args.part in ("all", "load"):
         figures["load"] = part_load(args.sessions, args.steps)
         print(json.dumps(figures["load"], indent=1))
     if args.part in ("all", "alfworld"):
         figures["alfworld"] = part_alfworld([int(n) for n in args.alfworld_sessions.split(",")], args.alfworld_steps,
-                                            args.workers)
+                                            args.workers, args.before)
     if args.part in ("all", "mixed"):
-        figures["mixed"] = part_load(args.sessions, args.mixed_steps, MIX + ALFWORLD, both_ways=False)
-        print(json.dumps(figures["mixed"], indent=1))
+        figures["mixed"] = [part_load(args.sessions, args.mixed_steps, MIX + ALFWORLD, both_ways=False)]
+        if args.before is not None:
+            figures["mixed"].append(part_load(args.sessions, args.mixed_steps, MIX + ALFWORLD, both_ways=False,
+                                              tree=args.before))
+        for row, name in zip(figures["mixed"], ("this tree", f"before ({args.before})")):
+            row["server"] = name
+            print(json.dumps(row))
     if args.part in ("all", "idle"):
         figures["idle"] = part_idle(args.sessions)
         print(json.dumps(figures["idle"], indent=1))
@@ -421,6 +456,9 @@ def main() -> None:
         figures["bad_input"] = part_bad_input()
         for row in figures["bad_input"]:
             print(f"{row['case']:<55} {row['answer']:<22} {row.get('message', '')[:70]}")
+    for part in ("load", "alfworld", "mixed", "idle", "echo", "faults", "bad_input"):
+        if args.part in ("all", part.replace("_", "-")):
+            figures["hosts"][part] = f"{cpu}, {os.cpu_count()} cores"
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=1) + "\n")
 

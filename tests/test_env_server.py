@@ -82,6 +82,34 @@ def test_evaluation_over_the_server_equals_in_process(env_server_url):
         assert [t.messages for t in here] == [t.messages for t in there]
 
 
+def test_sessions_spread_over_several_servers_with_the_same_rewards(env_server_url):
+    """``env_server`` with two URLs (the shared server and a second one) spreads a rollout's sessions evenly and
+    gives the in-process rewards; a bad URL list is refused."""
+    from genenv.runtime.serve.client import server_urls
+
+    proc, second = spawn("--benchmarks", "bamboogle")
+    try:
+        entry = env_entry("bamboogle")
+        tasks = entry.env_class.load_tasks(data_dir=DIR, **entry.split_options[0])[:3]
+        spec = RolloutSpec(n=2, env_kwargs={"bamboogle": {"data_dir": DIR}})
+        here = play_episodes(tasks, OraclePolicy(), spec).trajectories
+        runner = RemoteEpisodes(f"{env_server_url}, {second}/")
+        assert runner.urls == [env_server_url, second]
+        opened = runner.open([(i, t, None) for i, t in enumerate(tasks * 2)])
+        assert runner.open_on == {env_server_url: 3, second: 3} and len(opened) == 6
+        runner.shutdown()
+        assert runner.open_on == {env_server_url: 0, second: 0}
+        there = play_episodes(tasks, OraclePolicy(), RolloutSpec(n=2, env_kwargs={"bamboogle": {"data_dir": DIR}},
+                                                                 env_server=f"{env_server_url},{second}"))
+        assert [t.reward for t in here] == [t.reward for t in there.trajectories]
+        for bad in ("", " , ", "127.0.0.1:8011"):
+            with pytest.raises(ValueError):
+                server_urls(bad)
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
 def test_seed_draws_the_task_the_gymnasium_env_draws(env_server_url):
     entry = env_entry("bfcl")
     env = gym.make(entry.env_id, data_dir=DIR, **entry.split_options[0])

@@ -165,7 +165,8 @@ class PoolSettings:
 class EngineSettings:
     """Where the policies run: ``name`` (the ``engine``, a registered engine name), ``device`` (``auto``, ``cpu``, ``cuda``),
     ``autocast_dtype`` (``auto``, ``bfloat16``, ``float32`` or ``None``), ``threads`` (a number, ``auto`` or
-    ``None``), ``env_server`` (a ``genenv-serve`` URL, ``None``: episodes in this process) and ``options``: the
+    ``None``), ``env_server`` (a ``genenv-serve`` URL or several comma-separated, ``None``: episodes in this
+    process) and ``options``: the
     engine's own block of the config (the top-level key named ``name``, e.g. ``verl_ray``'s pools and veRL keys) as
     a plain dict with interpolations resolved, empty when the config has none; only that engine reads it."""
 

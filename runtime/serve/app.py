@@ -88,7 +88,7 @@ class WireGuard:
             return
         if kind != "websocket":
             return await self.app(scope, receive, send)
-        closed = False  # set once this middleware closed the socket: the app's own close is then dropped
+        closed = False  # set once the socket is closed (here, or the client left): the app's later sends are dropped
 
         async def guarded_send(message: dict[str, Any]) -> None:
             if not closed:
@@ -106,6 +106,7 @@ class WireGuard:
                     closed = True
                     return {"type": "websocket.disconnect", "code": IDLE_CLOSE_CODE, "reason": reason}
                 if message.get("type") != "websocket.receive":
+                    closed = closed or message.get("type") == "websocket.disconnect"  # nothing can be sent now
                     return message
                 problem = self.problem(message)
                 if problem is None:

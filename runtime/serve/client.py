@@ -7,6 +7,11 @@ the same episodes either way. Each episode is one WebSocket session of OpenEnv's
 (``openenv.core.generic_client.GenericEnvClient``); the sessions of one round are stepped concurrently on one event
 loop in a background thread.
 
+Several servers (replicas of one ``genenv-serve``, e.g. the ``docker compose`` file's, or servers on several
+machines) are given as a comma-separated list of URLs: each new episode's session opens on the server with the
+fewest of this runner's sessions open (ties: the first listed), so a round's sessions spread evenly; a session stays
+on its server (sessions are sticky, as behind a WebSocket-aware load balancer).
+
 A task travels as the server needs it (:func:`reset_arguments`): a seed task by its id and split, a generated one
 as its generation JSON (:meth:`~genenv.benchmarks.task_writer.TaskWriter.as_generation`, validated again on the
 server) with its parent's id; both with the task's digest (:func:`~genenv.runtime.serve.protocol.task_sha256`), so a
@@ -109,20 +114,40 @@ def reset_arguments(task: Task, env_kwargs: dict[str, Any] | None = None) -> dic
     return data
 
 
+def server_urls(url: str | Sequence[str]) -> list[str]:
+    """The base URLs in ``url``: a comma-separated string or a sequence of URLs, blanks dropped, order kept.
+
+    Raises:
+        ValueError: no URL, or one that does not start with ``http://`` or ``https://``.
+    """
+    parts = url.split(",") if isinstance(url, str) else list(url)
+    urls = [str(u).strip().rstrip("/") for u in parts if str(u).strip()]
+    if not urls:
+        raise ValueError(f"no env server URL in {url!r}")
+    bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+    if bad:
+        raise ValueError(f"env server URLs start with http:// or https://, got {bad}")
+    return urls
+
+
 class RemoteEpisodes:
-    """Episodes on a ``genenv-serve`` server at ``url`` (see the module docstring).
+    """Episodes on ``genenv-serve`` servers (see the module docstring).
 
     Args:
-        url: the server's base URL (``http://host:port``). token: bearer token (default ``$GENENV_SERVE_TOKEN``).
-        timeout_s: the longest wait for one answer.
+        url: a server's base URL (``http://host:port``) or several, comma-separated (or a sequence): each new
+            session opens on the one with the fewest of this runner's sessions. token: bearer token (default
+            ``$GENENV_SERVE_TOKEN``), the same for every server. timeout_s: the longest wait for one answer.
     Raises (from its methods):
-        ConnectionError: the server cannot be reached or closed a session. RuntimeError: the server answered an
-            error (OpenEnv's ``Server error: <message> (code: <code>)``).
+        ConnectionError: a server cannot be reached or closed a session. RuntimeError: a server answered an
+            error (OpenEnv's ``Server error: <message> (code: <code>)``). ValueError (constructor): no valid URL.
     """
 
-    def __init__(self, url: str, token: str | None = None, timeout_s: float = 600.0):
-        self.url, self.token, self.timeout_s = url, token, timeout_s
+    def __init__(self, url: str | Sequence[str], token: str | None = None, timeout_s: float = 600.0):
+        self.urls = server_urls(url)
+        self.url, self.token, self.timeout_s = self.urls[0], token, timeout_s
         self.clients: dict[int, SessionClient] = {}
+        self.open_on: dict[str, int] = {u: 0 for u in self.urls}  # this runner's open sessions per server
+        self._server_of: dict[int, str] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="genenv-remote-episodes", daemon=True)
         self._thread.start()
@@ -137,8 +162,15 @@ class RemoteEpisodes:
                 raise r
         return results
 
+    def _pick_server(self, eid: int) -> str:
+        """The server for a new session: fewest of this runner's sessions open (ties: first listed)."""
+        url = min(self.urls, key=lambda u: self.open_on[u])
+        self.open_on[url] += 1
+        self._server_of[eid] = url
+        return url
+
     async def _open_one(self, eid: int, task: Task, reset: dict[str, Any]) -> tuple[str, dict]:
-        client = SessionClient(self.url, token=self.token, message_timeout_s=self.timeout_s,
+        client = SessionClient(self._server_of[eid], token=self.token, message_timeout_s=self.timeout_s,
                                max_message_size_mb=64 * MAX_MESSAGE_BYTES / 2**20)
         self.clients[eid] = client
         await client.connect()
@@ -160,8 +192,9 @@ class RemoteEpisodes:
         """Open one session per ``(episode id, task, env kwargs)`` and reset it; returns each reset output. A
         group's ``n`` episodes of one task share its reset arguments (the digest is computed once)."""
         resets: dict[tuple[int, int], dict[str, Any]] = {}
-        for _, task, kw in items:
+        for eid, task, kw in items:
             resets.setdefault((id(task), id(kw)), reset_arguments(task, kw))
+            self._pick_server(eid)
         return self._run(self._gather([self._open_one(eid, task, resets[id(task), id(kw)])
                                        for eid, task, kw in items]))
 
@@ -172,6 +205,9 @@ class RemoteEpisodes:
     def close(self, eid: int) -> None:
         """Close one episode's session."""
         client = self.clients.pop(eid, None)
+        url = self._server_of.pop(eid, None)
+        if url is not None:
+            self.open_on[url] -= 1
         if client is not None:
             self._run(client.close())
 
