@@ -162,6 +162,14 @@ def package_at(tree: Path | None) -> dict[str, str] | None:
     return {"PYTHONPATH": os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
+def tree_commit(tree: Path) -> str:
+    """The short commit of the git work tree ``tree`` (its path when it is not one)."""
+    import subprocess
+
+    out = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or str(tree)
+
+
 def part_alfworld(sessions: list[int], steps: int, workers: int | None, before: Path | None = None) -> list[dict]:
     """The ``alfworld`` part: each session count with the sessions on worker processes, in the server process
     under one lock, and (``before``) on the server of another tree (see the module docstring)."""
@@ -171,7 +179,7 @@ def part_alfworld(sessions: list[int], steps: int, workers: int | None, before: 
                  [] if workers is None else ["--workers", str(workers)], None),
                 ("this tree, workers 0", ["--workers", "0"], None)]
         if before is not None:
-            runs.append((f"before ({before})", [], before))
+            runs.append((f"before ({tree_commit(before)})", [], before))
         for name, extra, tree in runs:
             row = part_load(n, steps, ALFWORLD, ("--benchmarks", "alfworld", *extra), both_ways=False, tree=tree)
             row["server"] = name
@@ -440,7 +448,7 @@ def main() -> None:
         if args.before is not None:
             figures["mixed"].append(part_load(args.sessions, args.mixed_steps, MIX + ALFWORLD, both_ways=False,
                                               tree=args.before))
-        for row, name in zip(figures["mixed"], ("this tree", f"before ({args.before})")):
+        for row, name in zip(figures["mixed"], ("this tree", f"before ({tree_commit(args.before)})")):
             row["server"] = name
             print(json.dumps(row))
     if args.part in ("all", "idle"):

@@ -200,6 +200,26 @@ def create_server_app(data_dir: str | None = None, benchmarks: list[str] | None 
     return WireGuard(app, token=token, max_bytes=max_bytes, session_timeout=session_timeout)
 
 
+def __getattr__(name: str) -> Any:
+    """``app``: the ASGI app built from the environment, for servers that import an app object rather than call
+    a factory (``uvicorn genenv.runtime.serve.app:app``, OpenEnv's deployment tools reading ``openenv.yaml``):
+    every benchmark, data from ``$GENENV_DATA_DIR`` (else the packaged samples), the token from
+    ``$GENENV_SERVE_TOKEN``, the defaults of :func:`create_server_app` otherwise. Built on first access and kept.
+    ``genenv-serve``'s refusal to bind another interface than loopback without a token is its command line's:
+    whoever serves ``app`` on another interface sets the token.
+
+    Raises:
+        AttributeError: any other name.
+    """
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    app = globals().get("_app")
+    if app is None:
+        app = globals()["_app"] = create_server_app(os.environ.get("GENENV_DATA_DIR") or None,
+                                                    token=os.environ.get(TOKEN_ENV) or None)
+    return app
+
+
 def main(argv: list[str] | None = None) -> None:
     """``genenv-serve [--host H] [--port P] [--benchmarks a,b] [--max-sessions N] [--workers W]
     [--session-timeout S] [--data-dir D]``.
