@@ -198,7 +198,7 @@ def part_idle(sessions: int, timeout: float = 10.0) -> dict:
         idle = [await connect(ws_url, proxy=None) for _ in range(sessions)]
         for ws in idle:
             await ask(ws, reset)
-        t0, tries = time.perf_counter(), 0
+        t0, tries, refusals = time.perf_counter(), 0, []
         while True:
             tries += 1
             try:
@@ -207,8 +207,8 @@ def part_idle(sessions: int, timeout: float = 10.0) -> dict:
                     if answer["type"] == "observation":
                         played = (await ask(ws, {"type": "step", "data": {"text": "<answer>x</answer>"}}))["type"]
                         break
-            except ConnectionClosed:  # over capacity: OpenEnv answers CAPACITY_REACHED and closes
-                pass
+            except ConnectionClosed as closed:  # over capacity: OpenEnv answers CAPACITY_REACHED and closes
+                refusals.append(closed.rcvd.code if closed.rcvd else None)
             await asyncio.sleep(0.5)
         waited = time.perf_counter() - t0
         closes = []
@@ -218,7 +218,8 @@ def part_idle(sessions: int, timeout: float = 10.0) -> dict:
             except Exception as exc:  # noqa: BLE001 - the close each idle client saw
                 closes.append(getattr(getattr(exc, "rcvd", None), "code", type(exc).__name__))
         return {"idle_sessions": sessions, "session_timeout_s": timeout, "new_client_played_after_s": round(waited, 2),
-                "tries": tries, "played": played, "idle_close_codes": sorted(set(map(str, closes)))}
+                "tries": tries, "refused_close_codes": sorted(set(map(str, refusals))), "played": played,
+                "idle_close_codes": sorted(set(map(str, closes)))}
 
     try:
         return asyncio.run(run())

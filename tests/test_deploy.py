@@ -28,12 +28,14 @@ def cli(name: str) -> str:
 
 
 def run_json(*args: str) -> dict:
+    """Run a command in the repository root; its stdout as JSON (the command must succeed)."""
     out = subprocess.run(list(args), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return json.loads(out.stdout)
 
 
 def test_openenv_validate_accepts_the_manifest():
+    """``openenv validate --level static`` reads ``openenv.yaml`` into OpenEnv's manifest and passes it."""
     report = run_json(cli("openenv"), "validate", "--level", "static", "--json")
     assert report["verdict"] == "pass"
     assert [(r["check_id"], r["status"]) for r in report["results"]] == [("static.manifest", "pass")]
@@ -41,6 +43,7 @@ def test_openenv_validate_accepts_the_manifest():
 
 
 def test_openenv_validate_accepts_a_running_server(env_server_url):
+    """``openenv validate --url`` passes every check of a running ``genenv-serve``."""
     report = run_json(cli("openenv"), "validate", "--url", env_server_url, "--json")
     assert report["passed"] is True
     checks = {c["id"]: c["passed"] for c in report["criteria"]}
@@ -49,6 +52,8 @@ def test_openenv_validate_accepts_a_running_server(env_server_url):
 
 
 def test_dockerfile_lints_clean_and_the_deploy_files_agree():
+    """hadolint finds nothing in ``server/Dockerfile``; the image, the manifest, the compose file and the proxy
+    name one port, and the proxy forwards WebSocket upgrades."""
     lint = subprocess.run([cli("hadolint"), "server/Dockerfile"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert lint.returncode == 0, lint.stdout + lint.stderr
