@@ -15,8 +15,9 @@ the next turn's prompt in ``info["messages"]``); ``open`` returns ``(observation
 ``step`` takes model text (or, from the session server, a list of structured tool calls).
 
 :class:`ProcessEpisodes` may be called from many threads at once (the session server's sessions): calls that touch
-different workers run in parallel, calls to one worker take turns in the order they came (:class:`FairLock`). A worker that dies fails the call in flight and
-every episode it held with :class:`WorkerDied`, and is replaced by a fresh one.
+different workers run in parallel, calls to one worker take turns in the order they came (:class:`FairLock`). A
+worker that dies fails the call in flight and every episode it held with :class:`WorkerDied`, and is replaced by a
+fresh one.
 """
 from __future__ import annotations
 
@@ -215,23 +216,19 @@ class ProcessEpisodes:
                 if status == "error":
                     errors.append(result)
                 out[w] = result
-            for w in died:
-                self._replace_dead(w, workers[w])
-        if died:
-            raise WorkerDied(self._lost_reason(workers[died[0]]))
+            reasons = [self._replace_dead(w, workers[w]) for w in died]
+        if reasons:
+            raise WorkerDied(reasons[0])
         if errors:
             raise RuntimeError("an env worker failed:\n" + errors[0])
         return out
 
-    @staticmethod
-    def _lost_reason(worker: dict[str, Any]) -> str:
+    def _replace_dead(self, w: int, worker: dict[str, Any]) -> str:
+        """Mark a dead worker's episodes lost and put a fresh worker in its place (its lock is held); returns why
+        they were lost, the message of :class:`WorkerDied`."""
         worker["proc"].join(timeout=5)
-        return (f"env worker process {worker['proc'].pid} died (exit code {worker['proc'].exitcode}); "
-                "its episodes are lost: reset to start another")
-
-    def _replace_dead(self, w: int, worker: dict[str, Any]) -> None:
-        """Mark a dead worker's episodes lost and put a fresh worker in its place (its lock is held)."""
-        reason = self._lost_reason(worker)
+        reason = (f"env worker process {worker['proc'].pid} died (exit code {worker['proc'].exitcode}); "
+                  "its episodes are lost: reset to start another")
         with self._books:
             for eid in [e for e, where in self._where.items() if where == w]:
                 del self._where[eid]
@@ -239,6 +236,7 @@ class ProcessEpisodes:
             fresh = self._spawn()
             fresh["lock"] = worker["lock"]  # callers waiting on the old lock get the new worker
             self._workers[w] = fresh
+        return reason
 
     def _worker_of(self, eid: int) -> int:
         with self._books:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
 import threading
 import uuid
 from typing import Any
@@ -27,6 +26,7 @@ from genenv.envs.task import Task
 from genenv.envs.workers import ProcessEpisodes, WorkerDied
 from genenv.envs.wrappers import make_text_env
 from genenv.runtime.serve.catalog import TaskCatalog
+from genenv.runtime.threads import usable_cores
 from genenv.runtime.serve.protocol import (RESET_KEYS, SessionAction, SessionObservation, SessionState,
                                            check_reset_types, json_safe, openai_tools, task_sha256)
 
@@ -44,15 +44,6 @@ def env_lock(env: Any) -> Any:
     return _CLASS_LOCKS.setdefault(cls, threading.Lock())
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (``os.sched_getaffinity`` where the platform has it, else
-    ``os.cpu_count()``): the default number of session worker processes."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 class SessionWorkers:
     """The server's worker processes for sessions of envs that are not ``thread_safe``: one
     :class:`~genenv.envs.workers.ProcessEpisodes` of ``workers`` processes, started on first use (a server that
@@ -60,7 +51,7 @@ class SessionWorkers:
     least-loaded worker; episodes on different workers step in parallel.
 
     Args:
-        workers: worker processes (default :func:`usable_cores`); ``0`` runs such sessions in the server process
+        workers: worker processes (default :func:`~genenv.runtime.threads.usable_cores`); ``0`` runs such sessions in the server process
             under one lock per env class (one step at a time).
     """
 
@@ -110,9 +101,9 @@ class WorkerEnv:
         """Build the env on a worker and reset it on the task (``options`` is the task id, as in-process)."""
         try:
             return self._pool.open([(self._eid, self._task, self._kwargs, seed)])[0]
-        except RuntimeError as exc:
-            if type(exc) is not RuntimeError:  # WorkerDied
-                raise
+        except WorkerDied:
+            raise
+        except RuntimeError as exc:  # the worker's error: the request's fault (e.g. an env option it does not take)
             raise ValueError(f"{self._task.benchmark}: {worker_error_line(str(exc))}") from None
 
     def step(self, action: Any):
