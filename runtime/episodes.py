@@ -188,7 +188,7 @@ def episode_runner(env_server: str | None = None, workers: int | None = None) ->
     """The one place an :class:`~genenv.envs.workers.EpisodeRunner` is chosen: episodes on the ``genenv-serve``
     server(s) at ``env_server`` (one URL or several, comma-separated;
     :class:`~genenv.runtime.serve.client.RemoteEpisodes`, imported on use: it needs
-    ``openenv-core``; ``workers`` is then unused), else in ``workers`` worker processes when ``workers`` ≥ 1
+    ``openenv``; ``workers`` is then unused), else in ``workers`` worker processes when ``workers`` ≥ 1
     (:class:`~genenv.envs.workers.ProcessEpisodes`), else in this process
     (:class:`~genenv.envs.workers.LocalEpisodes`)."""
     if env_server:

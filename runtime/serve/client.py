@@ -27,8 +27,8 @@ import threading
 from typing import Any, Sequence
 
 from openenv.core.generic_client import GenericEnvClient
-from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.task import Task
@@ -46,27 +46,29 @@ class SessionClient(GenericEnvClient):
     """
 
     def __init__(self, base_url: str, token: str | None = None, message_timeout_s: float = 600.0, **kwargs: Any):
-        super().__init__(base_url, message_timeout_s=message_timeout_s, **kwargs)
-        self._token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        super().__init__(base_url, message_timeout_s=message_timeout_s, headers=headers, **kwargs)
 
-    async def connect(self) -> "SessionClient":
-        """Open its WebSocket (with the bearer token when one is set)."""
-        if self._ws is not None:
-            return self
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
+    async def _connect_async(self) -> "SessionClient":
+        """Open its WebSocket (OpenEnv's connect, with the bearer token as a header), naming the URL on failure.
+
+        A session the server has closed (killed server, ``--session-timeout``) is not silently replaced by a new
+        one, as OpenEnv's client would: its episode is gone, so the call fails naming the close code and reason."""
+        ws = self._ws
+        if ws is not None and ws.state in (State.CLOSING, State.CLOSED):
+            reason = f"close code {ws.close_code}" + (f": {ws.close_reason}" if ws.close_reason else "")
+            raise ConnectionError(f"the session at {self._ws_url} was closed{await self._last_words()} ({reason}); "
+                                  "its episode is lost: close this client and open another")
         try:
-            self._ws = await ws_connect(self._ws_url, open_timeout=self._connect_timeout,
-                                        max_size=self._max_message_size, additional_headers=headers,
-                                        proxy=None)
-        except Exception as exc:  # noqa: BLE001 - one clear error for every way the connection fails
-            raise ConnectionError(f"cannot open a session at {self._ws_url}: {exc}") from exc
-        return self
+            return await super()._connect_async()
+        except ConnectionError as exc:
+            raise ConnectionError(f"cannot open a session at {self._ws_url}: {exc.__cause__ or exc}") from exc
 
     async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
-        await self._ensure_connected()
         try:
-            await self._ws.send(json.dumps(message))
-            response = json.loads(await asyncio.wait_for(self._ws.recv(), timeout=self._message_timeout))
+            await self._send(message)
+            response = await self._receive()
         except ConnectionClosed as exc:
             raise ConnectionError(f"the session at {self._ws_url} was closed"
                                   f"{await self._last_words()}: {exc}") from exc
@@ -202,6 +204,10 @@ class RemoteEpisodes:
         """One step per ``(episode id, text)``, all sessions at once; results in input order."""
         return self._run(self._gather([self._step_one(eid, text) for eid, text in items]))
 
+    @staticmethod
+    async def _close_one(client: SessionClient) -> None:
+        await client.close()
+
     def close(self, eid: int) -> None:
         """Close one episode's session."""
         client = self.clients.pop(eid, None)
@@ -209,7 +215,7 @@ class RemoteEpisodes:
         if url is not None:
             self.open_on[url] -= 1
         if client is not None:
-            self._run(client.close())
+            self._run(self._close_one(client))
 
     def shutdown(self) -> None:
         """Close every session and stop the event loop thread."""

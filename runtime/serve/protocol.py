@@ -1,5 +1,5 @@
 """The wire types of the benchmark session server (``genenv-serve``): OpenEnv's ``Action`` / ``Observation`` /
-``State`` models (``openenv-core``, ``openenv.core.env_server.types``) for every benchmark, and the arguments a
+``State`` models (``openenv``, ``openenv.core.env_server.types``) for every benchmark, and the arguments a
 ``reset`` message takes.
 
 Messages follow OpenEnv's WebSocket protocol at ``/ws``: ``{"type": "reset" | "step" | "state" | "close" | "mcp",
