@@ -4,6 +4,7 @@ The whole-split oracle runs (all 274 validation games) are ``slow``; the closing
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -14,7 +15,7 @@ from genenv.benchmarks.task_writer import Rejection
 from genenv.envs import TextActionWrapper
 from genenv.benchmarks.alfworld.env import SPLITS, ALFWorldEnv, load_alfworld_tasks
 from genenv.benchmarks.alfworld.files import TASK_TYPES, folder_goal, read_game, task_sentence
-from genenv.benchmarks.alfworld.game import game_record
+from genenv.benchmarks.alfworld.game import PARSERS, game_record
 from genenv.benchmarks.alfworld.goals import goal_pddl, goal_sentence, scene_inventory
 from genenv.envs.workers import LocalEpisodes, ProcessEpisodes
 from genenv.envs.text_games import admissible_commands
@@ -282,30 +283,73 @@ def test_worker_processes_serve_many_threads_and_survive_a_dead_worker():
         procs.shutdown()
 
 
-def test_text_grammar_memo_gives_the_parser_s_episodes():
-    """Gold episodes played with TextWorld's text-grammar parse memoised (:func:`_memoise_text_grammar`) give the
-    observations and rewards the parser itself gives."""
+def test_memoised_parsers_and_shallow_context_copies_give_textworld_s_episodes():
+    """Gold episodes played with TextWorld's parses memoised (:func:`_memoise_parsers`) and its text-grammar
+    contexts copied shallowly (:func:`_copy_contexts_shallowly`) give the observations and rewards that TextWorld's
+    own parsers and deep copies give: one game of each of the six task types, the whole walkthrough."""
+    import importlib
+
     import textworld.envs.pddl.textgen as textgen
 
-    tasks = one_per_type("valid_unseen")[:3]
+    tasks = one_per_type("valid_unseen")
 
     def episodes():
         out = []
         for t in tasks:
             env = make_text_env([t], {"data_dir": DATA_DIR})
             out.append(env.reset(options={"task_id": t.id})[0])
-            out += [env.step(c)[:2] for c in t.gold[:4]]
+            out += [env.step(c)[:2] for c in t.gold]
             env.close()
         return out
 
-    memoised = episodes()
-    wrapper = textgen._parse_and_convert
-    assert hasattr(wrapper, "memoised") and wrapper.memoised.cache_info().hits > 0
-    textgen._parse_and_convert = wrapper.parse
+    ours = episodes()
+    modules = [importlib.import_module(name) for name, _ in PARSERS]
+    parsers, copy_context = [m._parse_and_convert for m in modules], textgen.copy_context
+    assert all(p.memoised.cache_info().misses > 0 for p in parsers) and hasattr(copy_context, "deep")  # all used
+    assert len(tasks) == len(TASK_TYPES) and ours[-1][1] == 1.0  # the last walkthrough wins
+    for m, p in zip(modules, parsers):
+        m._parse_and_convert = p.parse
+    textgen.copy_context = copy_context.deep
     try:
-        assert episodes() == memoised
+        assert episodes() == ours
     finally:
-        textgen._parse_and_convert = wrapper
+        for m, p in zip(modules, parsers):
+            m._parse_and_convert = p
+        textgen.copy_context = copy_context
+
+
+def test_translation_cache_on_disk_gives_the_same_episodes_in_another_process(tmp_path):
+    """A game translated once (:func:`translation_cache`, ``$GENENV_CACHE/alfworld/sas``) is read from disk by
+    another process, one whose ``sys.argv`` holds arguments fast-downward's option parser does not know (a
+    server's), and the gold episode's observations and rewards are the ones a fresh translation gives."""
+    import subprocess
+    import sys
+
+    task = one_per_type("valid_unseen")[0]
+    script = (
+        "import json, sys\n"
+        "from genenv.envs.wrappers import make_text_env\n"
+        "from genenv.benchmarks.alfworld.env import load_alfworld_tasks\n"
+        f"task = next(t for t in load_alfworld_tasks('valid_unseen', {str(DATA_DIR)!r}) if t.id == {task.id!r})\n"
+        f"env = make_text_env([task], {{'data_dir': {str(DATA_DIR)!r}}})\n"
+        "out = [env.reset(options={'task_id': task.id})[0]] + [list(env.step(c)[:2]) for c in task.gold[:5]]\n"
+        "print(json.dumps(out))\n")
+    env = {**os.environ, "GENENV_CACHE": str(tmp_path)}
+
+    def play() -> list:
+        run = subprocess.run([sys.executable, "-c", script, "--port", "8011", "--max-sessions", "4"], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout.splitlines()[-1])
+
+    cold = play()
+    written = sorted((tmp_path / "alfworld" / "sas").glob("*.pkl.z"))
+    assert len(written) == 2  # the plain and the optimised translation of the one game
+    stamps = [p.stat().st_mtime_ns for p in written]
+    assert play() == cold
+    assert [p.stat().st_mtime_ns for p in written] == stamps  # read, not rewritten
+    written[0].write_bytes(b"not a pickle")  # an unreadable file is translated again and rewritten
+    assert play() == cold and written[0].read_bytes() != b"not a pickle"
 
 
 def test_prompt_window_keeps_the_goal_and_recent_turns():

@@ -39,11 +39,15 @@ _translate_lock = threading.Lock()
 
 
 def _memoise_translation() -> None:
-    """Memoise ``fast_downward.pddl2sas`` (PDDL → SAS translation, a pure function of its arguments).
+    """Memoise ``fast_downward.pddl2sas`` (PDDL → SAS translation, a pure function of its arguments), in memory and
+    on disk.
 
     TextWorld's PDDL back-end translates the game's problem twice on every ``load`` *and* every ``reset``
-    (``textworld.envs.pddl.logic.PddlState``), ~0.5-1 s of Python each time; memoised, a reset of an already seen
-    game takes ~0.1 s (measured). The translated task is only read afterwards, so sharing it is safe.
+    (``textworld.envs.pddl.logic.PddlState``; plain and ``optimize=True``), ~0.4 s of Python each (measured on a
+    2-core AMD EPYC): a new game's reset costs ~1.4 s, most of it here. In memory (an LRU of 128), a reset of an
+    already seen game takes ~0.1 s. On disk (:func:`translation_cache`), a game translated once by any process (a
+    server's worker processes, a later run) loads in ~5 ms instead. The translated task is only read afterwards,
+    so sharing it is safe.
     """
     import functools
 
@@ -51,40 +55,128 @@ def _memoise_translation() -> None:
 
     with _translate_lock:
         if not hasattr(fast_downward.pddl2sas, "cache_info"):
-            fast_downward.pddl2sas = functools.lru_cache(maxsize=128)(fast_downward.pddl2sas)
+            translate = fast_downward.pddl2sas
+
+            @functools.lru_cache(maxsize=128)
+            def pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False):
+                return translation_cache(translate, domain, problem, verbose=verbose, optimize=optimize)
+
+            fast_downward.pddl2sas = pddl2sas
 
 
-def _memoise_text_grammar() -> None:
-    """Memoise the parse of TextWorld's text-grammar strings (``textworld.envs.pddl.textgen._parse_and_convert``).
+def _import_translator() -> None:
+    """Import fast-downward's translator as ``pddl2sas`` does: its ``options`` module parses ``sys.argv`` when first
+    imported (it exits the process on arguments it does not know, such as a server's), so ``sys.argv`` is set to
+    what it expects for that import and then restored. Unpickling a translated task imports it too."""
+    import sys
 
-    Every step's feedback and every reset's description are derived from the game's text grammar
-    (``ContextSensitiveGrammar.derive``), which parses each rule string afresh with ``tatsu``: 55-60 % of an
-    ALFWorld step (measured with cProfile). The parse is a pure function of the string and the rule name; each
-    call gets its own deep copy of the cached symbols (``derive`` sets a context on each). Gold episodes of 12
-    games give identical observations and rewards with and without it; a step takes 61 ms instead of 110 ms on a
-    2-core AMD EPYC. Calls with the ``trace`` flag or other parser options go to the parser as before.
+    if "fast_downward.translate.options" in sys.modules:
+        return
+    argv = sys.argv
+    sys.argv = ["translate.py", "domain", "task"]
+    try:
+        import fast_downward.translate.options  # noqa: F401 - parses sys.argv on import
+    finally:
+        sys.argv = argv
+
+
+def translation_cache(translate, domain: str, problem: str, **options: Any):
+    """``translate(domain, problem, **options)`` (``fast_downward.pddl2sas``: ``(task, sas text)``), read from
+    ``$GENENV_CACHE/alfworld/sas/<sha256>.pkl.z`` when an earlier call wrote it, else computed and written there
+    (zlib-compressed pickle, ~40 KB; written to a temporary file and renamed, so concurrent processes never read a
+    half-written one). The key hashes the translator's version, the options and both PDDL texts. A file that cannot
+    be read is translated again and rewritten. Like every file of :func:`~genenv.envs.data.cache_dir`, it can be
+    deleted; it is a pickle, so the cache folder must be writable only by its user."""
+    import importlib.metadata
+    import os
+    import pickle
+    import tempfile
+    import zlib
+
+    _import_translator()
+    version = importlib.metadata.version("fast-downward-textworld")
+    key = hashlib.sha256(json.dumps([version, sorted(options.items()), domain, problem]).encode()).hexdigest()
+    path = cache_dir() / "alfworld" / "sas" / f"{key}.pkl.z"
+    try:
+        return pickle.loads(zlib.decompress(path.read_bytes()))
+    except Exception:  # noqa: BLE001 - a missing or unreadable cache file: translate again
+        pass
+    result = translate(domain, problem, **options)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6))
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full cache folder: the translation is still returned
+        pass
+    return result
+
+
+PARSERS = (("textworld.envs.pddl.textgen", 8192), ("textworld.envs.pddl.logic", 256), ("textworld.logic", 8192))
+"""TextWorld's ``tatsu`` parse-and-convert functions that :func:`_memoise_parsers` memoises, with each LRU's size:
+the text-grammar rules (every step's feedback), a game's logic and grammar file (every ``load``), and the
+conjunctive queries of grammar conditions (every derivation)."""
+
+
+def _memoise_parsers() -> None:
+    """Memoise TextWorld's parses (``_parse_and_convert`` of each module of :data:`PARSERS`).
+
+    TextWorld parses each text-grammar rule string afresh with ``tatsu`` on every derivation (55-60 % of an ALFWorld
+    step), the game's logic and grammar file on every ``load`` (~70 ms) and each grammar condition on every
+    ``replace`` / ``query`` (~40 ms a reset); measured with cProfile on a 2-core AMD EPYC. Each parse is a pure
+    function of its text and rule name. The LRU keeps the result pickled and every call unpickles its own copy
+    (callers set contexts on symbols and add types to a logic; unpickling is ~4x faster than ``copy.deepcopy``).
+    Gold episodes give identical observations and rewards with and without it (``tests/test_alfworld.py``). Calls
+    with the ``trace`` flag or other parser options, or arguments that are not strings, go to the parser as before.
     """
-    import copy
     import functools
+    import importlib
+    import pickle
 
+    with _translate_lock:
+        for name, size in PARSERS:
+            module = importlib.import_module(name)
+            parse = module._parse_and_convert
+            if hasattr(parse, "memoised"):
+                continue
+
+            @functools.lru_cache(maxsize=size)
+            def cached(text: str, rule_name: str, parse=parse) -> bytes:
+                return pickle.dumps(parse(text, rule_name=rule_name), protocol=pickle.HIGHEST_PROTOCOL)
+
+            def memoised(text, rule_name=None, trace=False, *, parse=parse, cached=cached, **options):
+                if trace or options or not isinstance(text, str) or not isinstance(rule_name, str):
+                    return parse(text, rule_name=rule_name, trace=trace, **options)
+                return pickle.loads(cached(text, rule_name))
+
+            memoised.memoised, memoised.parse = cached, parse  # the cache, and the parser it wraps
+            module._parse_and_convert = memoised
+
+
+def _copy_contexts_shallowly() -> None:
+    """Make TextWorld's text-grammar context copy (``textworld.envs.pddl.textgen.copy_context``) copy the
+    ``variables`` and ``mapping`` dicts instead of deep-copying their values.
+
+    ``copy_context`` runs for every symbol of every derivation and deep-copies each entity's ``EntityInfo`` and each
+    placeholder's ``Variable``: ~45 % of an ALFWorld step's time (cProfile, after the parse memo). Derivation only
+    adds keys to the copied dicts (``query``'s ``update``); the grammars' expressions only read attributes
+    (``o.name``, ``r.indefinite``, ``r.name or r.id``, ... in every ALFWorld game), so the values can be shared. Gold
+    episodes give identical observations and rewards either way (``tests/test_alfworld.py``).
+    """
     import textworld.envs.pddl.textgen as textgen
 
     with _translate_lock:
-        parse = textgen._parse_and_convert
-        if hasattr(parse, "memoised"):
+        if hasattr(textgen.copy_context, "deep"):
             return
+        deep = textgen.copy_context
 
-        @functools.lru_cache(maxsize=8192)
-        def cached(text: str, rule_name: str):
-            return parse(text, rule_name=rule_name)
+        def copy_context(context):
+            return {"state": context["state"], "facts": context["facts"], "variables": dict(context["variables"]),
+                    "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
 
-        def memoised(text, rule_name=None, trace=False, **options):
-            if trace or options or not isinstance(text, str) or not isinstance(rule_name, str):
-                return parse(text, rule_name=rule_name, trace=trace, **options)
-            return copy.deepcopy(cached(text, rule_name))
-
-        memoised.memoised, memoised.parse = cached, parse  # the cache, and the parser it wraps
-        textgen._parse_and_convert = memoised
+        copy_context.deep = deep  # the copy it replaces
+        textgen.copy_context = copy_context
 
 
 class ALFWorldGame:
@@ -108,7 +200,8 @@ class ALFWorldGame:
             raise ImportError("genenv/ALFWorld-v0 needs `pip install alfworld==0.4.2` (it builds "
                               "fast-downward-textworld from source: g++, cmake and make)") from exc
         _memoise_translation()
-        _memoise_text_grammar()
+        _memoise_parsers()
+        _copy_contexts_shallowly()
         infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
         env = PddlEnv(infos)
         for wrapper in (AlfredDemangler(shuffle=False), AlfredInfos):  # as in alfworld's AlfredTWEnv
