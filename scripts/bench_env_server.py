@@ -17,8 +17,9 @@
 * ``idle``: ``--sessions`` clients reset and then say nothing, filling every slot; a new client retries until it
   plays (``--session-timeout`` 10 s): the seconds it waited.
 * ``echo``: Bamboogle replies/s against an echo env served by OpenEnv's own ``create_app`` (an env whose step
-  returns its input), under the same client (``--sessions`` sessions, ``--steps`` messages each): the protocol's
-  own cost.
+  returns its input), under the same client (``--sessions`` sessions, 300 messages each): the protocol's own cost.
+  Three rounds in turn, the ratio of the medians; the echo server as uvicorn serves by default (per-message
+  compression offered) and without compression (``genenv-serve``'s default).
 * ``faults``: a client that drops without a close frame frees its session (time until a new one opens at
   ``--max-sessions 1``); one session over capacity gets ``CAPACITY_REACHED``; a server killed while its clients
   wait gives them an error (time to it).
@@ -251,23 +252,44 @@ class Echo(Environment):
         return State()
 
 app = create_app(Echo, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=int(sys.argv[2]))
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
+            ws_per_message_deflate=sys.argv[3] == "deflate")
 """
 
 
-def part_echo(sessions: int, steps: int) -> dict:
+def part_echo(sessions: int, steps: int, rounds: int = 3) -> dict:
     """The ``echo`` part: Bamboogle replies/s (oracle episodes) and an OpenEnv echo env's replies/s under the same
-    client (see the module docstring)."""
+    client (see the module docstring), ``rounds`` times in turn; the ratio of the medians."""
+    bamboogle, echo, plain = [], [], []
+    for _ in range(rounds):
+        bamboogle.append(part_load(sessions, steps, ("bamboogle",), ("--benchmarks", "bamboogle"), both_ways=False))
+        echo.append(_echo_round(sessions, steps, deflate=True))
+        plain.append(_echo_round(sessions, steps, deflate=False))
+    b_med = statistics.median(r["replies_per_second"] for r in bamboogle)
+    e_med, p_med = statistics.median(echo), statistics.median(plain)
+    return {"sessions": sessions, "messages_per_session": steps, "rounds": rounds,
+            "bamboogle_replies_per_second": b_med, "echo_replies_per_second": e_med,
+            "echo_without_compression_replies_per_second": p_med,
+            "bamboogle_rounds": [r["replies_per_second"] for r in bamboogle], "echo_rounds": echo,
+            "echo_without_compression_rounds": plain,
+            "bamboogle_p99_ms": statistics.median(r["p99_ms"] for r in bamboogle), "ratio": round(b_med / e_med, 3),
+            "ratio_to_echo_without_compression": round(b_med / p_med, 3)}
+
+
+def _echo_round(sessions: int, steps: int, deflate: bool) -> float:
+    """Replies/s of OpenEnv's own server over :data:`ECHO_SERVER` (an env whose step returns its input; ``deflate``:
+    WebSocket per-message compression offered, uvicorn's default): each of ``sessions`` sessions resets once, then
+    sends ``steps`` steps."""
     import socket
     import subprocess
     import sys
     import urllib.request
 
-    bamboogle = part_load(sessions, steps, ("bamboogle",), ("--benchmarks", "bamboogle"), both_ways=False)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port), str(sessions)])
+    proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port), str(sessions),
+                             "deflate" if deflate else "plain"])
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):
@@ -276,15 +298,15 @@ def part_echo(sessions: int, steps: int) -> dict:
                 break
             except OSError:
                 time.sleep(0.2)
-        latencies: list[float] = []
+        replies = 0
 
         async def echo_session():
+            nonlocal replies
             async with connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
                 await ask(ws, {"type": "reset", "data": {}})
                 for _ in range(steps):
-                    t0 = time.perf_counter()
                     await ask(ws, {"type": "step", "data": {"text": "<answer>x</answer>"}})
-                    latencies.append(time.perf_counter() - t0)
+                    replies += 1
 
         async def run_all():
             await asyncio.gather(*[echo_session() for _ in range(sessions)])
@@ -295,10 +317,7 @@ def part_echo(sessions: int, steps: int) -> dict:
     finally:
         proc.terminate()
         proc.wait(30)
-    echo = round(len(latencies) / seconds, 1)
-    return {"sessions": sessions, "bamboogle_replies_per_second": bamboogle["replies_per_second"],
-            "bamboogle_p99_ms": bamboogle["p99_ms"], "echo_replies_per_second": echo,
-            "ratio": round(bamboogle["replies_per_second"] / echo, 3)}
+    return round(replies / seconds, 1)
 
 
 async def _one_step_both_ways(url: str, bamboogle, repeats: int = 200) -> tuple[float, float]:
@@ -456,7 +475,7 @@ def main() -> None:
         figures["idle"] = part_idle(args.sessions)
         print(json.dumps(figures["idle"], indent=1))
     if args.part in ("all", "echo"):
-        figures["echo"] = part_echo(args.sessions, 100)
+        figures["echo"] = part_echo(args.sessions, 300)
         print(json.dumps(figures["echo"], indent=1))
     if args.part in ("all", "faults"):
         figures["faults"] = part_faults()

@@ -106,6 +106,25 @@ def test_check_env_raw_and_wrapped(name):
     check_env(TextActionWrapper(env.unwrapped), skip_render_check=True)
 
 
+def test_unicode_text_space_is_gymnasium_s_text_with_any_characters():
+    """:class:`UnicodeText` (its charset tables shared, not rebuilt) equals gymnasium's ``Text`` over the sampling
+    charset, samples strings within its bounds reproducibly under a seed, contains any ``str`` within the bounds,
+    and refuses bad bounds."""
+    from gymnasium import spaces
+
+    from genenv.envs.spaces import _SAMPLE_CHARSET, UnicodeText
+
+    space = UnicodeText(12, 3, seed=7)
+    assert space == spaces.Text(12, min_length=3, charset=_SAMPLE_CHARSET)
+    samples = [space.sample() for _ in range(50)]
+    assert all(3 <= len(x) <= 12 and set(x) <= set(_SAMPLE_CHARSET) for x in samples)
+    again = UnicodeText(12, 3, seed=7)
+    assert [again.sample() for _ in range(50)] == samples
+    assert space.contains("héllo ✓") and not space.contains("ab") and not space.contains(b"hello")
+    with pytest.raises(ValueError):
+        UnicodeText(2, 5)
+
+
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_reset_and_step_contract_deterministic_under_seed(name):
     tasks = sample_tasks(name)

@@ -426,3 +426,22 @@ def test_verifiers_openenv_taskset_scores_episodes(env_server_url):
         result = json.loads(out.stdout.strip().splitlines()[-1])
         assert result["action_schema_title"] == "SessionAction" and result["parsed"] == [reply]
         assert result["reward"] == reward, (task.id, reply, result)
+
+
+def test_per_message_compression_is_off_unless_asked_for(env_server_url):
+    """A client that offers WebSocket per-message deflate (``websockets`` does by default) gets plain frames from a
+    default ``genenv-serve`` and compressed ones under ``--ws-compression``; both play a Bamboogle episode."""
+    proc, url = spawn("--benchmarks", "bamboogle", "--ws-compression")
+    try:
+        for base, compressed in ((env_server_url, False), (url, True)):
+            with connect(base.replace("http", "ws") + "/ws", proxy=None) as ws:
+                extensions = ws.response.headers.get("Sec-WebSocket-Extensions") or ""
+                assert ("permessage-deflate" in extensions) is compressed
+                task = first_task("bamboogle")
+                ws.send(json.dumps({"type": "reset", "data": reset_arguments(task)}))
+                assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+                ws.send(json.dumps({"type": "step", "data": {"text": env_entry("bamboogle").env_class.gold_text(task)}}))
+                assert json.loads(ws.recv(timeout=30))["data"]["reward"] == 1.0
+    finally:
+        proc.terminate()
+        proc.wait(30)
