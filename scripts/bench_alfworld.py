@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                                     ("again", "same game again (s, mean)", "s", 1.0)):
         a, b = mean(raw[key]) * scale, mean(mine[key]) * scale
         print(f"{label:28} {a:>14.3f} {b:>12.3f} {b / a:>7.3f}")
-    print("(episodes: load + reset + walkthrough; ours memoises fast-downward's PDDL translation, which raw "
-          "TextWorld repeats on every load and reset)")
+    print("(episodes: load + reset + walkthrough; ours memoises fast-downward's PDDL translation, in memory and "
+          "on disk, and TextWorld's tatsu parses, which raw TextWorld repeats on every load, reset and step)")
     for workers in [int(w) for w in args.workers.split(",") if w.strip()]:
         t = time.perf_counter()
         trajs = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_workers=workers)).trajectories

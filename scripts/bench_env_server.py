@@ -14,6 +14,8 @@
   package at ``DIR`` (e.g. a worktree of an older commit, put first on ``PYTHONPATH`` as ``genenv``).
 * ``mixed``: ``--sessions`` sessions over the mix plus ALFWorld, ``--mixed-steps`` messages each (with
   ``--before DIR`` also on that tree's server).
+* ``replicas``: ``--replicas`` (e.g. ``1,2,4``) servers on this machine, the mixed load's ``--sessions`` sessions
+  (``--mixed-steps`` messages each) spread over them in turn.
 * ``idle``: ``--sessions`` clients reset and then say nothing, filling every slot; a new client retries until it
   plays (``--session-timeout`` 10 s): the seconds it waited.
 * ``echo``: Bamboogle replies/s against an echo env served by OpenEnv's own ``create_app`` (an env whose step
@@ -132,15 +134,53 @@ def part_load(sessions: int, steps: int, mix: tuple[str, ...] = MIX, server_args
     finally:
         proc.terminate()
         proc.wait(30)
-    lat = sorted(latencies)
-    out = {"sessions": sessions, "messages_per_session": steps, "messages": len(lat), "seconds": round(seconds, 1),
-           "replies_per_second": round(len(lat) / seconds, 1), "p50_ms": round(1000 * lat[len(lat) // 2], 2),
-           "p99_ms": round(1000 * lat[int(len(lat) * 0.99)], 2), "server_rss_mib_start": round(rss_start),
-           "server_rss_mib_end": round(rss_end), "errors": len(errors), "first_errors": errors[:3],
+    out = {"sessions": sessions, "messages_per_session": steps, **replies(latencies, seconds, errors),
+           "server_rss_mib_start": round(rss_start), "server_rss_mib_end": round(rss_end),
            "warm_up_seconds": round(warm, 1), "mix": list(mix), "server_args": list(server_args)}
     if both_ways:
         out["bamboogle_step_median_ms"] = {"over_the_wire": round(1000 * wire, 3), "in_process": round(1000 * local, 3)}
     return out
+
+
+def replies(latencies: list[float], seconds: float, errors: list[str]) -> dict:
+    """Messages, seconds, replies/s, p50 / p99 latency (ms) and errors of one load run."""
+    lat = sorted(latencies)
+    return {"messages": len(lat), "seconds": round(seconds, 1), "replies_per_second": round(len(lat) / seconds, 1),
+            "p50_ms": round(1000 * lat[len(lat) // 2], 2), "p99_ms": round(1000 * lat[int(len(lat) * 0.99)], 2),
+            "errors": len(errors), "first_errors": errors[:3]}
+
+
+def part_replicas(counts: list[int], sessions: int, steps: int) -> list[dict]:
+    """The ``replicas`` part: for each count, that many servers on this machine and the mixed load's sessions
+    spread over them in turn (as :class:`~genenv.runtime.serve.client.RemoteEpisodes` spreads a fresh client's
+    sessions); replies/s, latency and the servers' RSS together."""
+    tasks = oracle_tasks(mix=MIX + ALFWORLD)
+    rows = []
+    for count in counts:
+        servers = [spawn("--max-sessions", str(sessions)) for _ in range(count)]
+        urls = [url for _, url in servers]
+        try:
+            for url in urls:
+                asyncio.run(_warm(url, tasks))
+            latencies, errors = [], []
+
+            async def run_all():
+                await asyncio.gather(*[session_load(urls[i % count], i, tasks, steps, latencies, errors)
+                                       for i in range(sessions)])
+
+            t0 = time.perf_counter()
+            asyncio.run(run_all())
+            seconds = time.perf_counter() - t0
+            rss = sum(rss_mib(proc.pid) for proc, _ in servers)
+        finally:
+            for proc, _ in servers:
+                proc.terminate()
+                proc.wait(30)
+        rows.append({"replicas": count, "sessions": sessions, "messages_per_session": steps,
+                     **replies(latencies, seconds, errors), "servers_rss_mib_end": round(rss),
+                     "mix": list(MIX + ALFWORLD)})
+        print(json.dumps(rows[-1]))
+    return rows
 
 
 async def _warm(url: str, tasks: dict) -> float:
@@ -443,12 +483,13 @@ def main() -> None:
     """The command line of the module docstring: prints each part's figures and writes them to ``--out``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", default="all",
-                    choices=["all", "load", "alfworld", "mixed", "idle", "echo", "faults", "bad-input"])
+                    choices=["all", "load", "alfworld", "mixed", "replicas", "idle", "echo", "faults", "bad-input"])
     ap.add_argument("--sessions", type=int, default=64)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--alfworld-sessions", default="8,32")
     ap.add_argument("--alfworld-steps", type=int, default=30)
     ap.add_argument("--mixed-steps", type=int, default=60)
+    ap.add_argument("--replicas", default="1,2,4", help="the replicas part's server counts")
     ap.add_argument("--workers", type=int, default=None, help="the server's --workers (default: its own default)")
     ap.add_argument("--before", type=Path, default=None, help="the alfworld part also runs this tree's server")
     ap.add_argument("--out", default=None)
@@ -471,6 +512,9 @@ def main() -> None:
         for row, name in zip(figures["mixed"], ("this tree", f"before ({tree_commit(args.before)})")):
             row["server"] = name
             print(json.dumps(row))
+    if args.part in ("all", "replicas"):
+        figures["replicas"] = part_replicas([int(n) for n in args.replicas.split(",")], args.sessions,
+                                            args.mixed_steps)
     if args.part in ("all", "idle"):
         figures["idle"] = part_idle(args.sessions)
         print(json.dumps(figures["idle"], indent=1))
@@ -484,7 +528,7 @@ def main() -> None:
         figures["bad_input"] = part_bad_input()
         for row in figures["bad_input"]:
             print(f"{row['case']:<55} {row['answer']:<22} {row.get('message', '')[:70]}")
-    for part in ("load", "alfworld", "mixed", "idle", "echo", "faults", "bad_input"):
+    for part in ("load", "alfworld", "mixed", "replicas", "idle", "echo", "faults", "bad_input"):
         if args.part in ("all", part.replace("_", "-")):
             figures["hosts"][part] = f"{cpu}, {os.cpu_count()} cores"
     if args.out:

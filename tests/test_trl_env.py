@@ -38,6 +38,27 @@ def test_tools_of_the_adapter(env_server_url):
         server_reward(["x"])
 
 
+def test_environment_factory_spreads_instances_over_several_servers(env_server_url):
+    """``environment_factory("URL1,URL2")`` makes instances on the servers in turn; each plays its episode there."""
+    from genenv.runtime.serve.launch import spawn
+
+    proc, second = spawn("--benchmarks", "bamboogle")
+    try:
+        make = environment_factory(f"{env_server_url},{second}/")
+        envs = [make() for _ in range(4)]
+        assert [e.url for e in envs] == [env_server_url, second] * 2
+        task = env_entry("bamboogle").env_class.load_tasks(data_dir=DIR, split="test")[1]
+        for env in envs:
+            assert task.prompt in env.reset(benchmark="bamboogle", task_id=task.id)
+            assert "reward 1" in env.submit(env_entry("bamboogle").env_class.gold_text(task))
+            env._close()
+        with pytest.raises(ValueError, match="http"):
+            environment_factory("ftp://x")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_grpo_trainer_trains_on_the_server(env_server_url, tiny_model_dir, tmp_path):
     """GRPOTrainer with ``environment_factory`` trains the tiny model for 2 steps; BFCL irrelevance tasks (text
     without a call earns 1) and simple ones (junk earns 0) make the rewards differ; the rewards TRL logs are the

@@ -22,14 +22,17 @@ Usage::
                                  for i in range(64)])
     GRPOTrainer(model, reward_funcs=[server_reward], train_dataset=dataset, args=GRPOConfig(...),
                 environment_factory=environment_factory("http://127.0.0.1:8011")).train()
+
+Several servers (``"http://a:8011,http://b:8011"``): each new instance goes to the next one in turn.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any, Callable
 
 from genenv.runtime.serve.protocol import RESET_KEYS
-from genenv.runtime.serve.client import SessionClient
+from genenv.runtime.serve.client import SessionClient, server_urls
 
 
 class ServerEnvironment:
@@ -118,8 +121,14 @@ class ServerEnvironment:
 
 
 def environment_factory(url: str, token: str | None = None, reading: str = "official") -> Callable[[], Any]:
-    """TRL's ``environment_factory``: makes a :class:`ServerEnvironment` on ``url`` per call."""
-    return lambda: ServerEnvironment(url, token=token, reading=reading)
+    """TRL's ``environment_factory``: makes a :class:`ServerEnvironment` per call, on ``url``, or on the servers of
+    a comma-separated list in turn (replicas: TRL makes one instance per rollout slot, so the slots spread evenly).
+
+    Raises:
+        ValueError: no URL, or one that does not start with ``http://`` or ``https://``.
+    """
+    urls, turn = server_urls(url), itertools.count()
+    return lambda: ServerEnvironment(urls[next(turn) % len(urls)], token=token, reading=reading)
 
 
 def completion_text(completion: Any) -> str:
