@@ -338,15 +338,15 @@ def _echo_round(sessions: int, steps: int, deflate: bool) -> float:
                 break
             except OSError:
                 time.sleep(0.2)
-        replies = 0
+        answered = 0
 
         async def echo_session():
-            nonlocal replies
+            nonlocal answered
             async with connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
                 await ask(ws, {"type": "reset", "data": {}})
                 for _ in range(steps):
                     await ask(ws, {"type": "step", "data": {"text": "<answer>x</answer>"}})
-                    replies += 1
+                    answered += 1
 
         async def run_all():
             await asyncio.gather(*[echo_session() for _ in range(sessions)])
@@ -357,7 +357,7 @@ def _echo_round(sessions: int, steps: int, deflate: bool) -> float:
     finally:
         proc.terminate()
         proc.wait(30)
-    return round(replies / seconds, 1)
+    return round(answered / seconds, 1)
 
 
 async def _one_step_both_ways(url: str, bamboogle, repeats: int = 200) -> tuple[float, float]:

@@ -352,6 +352,19 @@ def test_translation_cache_on_disk_gives_the_same_episodes_in_another_process(tm
     assert play() == cold and written[0].read_bytes() != b"not a pickle"
 
 
+def test_cache_files_are_written_whole_or_not_at_all(tmp_path):
+    """:func:`write_atomically` replaces a file in one rename, leaving no temporary file, and reports a folder it
+    cannot write (here a path under a plain file) with ``False`` instead of raising."""
+    from genenv.benchmarks.alfworld.game import write_atomically
+
+    target = tmp_path / "alfworld" / "x.json"
+    assert write_atomically(target, b"one") and write_atomically(target, b"two")
+    assert target.read_bytes() == b"two" and [p.name for p in target.parent.iterdir()] == ["x.json"]
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    assert write_atomically(blocked / "y.json", b"z") is False and blocked.read_text() == "not a folder"
+
+
 def test_prompt_window_keeps_the_goal_and_recent_turns():
     task = one_per_type("valid_unseen")[0]
     env = make_text_env([task])

@@ -8,6 +8,7 @@ text games.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -49,8 +50,6 @@ def _memoise_translation() -> None:
     server's worker processes, a later run) loads in ~5 ms instead. The translated task is only read afterwards,
     so sharing it is safe.
     """
-    import functools
-
     import fast_downward
 
     with _translate_lock:
@@ -83,34 +82,51 @@ def _import_translator() -> None:
 def translation_cache(translate, domain: str, problem: str, **options: Any):
     """``translate(domain, problem, **options)`` (``fast_downward.pddl2sas``: ``(task, sas text)``), read from
     ``$GENENV_CACHE/alfworld/sas/<sha256>.pkl.z`` when an earlier call wrote it, else computed and written there
-    (zlib-compressed pickle, ~40 KB; written to a temporary file and renamed, so concurrent processes never read a
-    half-written one). The key hashes the translator's version, the options and both PDDL texts. A file that cannot
-    be read is translated again and rewritten. Like every file of :func:`~genenv.envs.data.cache_dir`, it can be
-    deleted; it is a pickle, so the cache folder must be writable only by its user."""
-    import importlib.metadata
-    import os
+    (zlib-compressed pickle, ~40 KB, by :func:`write_atomically`). The key hashes the translator's version, the
+    options and both PDDL texts. A file that cannot be read is translated again and rewritten. Like every file of
+    :func:`~genenv.envs.data.cache_dir`, it can be deleted; it is a pickle, so the cache folder must be writable only
+    by its user."""
     import pickle
-    import tempfile
     import zlib
 
     _import_translator()
-    version = importlib.metadata.version("fast-downward-textworld")
-    key = hashlib.sha256(json.dumps([version, sorted(options.items()), domain, problem]).encode()).hexdigest()
-    path = cache_dir() / "alfworld" / "sas" / f"{key}.pkl.z"
+    key = hashlib.sha256(json.dumps([_translator_version(), sorted(options.items()), domain, problem]).encode())
+    path = cache_dir() / "alfworld" / "sas" / f"{key.hexdigest()}.pkl.z"
     try:
         return pickle.loads(zlib.decompress(path.read_bytes()))
-    except Exception:  # noqa: BLE001 - a missing or unreadable cache file: translate again
-        pass
-    result = translate(domain, problem, **options)
+    except Exception:  # noqa: BLE001 - a missing or unreadable cache file: translate again, below
+        result = translate(domain, problem, **options)
+    write_atomically(path, zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6))
+    return result
+
+
+@functools.cache
+def _translator_version() -> str:
+    """The installed ``fast-downward-textworld`` version (part of every translation's cache key)."""
+    import importlib.metadata
+
+    return importlib.metadata.version("fast-downward-textworld")
+
+
+def write_atomically(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` through a temporary file in its folder and a rename, so that no reader (another
+    thread or process) ever sees half a file. Returns ``False``, leaving nothing behind, when the folder cannot be
+    written (read-only, full): a cache file is then simply not kept."""
+    import os
+    import tempfile
+
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(zlib.compress(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL), 6))
+            f.write(data)
         os.replace(tmp, path)
-    except OSError:  # a read-only or full cache folder: the translation is still returned
-        pass
-    return result
+        return True
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        return False
 
 
 PARSERS = (("textworld.envs.pddl.textgen", 8192), ("textworld.envs.pddl.logic", 256), ("textworld.logic", 8192))
@@ -130,7 +146,6 @@ def _memoise_parsers() -> None:
     Gold episodes give identical observations and rewards with and without it (``tests/test_alfworld.py``). Calls
     with the ``trace`` flag or other parser options, or arguments that are not strings, go to the parser as before.
     """
-    import functools
     import importlib
     import pickle
 
@@ -331,9 +346,6 @@ def game_record(task: Task) -> dict[str, Any]:
                 record["feedback"].append(feedback)
                 record["admissible"].append(admissible)
                 record["won"].append(won)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(path)
+        write_atomically(path, json.dumps(record).encode())
     _records[key] = record
     return record

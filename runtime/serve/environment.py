@@ -52,8 +52,8 @@ class SessionWorkers:
     least-loaded worker; episodes on different workers step in parallel.
 
     Args:
-        workers: worker processes (default :func:`~genenv.runtime.threads.usable_cores`); ``0`` runs such sessions in the server process
-            under one lock per env class (one step at a time).
+        workers: worker processes (default :func:`~genenv.runtime.threads.usable_cores`); ``0`` runs such
+            sessions in the server process under one lock per env class (one step at a time).
     """
 
     def __init__(self, workers: int | None = None):
