@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from genenv.benchmarks.bounded_schema import fits
 from genenv.envs.parsing import raw_decode_json
 from genenv.envs.task import Task
 
@@ -58,13 +59,6 @@ def final_request(ask: str, p_hat: float | None, alpha: float, feedback: str | N
     rate = f"The agent currently solves {p_hat:.0%} of such tasks. " if p_hat is not None else ""
     return f"{rate}{ask} Make it different from the previous ones, so that the agent solves it about " \
            f"{alpha:.0%} of the time."
-
-
-def json_object(properties: dict[str, Any], optional: Sequence[str] = ()) -> dict[str, Any]:
-    """A JSON Schema object with exactly ``properties`` (in that order), all required but ``optional``, no others
-    (the strict shape a generation format takes)."""
-    return {"type": "object", "properties": properties,
-            "required": [k for k in properties if k not in optional], "additionalProperties": False}
 
 
 class TaskWriter(abc.ABC):
@@ -136,17 +130,22 @@ class TaskWriter(abc.ABC):
 
     def admits_own_demonstration(self, task: Task) -> bool:
         """Whether :meth:`parse_generated` admits ``task``'s own demonstration (:meth:`as_generation`), with
-        ``task`` as the parent; cached per task id and :attr:`grounded` (validation may execute calls). A
+        ``task`` as the parent, and the demonstration fits :meth:`generation_schema` of ``[task]`` (so structured
+        decoding could write it: a demonstration with a character or a length the schema excludes would teach
+        what the grammar refuses); cached per task id and :attr:`grounded` (validation may execute calls). A
         demonstration the format cannot express (``ValueError``) is not admitted."""
         key = (task.id, self.grounded)
         cache = self.__dict__.setdefault("_admits_own", {})
         if key not in cache:
             try:
-                text = json.dumps(self.as_generation(task), ensure_ascii=False)
+                demo = self.as_generation(task)
+                text = json.dumps(demo, ensure_ascii=False)
             except (ValueError, KeyError, TypeError):
                 cache[key] = False
             else:
-                cache[key] = isinstance(self.parse_generated(text, f"{task.id}-demo", 0, task), Task)
+                schema = self.generation_schema([task])
+                cache[key] = (schema is None or fits(demo, schema)) and isinstance(
+                    self.parse_generated(text, f"{task.id}-demo", 0, task), Task)
         return cache[key]
 
     @abc.abstractmethod

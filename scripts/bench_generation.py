@@ -2,7 +2,7 @@
 sampling, grounded vs format-only validation, and what each admitted task costs.
 
     python scripts/bench_generation.py [--benchmarks bfcl,bamboogle,...] [--prompts 8] [--n 4]
-        [--policy smollm2] [--out runs/bench_generation]
+        [--policy smollm2] [--modes constrained,free] [--out runs/bench_generation]
 
 For each benchmark it builds ``--prompts`` generation prompts exactly as the trainer does
 (:func:`genenv.trainer.generation.write_tasks`, GenEnv mode, demonstrations from the real training pool, seeded),
@@ -10,9 +10,12 @@ samples ``--n`` generations per prompt twice — under the spec's JSON Schema (`
 freely — at the benchmark's configured temperature and ``max_new_tokens``, and validates every text twice: with
 the grounded rules (the default) and with format, type and execution checks only (``generation.grounded: false``,
 the validators before grounding). Prints, per benchmark and sampling mode: generations, admitted under each
-validator, the most frequent rejection reasons, generated tokens per second, and seconds of generation per
-admitted (grounded) task. Writes ``results.json`` and ``examples.md`` (tasks the format-only validator admits
-that the grounded one rejects, and admitted tasks) under ``--out``.
+validator, generated tokens per second, seconds of generation per admitted (grounded) task, the median response
+tokens, the largest token budget (:func:`genenv.trainer.generation.generation_budget`), how many generations ended
+at their budget ("cut"), and every rejection reason with its count.
+Writes ``results.json``, ``generations.jsonl`` (every
+generation: text, tokens, verdict and its detail) and ``examples.md`` (tasks the format-only validator admits that
+the grounded one rejects, and admitted tasks) under ``--out``.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.task import Task
 from genenv.trainer.task_pool import TaskPool
 
-DEFAULT_BENCHMARKS = ("bfcl", "bfcl_multi_turn", "bamboogle", "api_bank", "alfworld", "travelplanner")
+DEFAULT_BENCHMARKS = ("bfcl", "bfcl_multi_turn", "bamboogle", "api_bank", "api_bank_plan", "api_bank_response",
+                      "alfworld", "travelplanner", "twx")
 
 
 def generation_config(benchmark: str, constrained: bool, prompts: int, n: int):
@@ -40,23 +44,36 @@ def generation_config(benchmark: str, constrained: bool, prompts: int, n: int):
     return cfg.generation, cfg.benchmark
 
 
-def run_benchmark(name: str, policy, prompts: int, n: int, seed: int, data_dir: str | None) -> dict[str, Any]:
-    """Both sampling modes on one benchmark; returns the figures and example rows."""
-    from genenv.trainer.generation import genenv_plans, write_tasks
+def run_benchmark(name: str, policy, prompts: int, n: int, seed: int, data_dir: str | None,
+                  modes: tuple[str, ...], generations_file: Path) -> dict[str, Any]:
+    """The sampling ``modes`` on one benchmark; returns the figures and example rows, and appends every
+    generation with its verdict to ``generations_file`` (JSON lines)."""
+    from genenv.trainer.generation import genenv_plans, generation_budget, write_tasks
 
     spec = get_benchmark(name, data_dir)
     format_only = get_benchmark(name, data_dir, grounded=False)  # validation without the grounded rules
     out: dict[str, Any] = {"benchmark": name}
-    for constrained in (True, False):
+    for constrained in [m == "constrained" for m in modes]:
         g, bench = generation_config(name, constrained, prompts, n)
         tasks = spec.load(split="train", **spec.pool_options(bench.get("seed_options")))
         pool = TaskPool(tasks)
         tokens0, seconds0 = policy.generated_tokens, policy.generate_seconds
         t0 = time.perf_counter()
-        records, rejected = write_tasks(spec, policy, pool, g, 0.5, 0, genenv_plans(spec, pool, random.Random(seed), g))
+        plans = genenv_plans(spec, pool, random.Random(seed), g)
+        records, rejected = write_tasks(spec, policy, pool, g, 0.5, 0, plans)
         wall = time.perf_counter() - t0
+        budgets = [generation_budget(spec.generation_schema(plans[r.prompt_index].seeds), g.max_new_tokens,
+                                     constrained) for r in records]
+        lengths = sorted(len(r.generation.response_ids) for r in records)
         tokens, seconds = policy.generated_tokens - tokens0, policy.generate_seconds - seconds0
         loose, examples = Counter(), []
+        with open(generations_file, "a", encoding="utf-8") as fh:
+            for r in records:
+                fh.write(json.dumps({"benchmark": name, "mode": "constrained" if constrained else "free",
+                                     "tokens": len(r.generation.response_ids), "admitted": r.admitted,
+                                     "rejection": r.rejection.reason if r.rejection else None,
+                                     "detail": r.rejection.detail if r.rejection else None,
+                                     "text": r.generation.text}, ensure_ascii=False) + "\n")
         for r in records:
             verdict: Any = r.task or r.rejection
             if spec.grounding_reasons:  # the spec has grounded rules: validate again without them
@@ -75,6 +92,10 @@ def run_benchmark(name: str, policy, prompts: int, n: int, seed: int, data_dir: 
             "rejections_grounded": dict(rejected.most_common()),
             "rejections_format_only": {k: v for k, v in loose.most_common() if k != "admitted"},
             "generated_tokens": tokens, "generate_seconds": round(seconds, 2), "wall_seconds": round(wall, 2),
+            "response_tokens": {"median": lengths[len(lengths) // 2] if lengths else None,
+                                "max": lengths[-1] if lengths else None},
+            "budget_tokens": max(budgets, default=None),
+            "ended_at_budget": sum(len(r.generation.response_ids) >= b for r, b in zip(records, budgets)),
             "tokens_per_second": round(tokens / seconds, 1) if seconds else None,
             "seconds_per_admitted_task": round(seconds / admitted, 1) if admitted else None,
             "examples": examples}
@@ -91,29 +112,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="runs/bench_generation")
+    p.add_argument("--modes", default="constrained,free", help="sampling modes: constrained, free or both")
     args = p.parse_args(argv)
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     from genenv.runtime.policies import make_policy
 
     policy = make_policy(args.policy)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "generations.jsonl").unlink(missing_ok=True)
     results = []
-    print(f"{'benchmark':16} {'sampling':11} {'gen':>4} {'adm.grounded':>12} {'adm.format':>10} {'tok/s':>6} "
-          f"{'s/admitted':>10}  top rejections (grounded)")
+    print(f"{'benchmark':17} {'sampling':11} {'gen':>4} {'adm.grounded':>12} {'adm.format':>10} {'tok/s':>6} "
+          f"{'s/admitted':>10} {'tok50':>5} {'budget':>6} {'cut':>4}  rejections (grounded)")
     for name in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
-        res = run_benchmark(name, policy, args.prompts, args.n, args.seed, args.data_dir)
+        res = run_benchmark(name, policy, args.prompts, args.n, args.seed, args.data_dir, modes,
+                            out_dir / "generations.jsonl")
         results.append(res)
-        for mode in ("constrained", "free"):
+        for mode in modes:
             r = res[mode]
-            top = ", ".join(f"{k} {v}" for k, v in list(r["rejections_grounded"].items())[:4])
-            print(f"{name:16} {mode:11} {r['generations']:4d} {r['admitted_grounded']:12d} "
+            reasons = ", ".join(f"{k} {v}" for k, v in r["rejections_grounded"].items())
+            print(f"{name:17} {mode:11} {r['generations']:4d} {r['admitted_grounded']:12d} "
                   f"{r['admitted_format_only']:10d} {r['tokens_per_second'] or 0:6.1f} "
-                  f"{r['seconds_per_admitted_task'] or float('inf'):10.1f}  {top}", flush=True)
+                  f"{r['seconds_per_admitted_task'] or float('inf'):10.1f} {r['response_tokens']['median'] or 0:5d} "
+                  f"{r['budget_tokens'] or 0:6d} {r['ended_at_budget']:4d}  {reasons}", flush=True)
         (out_dir / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     with open(out_dir / "examples.md", "w", encoding="utf-8") as fh:
         for res in results:
             fh.write(f"## {res['benchmark']}\n\n")
-            for mode in ("constrained", "free"):
+            for mode in modes:
                 for ex in res[mode]["examples"]:
                     verdict = "admitted" if ex["grounded_rejection"] is None else \
                         f"format-only admits, grounded rejects: {ex['grounded_rejection']} ({ex['detail']})"

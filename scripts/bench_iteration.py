@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 POWERED = ["benchmark=twx", "+benchmark.seed_options.params.coin='numLocations=4,numDistractorItems=0,includeDoors=0'",
            "curriculum.alpha=0.5", "curriculum.beta=20", "curriculum.k_min=0.15", "generation.temperature=0.7",
-           "generation.max_new_tokens=64", "agent.response_length=2048", "agent.batch_tasks=4", "agent.n=4",
+           "agent.response_length=2048", "agent.batch_tasks=4", "agent.n=4",
            "agent.filter_groups.enable=true", "agent.filter_groups.max_rollouts=48", "agent.temperature=0.7",
            "agent.max_new_tokens=16", "agent.policy.lr=1e-5", "env_policy.update_mode=grpo",
            "env_policy.policy.lr=2e-5", "env_policy.policy.kl_coef=0.01", "agent.policy.prefix_cache_tokens=65536",

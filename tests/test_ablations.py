@@ -12,7 +12,7 @@ def _run(tmp_path, tiny_model_dir, *extra, benchmark: str = "bamboogle"):
                           "threads=1", f"agent.policy.model={tiny_model_dir}",
                           f"env_policy.policy.model={tiny_model_dir}",
                           "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
-                          "generation.max_new_tokens=8", "agent.batch_tasks=2", "agent.n=2",
+                          "agent.batch_tasks=2", "agent.n=2",
                           "agent.max_new_tokens=6", *extra])
     return CoEvolutionTrainer(cfg).run()[0]
 

@@ -29,7 +29,7 @@ def _tiny(tiny_model_dir, exp, *extra):
     return [f"experiment_dir={exp}", "benchmark=bamboogle", "tensorboard=false", "threads=1",
             f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
             "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
-            "generation.max_new_tokens=12", "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=8",
+            "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=8",
             "eval.every=1", "eval.limit=3", "keep_checkpoints=5", *extra]
 
 

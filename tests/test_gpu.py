@@ -50,7 +50,7 @@ def test_one_iteration_checkpoint_and_resume_on_the_gpu(tmp_path, real_shape_dir
     overrides = [f"run_dir={tmp_path / 'run'}", "benchmark=bamboogle", "device=cuda", "tensorboard=false",
                  f"agent.policy.model={real_shape_dir}", f"env_policy.policy.model={real_shape_dir}",
                  f"agent.policy.lora_r={lora_r}", f"env_policy.policy.lora_r={lora_r}",
-                 "generation.prompts_per_iteration=2", "generation.max_new_tokens=32", "agent.batch_tasks=4",
+                 "generation.prompts_per_iteration=2", "agent.batch_tasks=4",
                  "agent.n=4", "agent.max_new_tokens=16", "eval.every=1", "eval.limit=4",
                  "reward.free_text_metric=fuzz"]  # random text scores unequal values: the agent update runs
     rows = CoEvolutionTrainer(compose_config([*overrides, "iterations=1"])).run()

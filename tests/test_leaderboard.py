@@ -140,7 +140,7 @@ def test_a_training_runs_agent_is_evaluated_from_its_checkpoint(tmp_path, tiny_m
         f"run_dir={run}", "benchmark=bamboogle", "iterations=1", "tensorboard=false", "threads=1",
         f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
         f"agent.policy.lora_r={lora_r}", "generation.prompts_per_iteration=1",
-        "generation.generations_per_prompt=2", "generation.max_new_tokens=16", "agent.batch_tasks=3", "agent.n=2",
+        "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2",
         "agent.max_new_tokens=8", "eval.every=0", "autocast_dtype=float32"]))  # float32: logits compare exactly
     trainer.run()
     trained = trainer.backend.models["agent"]

@@ -21,7 +21,7 @@ def test_killed_run_resumes_with_pool_and_counters(tmp_path, tiny_model_dir, kil
     overrides = [f"run_dir={run}", "benchmark=bamboogle", "iterations=3", "tensorboard=false", "threads=1",
                  f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
                  "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
-                 "generation.max_new_tokens=16", "agent.batch_tasks=3",
+                 "agent.batch_tasks=3",
                  "agent.n=2", "agent.max_new_tokens=8", "keep_checkpoints=5"]
     proc = subprocess.Popen([sys.executable, "-m", "genenv.trainer.cli", *overrides],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
@@ -59,7 +59,7 @@ def test_a_run_dir_as_the_env_policy_model_warm_starts_that_runs_environment_pol
     run = tmp_path / "run"
     common = ["benchmark=bamboogle", "iterations=1", "tensorboard=false", "threads=1", "eval.every=0",
               "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
-              "generation.max_new_tokens=16", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=8",
+              "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=8",
               "autocast_dtype=float32"]
     first = CoEvolutionTrainer(compose_config([f"run_dir={run}", f"agent.policy.model={tiny_model_dir}",
                                                f"env_policy.policy.model={tiny_model_dir}", *common]))

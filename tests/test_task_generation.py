@@ -27,15 +27,21 @@ def _seeds(name: str) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def grammars(smollm2_dir):
+def tokenizer(smollm2_dir):
     from transformers import AutoTokenizer
 
-    from genenv.runtime.grammar import SchemaGrammars
     from genenv.runtime.models import prepare_tokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     prepare_tokenizer(tok)
-    return SchemaGrammars(tok, len(tok))
+    return tok
+
+
+@pytest.fixture(scope="module")
+def grammars(tokenizer):
+    from genenv.runtime.grammar import SchemaGrammars
+
+    return SchemaGrammars(tokenizer, len(tokenizer))
 
 
 # ----- structured decoding -----
@@ -153,9 +159,89 @@ def test_grounded_validators_admit_every_demonstration(name):
     assert rejected == {}
 
 
+def _walk_to_the_longest(grammars, tokenizer, schema: dict, rng: random.Random, limit: int) -> tuple[list[int], str]:
+    """Tokens a sampler that never chooses to stop writes under ``schema``'s grammar: at every step a random
+    allowed token other than the stop tokens (those only when nothing else is allowed), so strings and lists grow
+    until their bounds end them. Returns the tokens (the stop token last) and the text."""
+    import numpy as np
+    import xgrammar as xgr
+
+    matcher = xgr.GrammarMatcher(grammars.compiled(schema))
+    vocab = grammars.info.vocab_size
+    bitmask = xgr.allocate_token_bitmask(1, vocab)
+    stops = set(grammars.info.stop_token_ids)
+    tokens: list[int] = []
+    while not matcher.is_terminated() and len(tokens) < limit:
+        matcher.fill_next_token_bitmask(bitmask)
+        allowed = np.flatnonzero(np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:vocab])
+        choices = [int(t) for t in allowed if int(t) not in stops] or [int(t) for t in allowed]
+        tokens.append(rng.choice(choices))
+        assert matcher.accept_token(tokens[-1])
+    return tokens, tokenizer.decode(tokens[:-1], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+@pytest.mark.parametrize("name", GENERATING)
+def test_a_complete_object_always_fits_the_generation_budget(name, grammars, tokenizer):
+    """The budget a constrained generation gets (``generation_budget``: the schema's longest accepted text in
+    bytes, plus the stop token) holds the longest object a sampler that never stops can write: every walk ends
+    with the stop token within the budget, its text within ``max_json_bytes``, and parses as one JSON object."""
+    from genenv.benchmarks.bounded_schema import max_json_bytes
+    from genenv.trainer.generation import generation_budget
+
+    spec, tasks = _seeds(name)
+    rng = random.Random(0)
+    seeds = [t for t in tasks if spec.demonstrable(t)]
+    for seed in rng.sample(seeds, 2):
+        schema = spec.generation_schema([seed])
+        budget = generation_budget(schema, None, True)
+        tokens, text = _walk_to_the_longest(grammars, tokenizer, schema, rng, budget + 1)
+        assert len(tokens) <= budget and tokens[-1] in grammars.info.stop_token_ids, (seed.id, len(tokens))
+        assert len(text.encode()) <= max_json_bytes(schema) and isinstance(json.loads(text), dict), text[:200]
+
+
+def test_unbounded_schemas_are_refused_with_where():
+    """Parts that accept texts of any length are named; a too-small budget is a configuration error."""
+    from genenv.benchmarks.bounded_schema import UnboundedSchema, json_object, max_json_bytes, text
+    from genenv.trainer.generation import generation_budget
+    from genenv.trainer.settings import ConfigError
+
+    for part, where in [({"type": "string"}, "$.a"), ({"type": "array", "items": text(3)}, "$.a"),
+                        ({"type": "number"}, "$.a"), ({}, "$.a"), ({"type": "string", "pattern": "^a+$"}, "$.a"),
+                        ({"type": "object", "additionalProperties": text(3), "maxProperties": 2}, "$.a")]:
+        with pytest.raises(UnboundedSchema) as err:
+            max_json_bytes(json_object({"a": part}))
+        assert err.value.path == where
+    bounded = json_object({"q": text(10, suffix="?"), "n": {"type": "integer", "minimum": 0, "maximum": 100},
+                           "e": {"enum": ["ab", "é"]}})
+    assert max_json_bytes(bounded) == len('{"q": "' + "x" * 10 + '?", "n": 100, "e": "ab"}') == 41
+    assert generation_budget(bounded, None, True) == 42 == generation_budget(bounded, 500, True)
+    assert generation_budget(bounded, 20, False) == 20  # free sampling: the cap
+    with pytest.raises(ConfigError, match="below the 42 tokens"):
+        generation_budget(bounded, 41, True)
+    with pytest.raises(ConfigError, match="unbounded"):
+        generation_budget(json_object({"a": {"type": "string"}}), 500, True)
+
+
+def test_a_run_whose_budget_cannot_hold_a_generation_stops_at_start(tmp_path):
+    """``generation.max_new_tokens`` below what the benchmark's schema needs fails when the run starts, before
+    any model loads or any task is written, and names the key and the need."""
+    from genenv.trainer.cli import compose_config
+    from genenv.trainer.generation import run_generation_budget
+    from genenv.trainer.settings import ConfigError, run_settings
+
+    settings = run_settings(compose_config(["benchmark=bfcl", "generation.max_new_tokens=384"]))
+    with pytest.raises(ConfigError, match=r"generation.max_new_tokens=384 is below the \d+ tokens"):
+        run_generation_budget(settings)
+    derived = run_settings(compose_config(["benchmark=bfcl"]))
+    assert derived.generation.max_new_tokens is None and run_generation_budget(derived) > 384
+    free = run_settings(compose_config(["benchmark=bfcl", "generation.max_new_tokens=384",
+                                        "generation.constrained=false"]))
+    assert run_generation_budget(free) == 384
+
+
 PLANTED = {  # (benchmark, a demonstration's field path to the request text, the text put there)
     "bfcl": ("question", "Please call the function for me."),
-    "api_bank": ("dialogue", "User: Please do it for me.\nAI: Sure."),
+    "api_bank": ("dialogue", ["User: Please do it for me.", "AI: Sure."]),
     "bfcl_multi_turn": ("question", "Please handle it."),
     "api_bank_plan": ("requirement", "Please handle it."),
 }
@@ -187,11 +273,11 @@ def test_grounded_validators_reject_planted_ungrounded_tasks(name):
 
 def test_grounded_response_task_needs_its_request_arguments_in_the_dialogue():
     spec, tasks = _seeds("api_bank_response")
-    seed = next(t for t in tasks if spec.demonstrable(t) and "(" in spec.as_generation(t)["dialogue"].splitlines()[-1]
-                and "='" in spec.as_generation(t)["dialogue"].splitlines()[-1])
+    seed = next(t for t in tasks if spec.demonstrable(t) and "(" in spec.as_generation(t)["dialogue"][-1]
+                and "='" in spec.as_generation(t)["dialogue"][-1])
     demo = spec.as_generation(seed)
-    request = demo["dialogue"].splitlines()[-1]
-    planted = {**demo, "dialogue": "User: Please do it.\nAI: Sure.\n" + request}
+    request = demo["dialogue"][-1]
+    planted = {**demo, "dialogue": ["User: Please do it.", "AI: Sure.", request]}
     assert spec.parse_generated(json.dumps(planted), "g", 0, seed).reason == "ungrounded_value"
     assert isinstance(spec.parse_generated(json.dumps(demo), "g", 0, seed), Task)
 
@@ -221,8 +307,10 @@ def test_bfcl_grounding_rules_on_planted_values():
 def test_bamboogle_offline_rules_reject_the_issue_example_and_admit_every_question():
     spec, _ = _seeds("bamboogle")
     every = spec.load(split="test")
-    assert len(every) == 125 and all(spec.admits_own_demonstration(t) for t in every)
-    assert sum(spec.demonstrable(t) for t in every) == 122  # 3 questions hold a '"' the grammar cannot write
+    assert len(every) == 125 and all(isinstance(spec.parse_generated(json.dumps(spec.as_generation(t)), "g", 0, t),
+                                                Task) for t in every)
+    # 5 questions hold a '"' (3) or a non-ASCII character (Temür, curly quotes), which a bounded string cannot write
+    assert sum(spec.demonstrable(t) for t in every) == 120
     for question, answer, reason in [
             ("How many people does the person who invented the blender have?", "A mix of people", "answer_not_entity"),
             ("How many moons does the planet named after the god of war have?", "Some moons", "answer_type_mismatch"),
@@ -256,8 +344,7 @@ def test_envgen_calls_the_frozen_llm_only_every_k_iterations(tmp_path, tiny_mode
                           "threads=1", f"agent.policy.model={tiny_model_dir}",
                           f"env_policy.policy.model={tiny_model_dir}",
                           "arm=envgen", "generation.every=2", "generation.prompts_per_iteration=1",
-                          "generation.generations_per_prompt=2", "generation.max_new_tokens=8",
-                          "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=6"])
+                          "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=6"])
     trainer = CoEvolutionTrainer(cfg)
     calls = []
     env_policy = trainer.backend.policy("env_policy")

@@ -59,7 +59,7 @@ def test_one_iteration_on_bfcl_validates_with_the_official_checker(tmp_path, smo
     cfg = compose_config([
         "benchmark=bfcl", f"run_dir={tmp_path}/run", "iterations=1", "tensorboard=false",
         "generation.prompts_per_iteration=1", "generation.generations_per_prompt=2",
-        "generation.max_new_tokens=160", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=48"])
+        "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=48"])
     trainer = CoEvolutionTrainer(cfg)
     played, rollout = [], trainer.rollout
 

@@ -42,6 +42,7 @@ from genenv.envs.registry import render_messages
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import to_verl_row
 from genenv.trainer.cli import compose_config
+from genenv.trainer.generation import run_generation_budget
 from genenv.trainer.settings import run_settings
 from genenv.trainer.engines.verl_ray.batches import (batch_meta, pad_for_workers, tasks_to_batch,
                                                      trajectories_from_output, update_meta, worker_tensordict)
@@ -134,7 +135,8 @@ def test_role_configs_pass_verls_validation_for_every_benchmark():
             else:
                 assert rollout.agent.default_agent_loop == "single_turn_agent"
                 assert rollout.n == cfg.generation.generations_per_prompt
-                assert rollout.response_length == cfg.generation.max_new_tokens  # the benchmark's, else the paper's
+                # the budget its generation schema needs (trainer/generation.py: generation_budget)
+                assert rollout.response_length == run_generation_budget(run_settings(cfg)) > 0
     multi = role_config(run_settings(compose_config(["engine=verl_ray", "benchmark=twx"])), "agent")
     single = role_config(run_settings(compose_config(["engine=verl_ray", "benchmark=bfcl"])), "agent")
     assert multi.actor_rollout_ref.rollout.response_length == 2048  # twx: agent.response_length

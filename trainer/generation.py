@@ -16,24 +16,31 @@ Two kinds of prompts, chosen by the run's task source (:mod:`genenv.trainer.stra
   where the agent trains on them mixed with the original tasks.
 
 The environment policy samples ``generation.generations_per_prompt`` texts per prompt, under the spec's JSON Schema
-when ``generation.constrained`` (:mod:`genenv.runtime.grammar`). Each text is parsed and validated by the
+when ``generation.constrained`` (:mod:`genenv.runtime.grammar`), each with the token budget that schema needs
+(:func:`generation_budget`: a complete object always fits, so a constrained generation never ends inside the
+grammar). Each text is parsed and validated by the
 spec (:meth:`~genenv.benchmarks.task_writer.TaskWriter.parse_generated`; grounded rules when ``generation.grounded``),
 then checked for near-duplicates of the pool and of the tasks admitted before it; a rejection is counted by reason
 and never enters the pool.
 """
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
+from genenv.benchmarks.bounded_schema import UnboundedSchema, max_json_bytes
+from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.task_writer import Rejection, TaskWriter
 from genenv.envs.task import Task
 from genenv.runtime.policies import Generation, Policy, Prompt
+from genenv.trainer.settings import ConfigError
 from genenv.trainer.task_pool import TaskPool
 
+log = logging.getLogger(__name__)
 FEEDBACK_SKILLS = 8  # skills listed in an EnvGen prompt (the weakest first)
 
 
@@ -117,6 +124,77 @@ def envgen_plans(spec: TaskWriter, pool: TaskPool, rng: random.Random, g) -> lis
     return plans
 
 
+def generation_budget(schema: dict[str, Any] | None, cap: int | None, constrained: bool) -> int:
+    """The tokens one generation may take (``max_new_tokens``): with a schema, ``max_json_bytes(schema) + 1`` (the
+    longest object its grammar accepts, at least one byte a token, then the end-of-turn token;
+    :mod:`genenv.benchmarks.bounded_schema`), so a complete object always fits; without one, ``cap``.
+
+    Args:
+        schema: the generation's JSON Schema (:meth:`~genenv.benchmarks.task_writer.TaskWriter.generation_schema`),
+            or ``None`` (the spec has none).
+        cap: ``generation.max_new_tokens``: ``None`` derives the budget from the schema; a number is the most the
+            run allows (free sampling takes it as the budget when smaller than the schema's).
+        constrained: ``generation.constrained``.
+    Raises:
+        ConfigError: under ``constrained`` the schema needs more than ``cap``, or is unbounded
+            (:class:`~genenv.benchmarks.bounded_schema.UnboundedSchema`); no schema and no ``cap``.
+    """
+    if schema is None:
+        if cap is None:
+            raise ConfigError("generation.max_new_tokens: this benchmark has no generation schema to derive the "
+                              "budget from; set a number")
+        return int(cap)
+    try:
+        need = max_json_bytes(schema) + 1
+    except UnboundedSchema as exc:
+        if constrained or cap is None:
+            raise ConfigError(f"generation.constrained: {exc}; bound it (genenv.benchmarks.bounded_schema) "
+                              "or sample freely with generation.max_new_tokens set") from None
+        return int(cap)
+    if cap is None:
+        return need
+    if constrained and int(cap) < need:
+        raise ConfigError(f"generation.max_new_tokens={cap} is below the {need} tokens the generation schema can "
+                          "need (a complete object must fit the budget); raise it or set it to null (derived)")
+    return need if constrained else min(int(cap), need)
+
+
+def check_generation_budget(spec: TaskWriter, tasks: Sequence[Task], g) -> int | None:
+    """Start-up check of :func:`generation_budget` over the schemas a run's prompts can get: one per demonstrable
+    task of ``tasks`` (the seed pool) as a prompt's first seed (the shipped specs' schemas depend on that seed at
+    most). Logs and returns the largest budget (``None``: no demonstrable task).
+
+    Raises:
+        ConfigError: as :func:`generation_budget`, naming the first failing seed task.
+    """
+    budgets, seen = [], set()
+    for task in tasks:
+        if not spec.demonstrable(task):
+            continue
+        schema = spec.generation_schema([task])
+        key = repr(schema)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            budgets.append(generation_budget(schema, g.max_new_tokens, g.constrained))
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (schema of seed task {task.id})") from None
+    budget = max(budgets, default=None)
+    log.info("environment policy: at most %s tokens per generation (%d schemas)", budget, len(seen))
+    return budget
+
+
+def run_generation_budget(settings) -> int | None:
+    """:func:`check_generation_budget` of a run's benchmark and seed pool (``settings``: a
+    :class:`~genenv.trainer.settings.RunSettings`): the response length an engine must allow the environment
+    policy (veRL's ``rollout.response_length``)."""
+    spec = get_benchmark(settings.benchmark, settings.data_dir, grounded=settings.generation.grounded)
+    tasks = spec.load(split="train", **spec.pool_options(settings.seed_options))
+    return check_generation_budget(spec, tasks[:settings.seed_limit] if settings.seed_limit else tasks,
+                                   settings.generation)
+
+
 def write_tasks(spec: TaskWriter, policy: Policy, pool: TaskPool, g, alpha: float, iteration: int,
                 plans: list[PromptPlan]) -> tuple[list[GenerationRecord], Counter]:
     """Steps 1-2: sample task texts from the environment ``policy`` for each of ``plans`` and validate them.
@@ -125,21 +203,24 @@ def write_tasks(spec: TaskWriter, policy: Policy, pool: TaskPool, g, alpha: floa
         spec: the benchmark spec's task-writer part (prompts, schema, parsing, validation, near-duplicates).
         pool: the task pool (recent p̂ shown in GenEnv prompts, the near-duplicate check).
         g: the run's :class:`~genenv.trainer.settings.GenerationSettings` (``generations_per_prompt``,
-            ``temperature``, ``max_new_tokens``, ``constrained``).
+            ``temperature``, ``max_new_tokens``, ``constrained``); each prompt's budget is :func:`generation_budget`.
         alpha: the target success rate named in GenEnv prompts.
         iteration: the iteration (ids ``gen-<iteration>-<prompt>-<k>`` and the tasks' ``admitted_iteration``).
         plans: the prompts to write (:func:`genenv_plans`, :func:`envgen_plans`).
     Returns:
         one :class:`GenerationRecord` per generation, and the rejection counts by reason.
+    Raises:
+        ConfigError: a prompt's budget (:func:`generation_budget`).
     """
     prompts: list[Prompt] = []
     for plan in plans:
-        schema = spec.generation_schema(plan.seeds) if g.constrained else None
+        schema = spec.generation_schema(plan.seeds)
         p_hat_shown = None if plan.request is not None else pool.recent_p_hat()
         prompts.append(Prompt(spec.generation_messages(plan.seeds, p_hat_shown, alpha, plan.request),
-                              json_schema=schema))
+                              max_new_tokens=generation_budget(schema, g.max_new_tokens, g.constrained),
+                              json_schema=schema if g.constrained else None))
     outputs = policy.generate(prompts, n=g.generations_per_prompt, temperature=g.temperature,
-                              max_new_tokens=g.max_new_tokens)
+                              max_new_tokens=max((p.max_new_tokens for p in prompts), default=1))
     records: list[GenerationRecord] = []
     rejected: Counter = Counter()
     admitted: list[Task] = []

@@ -122,7 +122,7 @@ class GenerationSettings:
     generations_per_prompt: int
     seed_examples: int
     temperature: float
-    max_new_tokens: int
+    max_new_tokens: int | None
     rollouts_per_task: int
     upfront_tasks: int
     upfront_max_rounds: int
@@ -264,6 +264,7 @@ def run_settings(cfg) -> RunSettings:
     per_task, rounds = read_key(cfg, "generation.rollouts_per_task"), read_key(cfg, "generation.upfront_max_rounds")
     fg = "agent.filter_groups"
     limit, eval_limit = read_key(cfg, "benchmark.seed_limit"), read_key(cfg, "eval.limit")
+    gen_tokens = read_key(cfg, "generation.max_new_tokens")
     settings = RunSettings(
         benchmark=str(read_key(cfg, "benchmark.name")),
         task_source=str(read_key(cfg, "task_source")),
@@ -278,6 +279,7 @@ def run_settings(cfg) -> RunSettings:
         env_kwargs=env_kwargs(cfg),
         curriculum=curriculum_settings(cfg),
         generation=_block(GenerationSettings, cfg, "generation", rollouts_per_task=int(per_task or n),
+                          max_new_tokens=None if gen_tokens is None else int(gen_tokens),
                           upfront_tasks=int(read_key(cfg, "generation.upfront_tasks") or 0),
                           upfront_max_rounds=int(rounds or 2 * iterations)),
         agent=AgentSettings(batch_tasks=int(read_key(cfg, "agent.batch_tasks")),

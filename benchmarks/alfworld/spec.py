@@ -29,7 +29,8 @@ from genenv.benchmarks.alfworld.game import game_key, game_record, shared_game, 
 from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, goal_sentence, normalise_goal, plan_goal, scene_inventory,
                                               with_goal)
 from genenv.benchmarks.spec import BenchmarkSpec, Metric
-from genenv.benchmarks.task_writer import Rejection, extract_json_object, final_request, json_object
+from genenv.benchmarks.task_writer import Rejection, extract_json_object, final_request
+from genenv.benchmarks.bounded_schema import json_object
 from genenv.envs.task import Task
 
 ENGINE = "alfworld 0.4.2 / textworld 1.7.0"

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 from genenv.benchmarks.grounding import ungrounded_arguments
 from genenv.benchmarks.spec import BenchmarkSpec, Metric
-from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
+from genenv.benchmarks.task_writer import Rejection, extract_json_object
+from genenv.benchmarks.bounded_schema import array, json_object, number, text
 from genenv.benchmarks.api_bank.env import LEVELS, PROTOCOLS, catalogue_for, suite_of
 from genenv.benchmarks.api_bank.apis import ApiError, ApiRuntime, make_runtime
 from genenv.benchmarks.api_bank.data import api_bank_dir
@@ -53,22 +54,50 @@ def executed_call(runtime: ApiRuntime, name: Any, arguments: Any) -> dict[str, A
     return result
 
 
-_JSON_TYPES = {"str": {"type": "string"}}  # other declared types take any JSON value: the data writes a list as its
-                                         # Python text ("[{'name': ...}]") and numbers as strings or numbers
+# Bounds of the generation formats, from the demonstrable level-1 seeds (longest in brackets): a dialogue line
+# (245 characters; 130 at the 95th percentile), lines per dialogue (10 for calls, 12 for responses), a string
+# argument (88), a reply (227), a level-3 requirement (165) and plan (5 calls).
+LINE_CHARS = 256
+MAX_LINES = 12
+ARGUMENT_CHARS = 96
+RESPONSE_CHARS = 256
+REQUIREMENT_CHARS = 200
+MAX_PLAN_CALLS = 5
+# A parameter declared "str" is a string; other declared types take a bounded JSON value (the data writes a list
+# as its Python text, "[{'name': ...}]", and numbers as strings or numbers).
+_SCALAR = {"anyOf": [text(ARGUMENT_CHARS), number(), {"type": "boolean"}, {"type": "null"}]}
+_ANY_VALUE = {"anyOf": [_SCALAR, array({"anyOf": [text(24), number()]}, 4)]}  # level-3 lists: 3 items of 8 at most
 
 
 def call_schema(catalogue: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """JSON Schema of one call ``{"name", "arguments"}`` to an API of ``catalogue`` (ToolSearcher excluded): one
-    branch per API with its parameters in the description's order (``str`` parameters strings, others any JSON
-    value), none required (execution checks them)."""
+    branch per API with its parameters in the description's order (``str`` parameters bounded strings, others a
+    bounded JSON value), none required (execution checks them)."""
     branches = []
     for name, desc in sorted(catalogue.items()):
         if name == "ToolSearcher":
             continue
-        params = {p: dict(_JSON_TYPES.get(str(d.get("type")), {})) for p, d in desc.get("input_parameters", {}).items()}
+        params = {p: text(ARGUMENT_CHARS) if str(d.get("type")) == "str" else _ANY_VALUE
+                  for p, d in desc.get("input_parameters", {}).items()}
         branches.append(json_object({"name": {"const": name},
                                      "arguments": json_object(params, optional=tuple(params))}))
     return {"anyOf": branches}
+
+
+def dialogue_schema() -> dict[str, Any]:
+    """A dialogue as a list of lines (``"User: ..."``, ``"AI: ..."``, ``"API-Request: [...]"``): bounded lines
+    hold no newline, which a bounded JSON string cannot escape (:mod:`genenv.benchmarks.bounded_schema`)."""
+    return array(text(LINE_CHARS, 1), MAX_LINES, 1)
+
+
+def dialogue_text(value: Any) -> str | None:
+    """The dialogue of a generation: its lines joined by newlines (a single string is taken as written);
+    ``None`` when it is neither a list of strings nor a string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        return "\n".join(value)
+    return None
 
 
 def ordered_arguments(arguments: dict[str, Any], description: dict[str, Any]) -> dict[str, Any]:
@@ -143,14 +172,13 @@ class APIBankSpec(BenchmarkSpec):
     generation_system_prompt = (
         "You write new test dialogues for an agent that calls APIs. A task is a short dialogue between a User and "
         "an AI in which the user asks for something one API can do, and the one correct API call, with every "
-        "argument value stated in the dialogue. Reply with exactly one JSON object with keys \"dialogue\" (lines "
-        "starting with \"User:\" or \"AI:\") and \"call\" ({\"name\": ..., \"arguments\": {...}}) and nothing else.")
+        "argument value stated in the dialogue. Reply with exactly one JSON object with keys \"dialogue\" (a list of "
+        "lines starting with \"User:\" or \"AI:\") and \"call\" ({\"name\": ..., \"arguments\": {...}}) and nothing else.")
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """``{"dialogue": string, "call": {"name", "arguments"}}`` with the call to one level-1/2 API
-        (:func:`call_schema`)."""
-        return json_object({"dialogue": {"type": "string"},
-                            "call": call_schema(catalogue_for(1, self.data_dir))})
+        """``{"dialogue": [line, ...], "call": {"name", "arguments"}}`` with the call to one level-1/2 API
+        (:func:`dialogue_schema`, :func:`call_schema`)."""
+        return json_object({"dialogue": dialogue_schema(), "call": call_schema(catalogue_for(1, self.data_dir))})
 
     def demonstrable(self, task: Task) -> bool:
         """Official level-1 tasks whose call is the first of a short dialogue (no earlier state needed) and
@@ -164,8 +192,8 @@ class APIBankSpec(BenchmarkSpec):
         return task.gold.get("name", "") if isinstance(task.gold, dict) else ""
 
     def as_generation(self, task: Task) -> dict[str, Any]:
-        """``{"dialogue", "call"}`` of a task, arguments in the API description's order."""
-        dialogue = task.prompt.replace(ASK, "").strip()
+        """``{"dialogue", "call"}`` of a task: the dialogue's lines, arguments in the API description's order."""
+        dialogue = task.prompt.replace(ASK, "").strip().splitlines()
         description = catalogue_for(1, self.data_dir).get(task.gold["name"], {})
         return {"dialogue": dialogue, "call": {"name": task.gold["name"],
                                                "arguments": ordered_arguments(task.gold["arguments"], description)}}
@@ -175,9 +203,9 @@ class APIBankSpec(BenchmarkSpec):
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj
-        dialogue, call = obj.get("dialogue"), obj.get("call")
-        if not isinstance(dialogue, str) or "User:" not in dialogue or not isinstance(call, dict):
-            return Rejection("missing_fields", "needs a 'dialogue' string with a 'User:' line and a 'call' object")
+        dialogue, call = dialogue_text(obj.get("dialogue")), obj.get("call")
+        if dialogue is None or "User:" not in dialogue or not isinstance(call, dict):
+            return Rejection("missing_fields", "needs a 'dialogue' (lines) with a 'User:' line and a 'call' object")
         name, arguments = call.get("name"), call.get("arguments", call.get("parameters", {}))
         result = executed_call(make_runtime(api_bank_dir(self.data_dir), suite_of(1), reading="lenient"), name, arguments)
         if isinstance(result, Rejection):
@@ -251,10 +279,10 @@ class APIBankPlanSpec(BenchmarkSpec):
         "and \"calls\" (a list of {\"name\": ..., \"arguments\": {...}}) and nothing else.")
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """``{"requirement": string, "calls": [call, ...]}``: 1 to 8 calls to level-3 APIs (:func:`call_schema`)."""
-        return json_object({"requirement": {"type": "string"},
-                            "calls": {"type": "array", "items": call_schema(catalogue_for(3, self.data_dir)),
-                                      "minItems": 1, "maxItems": 8}})
+        """``{"requirement": string, "calls": [call, ...]}``: 1 to :data:`MAX_PLAN_CALLS` calls to level-3 APIs
+        (:func:`call_schema`)."""
+        return json_object({"requirement": text(REQUIREMENT_CHARS, 1),
+                            "calls": array(call_schema(catalogue_for(3, self.data_dir)), MAX_PLAN_CALLS, 1)})
 
     def demonstrable(self, task: Task) -> bool:
         """Tasks whose demonstration the validator admits (executes, grounded)."""
@@ -356,12 +384,13 @@ class APIBankResponseSpec(BenchmarkSpec):
     generation_system_prompt = (
         "You write new test dialogues for an assistant that uses APIs. A task is a short dialogue between a User "
         "and an AI that ends with one API request line API-Request: [ApiName(key='value', ...)], and the AI's "
-        "reply after the result. Reply with exactly one JSON object with keys \"dialogue\" and \"response\" and "
-        "nothing else.")
+        "reply after the result. Reply with exactly one JSON object with keys \"dialogue\" (a list of lines) "
+        "and \"response\" and nothing else.")
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """``{"dialogue": string, "response": string}`` (the request line is checked by parsing and executing)."""
-        return json_object({"dialogue": {"type": "string"}, "response": {"type": "string"}})
+        """``{"dialogue": [line, ...], "response": string}`` (:func:`dialogue_schema`; the request line is checked
+        by parsing and executing)."""
+        return json_object({"dialogue": dialogue_schema(), "response": text(RESPONSE_CHARS, 1)})
 
     def demonstrable(self, task: Task) -> bool:
         """Short level-1 samples whose demonstration the validator admits."""
@@ -377,7 +406,7 @@ class APIBankResponseSpec(BenchmarkSpec):
         lines = task.prompt.replace("Generate AI Response:", "").strip().splitlines()
         if lines and "->" in lines[-1] and lines[-1].startswith("API-Request:"):
             lines[-1] = lines[-1].split("]->", 1)[0] + "]"
-        return {"dialogue": "\n".join(lines), "response": task.gold}
+        return {"dialogue": lines, "response": task.gold}
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON -> the last ``API-Request:`` line executes -> its result is appended -> :class:`Task`."""
@@ -386,8 +415,8 @@ class APIBankResponseSpec(BenchmarkSpec):
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj
-        dialogue, response = obj.get("dialogue"), obj.get("response")
-        if not isinstance(dialogue, str) or "User:" not in dialogue or not isinstance(response, str) \
+        dialogue, response = dialogue_text(obj.get("dialogue")), obj.get("response")
+        if dialogue is None or "User:" not in dialogue or not isinstance(response, str) \
                 or not response.strip():
             return Rejection("missing_fields", "needs a 'dialogue' with a 'User:' line and a non-empty 'response'")
         if len(response.split()) > MAX_RESPONSE_WORDS:

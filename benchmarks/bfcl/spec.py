@@ -18,7 +18,8 @@ from typing import Any, Sequence
 
 from genenv.benchmarks.grounding import ungrounded_arguments
 from genenv.benchmarks.spec import BenchmarkSpec, Metric
-from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
+from genenv.benchmarks.task_writer import Rejection, extract_json_object
+from genenv.benchmarks.bounded_schema import array, json_object, number, text
 from genenv.benchmarks.bfcl.data import SINGLE_TURN_CATEGORIES
 from genenv.envs.task import Task
 from genenv.benchmarks.bfcl.checker import bfcl_check
@@ -41,9 +42,19 @@ def value_type_problem(value: Any, type_name: str) -> str | None:
         return f"{type(value).__name__} given for {type_name}"
     return None
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-NAME_PATTERN = _NAME_RE.pattern
+# Bounds of the generation format, from the train pool's demonstrations (simple_python, 287 tasks; longest in
+# brackets): names (42 characters), descriptions (function 201, parameter 221), the request (220), enum values
+# (21; at most 7 per parameter), argument strings (37; arrays of at most 7 items of at most 21).
+GENERATED_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,47}(\.[A-Za-z_][A-Za-z0-9_]{0,47})?$"
+PARAM_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,31}$"
+DESCRIPTION_CHARS = 240  # the function's
+PARAM_DESCRIPTION_CHARS = 160  # a parameter's (93 at the 95th percentile)
+QUESTION_CHARS = 240
+VALUE_CHARS = 48  # a scalar argument or default
+ITEM_CHARS = 24  # an enum value or a list item
+MAX_VALUES = 8
 PARAM_KEYS = ("type", "description", "items", "enum", "default")  # a generated parameter's keys, in this order
-MAX_PARAMS = 6
+MAX_PARAMS = 4  # parameters of a generated function (the seeds: 3 median, 4 at the 95th percentile, 6 at most)
 # EnvGen's skills for BFCL: the function's domain, read from words of its name and description (the first domain
 # with a matching word, in this order). BFCL labels no domains; this table is ours, written from the
 # simple_python function names.
@@ -144,22 +155,27 @@ class BFCLSpec(BenchmarkSpec):
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
         """``{"function": {name, description, parameters: {type: "dict", properties, required}}, "question",
         "answer": {name, arguments}}``: types from :data:`PYTHON_TYPES`, at most :data:`MAX_PARAMS` parameters,
-        each with the keys of :data:`PARAM_KEYS` in that order."""
-        item = json_object({"type": {"enum": list(PYTHON_TYPES)}, "enum": {"type": "array"}}, optional=("enum",))
-        param = json_object({"type": {"enum": list(PYTHON_TYPES)}, "description": {"type": "string"},
-                             "items": item, "enum": {"type": "array"}, "default": {}},
+        each with the keys of :data:`PARAM_KEYS` in that order (``items`` with its type only); every string, list
+        and object bounded (:mod:`genenv.benchmarks.bounded_schema`; the bounds above :data:`MAX_PARAMS`). A
+        demonstration outside these bounds is not shown (:meth:`demonstrable`)."""
+        values = array(text(ITEM_CHARS), MAX_VALUES)
+        scalar = {"anyOf": [text(VALUE_CHARS), number(), {"type": "boolean"}]}
+        item = {"anyOf": [text(ITEM_CHARS), number(), {"type": "boolean"}]}
+        param = json_object({"type": {"enum": list(PYTHON_TYPES)}, "description": text(PARAM_DESCRIPTION_CHARS),
+                             "items": json_object({"type": {"enum": list(PYTHON_TYPES)}}), "enum": values, "default": {"anyOf": [scalar, {"type": "null"}]}},
                             optional=("items", "enum", "default"))
-        name = {"type": "string", "pattern": NAME_PATTERN}
+        name = {"type": "string", "pattern": GENERATED_NAME}
         function = json_object({
-            "name": name, "description": {"type": "string"},
+            "name": name, "description": text(DESCRIPTION_CHARS),
             "parameters": json_object({"type": {"const": "dict"},
                                        "properties": {"type": "object", "additionalProperties": param,
+                                                      "propertyNames": {"pattern": PARAM_NAME},
                                                       "minProperties": 1, "maxProperties": MAX_PARAMS},
-                                       "required": {"type": "array", "items": {"type": "string"},
-                                                    "maxItems": MAX_PARAMS}})})
-        answer = json_object({"name": name, "arguments": {"type": "object"}})
-        return json_object({"function": function, "question": {"type": "string"},
-                            "answer": answer})
+                                       "required": array({"type": "string", "pattern": PARAM_NAME}, MAX_PARAMS)})})
+        arguments = {"type": "object", "propertyNames": {"pattern": PARAM_NAME}, "maxProperties": MAX_PARAMS,
+                     "additionalProperties": {"anyOf": [scalar, array(item, MAX_VALUES)]}}
+        answer = json_object({"name": name, "arguments": arguments})
+        return json_object({"function": function, "question": text(QUESTION_CHARS, 1), "answer": answer})
 
     def demonstrable(self, task: Task) -> bool:
         """Single-function, single-call tasks whose function fits the generation format (parameters with

@@ -23,7 +23,8 @@ import json
 from typing import Any, Sequence
 
 from genenv.benchmarks.spec import BenchmarkSpec, Metric
-from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
+from genenv.benchmarks.task_writer import Rejection, extract_json_object
+from genenv.benchmarks.bounded_schema import json_object
 from genenv.benchmarks.travelplanner.checker import COMMONSENSE, HARD, LABELS, PlanVerdict, aggregate
 from genenv.benchmarks.travelplanner.data import query_task, travelplanner_dir
 from genenv.benchmarks.travelplanner.db import load_database

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from genenv.benchmarks.spec import BenchmarkSpec, Metric
-from genenv.benchmarks.task_writer import Rejection, extract_json_object, json_object
+from genenv.benchmarks.task_writer import Rejection, extract_json_object
+from genenv.benchmarks.bounded_schema import json_object
 from genenv.envs.task import Task
 from genenv.benchmarks.twx.env import (
     FOLD_SEEDS,

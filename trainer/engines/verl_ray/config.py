@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genenv.trainer.engines.base import ROLES
 from genenv.trainer.engines.verl_ray.agent_loop import AGENT_LOOP_NAME
+from genenv.trainer.generation import run_generation_budget
 from genenv.trainer.settings import RunSettings, checked_run_settings
 
 
@@ -104,7 +105,7 @@ def derived_settings(settings: RunSettings, role: str) -> dict[str, Any]:
     else:
         g = st.generation
         n, temperature = g.generations_per_prompt, g.temperature
-        batch, response_length = g.prompts_per_iteration, g.max_new_tokens
+        batch, response_length = g.prompts_per_iteration, run_generation_budget(st) or g.max_new_tokens
     mbs = int(rc.micro_batch_size)
     rollout: dict[str, Any] = {"n": n, "temperature": temperature, "response_length": response_length,
                                "log_prob_micro_batch_size_per_gpu": mbs, "seed": st.seed}
