@@ -10,7 +10,8 @@ What the bound relies on (xgrammar 0.2.9's JSON-Schema grammar, the engine of th
 measured, and tested in ``tests/test_task_generation.py``):
 
 - separators ``", "`` and ``": "``, no other whitespace (:data:`genenv.runtime.grammar.JSON_OPTIONS`);
-- a string with a ``pattern`` is generated without escape sequences (``\\"``, ``\\n``, ``\\uXXXX`` are refused):
+- a string with a ``pattern`` or a ``maxLength`` is generated without escape sequences (``\\"``, ``\\n``,
+  ``\\uXXXX`` are refused):
   its JSON text is its characters in quotes; :func:`text` patterns allow printable ASCII except ``"`` and ``\\``,
   one byte (so at most one token) per character;
 - ``enum`` / ``const`` values are generated as their JSON text with raw UTF-8;
@@ -176,8 +177,10 @@ def max_json_bytes(schema: dict[str, Any] | bool, path: str = "$") -> int:
     if kind == "number":
         return _number_bytes(schema, path, fraction=True)
     if kind == "string":
+        if "pattern" not in schema and "maxLength" in schema:  # no escapes under maxLength either
+            return 2 + int(schema["maxLength"]) * UTF8_MAX
         if "pattern" not in schema:
-            raise UnboundedSchema(path, "a string needs a bounded pattern (text())")
+            raise UnboundedSchema(path, "a string needs a bounded pattern (text()) or maxLength")
         try:
             width, ascii_only = pattern_width(schema["pattern"])
         except UnboundedSchema as exc:

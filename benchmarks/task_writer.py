@@ -167,22 +167,39 @@ class TaskWriter(abc.ABC):
         game's parameters and seed, a goal in a scene); ``None`` (the default): compare texts."""
         return None
 
+    def gold_key(self, task: Task) -> str:
+        """The task's gold answer in a canonical form (JSON, keys sorted): two requests that read alike but have
+        different gold answers are different tasks (:meth:`near_duplicate`). A spec whose seed and generated golds
+        are written differently overrides it."""
+        return json.dumps(task.gold, sort_keys=True, ensure_ascii=False, default=str)
+
     def near_duplicate(self, task: Task, pool: Sequence[Task], threshold: float = NEAR_DUPLICATE_THRESHOLD
                        ) -> Rejection | None:
-        """``Rejection("near_duplicate")`` if a pool task of this benchmark has the same :meth:`duplicate_key`
-        or, for benchmarks without one, is within ``threshold`` (rapidfuzz token_set_ratio) of ``task``'s
-        :meth:`dedup_text`; else ``None``."""
+        """``Rejection("near_duplicate")`` if a pool task of this benchmark is the same task, else ``None``.
+
+        The same task: for benchmarks with a :meth:`duplicate_key`, the same key; otherwise a request within
+        ``threshold`` (rapidfuzz ``token_set_ratio`` of :meth:`dedup_text`, case and punctuation aside) that is
+        either the same text
+        (rapidfuzz's default processing: case, punctuation and spacing aside) or has the same gold answer
+        (:meth:`gold_key`). A request that restates a pool task with other values (another city, another
+        number) and so another gold answer is a new task."""
         key = self.duplicate_key(task)
         if key is not None:
             same = next((o for o in pool if o.benchmark == task.benchmark and self.duplicate_key(o) == key), None)
             return Rejection("near_duplicate", f"the same task as pool task {same.id}") if same else None
-        from rapidfuzz import fuzz, process
+        from rapidfuzz import fuzz, process, utils
 
         choices = [self.dedup_text(t) for t in pool]
         if not choices:
             return None
-        best = process.extractOne(self.dedup_text(task), choices, scorer=fuzz.token_set_ratio,
-                                  score_cutoff=threshold)
-        if best is None:
-            return None
-        return Rejection("near_duplicate", f"{best[1]:.0f} similar to pool task {pool[best[2]].id}")
+        text = self.dedup_text(task)
+        gold = None
+        for _, score, index in process.extract(text, choices, scorer=fuzz.token_set_ratio, score_cutoff=threshold,
+                                               processor=utils.default_process, limit=None):
+            if utils.default_process(text) == utils.default_process(choices[index]):
+                return Rejection("near_duplicate", f"the request of pool task {pool[index].id}")
+            gold = self.gold_key(task) if gold is None else gold
+            if self.gold_key(pool[index]) == gold:
+                return Rejection("near_duplicate", f"{score:.0f} similar to pool task {pool[index].id}, "
+                                                   "the same gold answer")
+        return None

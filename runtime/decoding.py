@@ -1,4 +1,4 @@
-"""Batched decoding that retires finished rows: the local engine's sampler for free text.
+"""Batched decoding that retires finished rows: the local engine's sampler, for free text and under a grammar.
 
 ``transformers``' ``generate`` keeps computing every row of its batch until the last row stops (a finished row
 gets padding tokens, ``transformers/generation/utils.py: _sample``), so a batch whose responses differ in length
@@ -15,8 +15,9 @@ bunches: once a quarter of the batch (at least one row) has finished, or when ev
 
 Seeded samples differ from ``generate``'s once a row retires (the batch of the ``multinomial`` draw changes), while
 each sample still comes from the same distribution; greedy tokens are ``generate``'s (tested in float32).
-Constrained decoding (a grammar's logits processor, whose matcher state follows batch positions) stays on
-``generate``.
+Under a grammar (structured decoding) each row has its own matcher, named by the row's input index so that it
+survives the batch shrinking (:class:`~genenv.runtime.grammar.RowMatchers`): the logits a row's grammar forbids are
+set to ``-inf`` before sampling, as xgrammar's logits processor does inside ``generate``.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, cache, max_new_tokens: int,
            temperature: float, stop_ids: Sequence[int], caps: Sequence[int | None] | None = None,
-           on_retire: RetireHook | None = None) -> list[list[int]]:
+           on_retire: RetireHook | None = None, grammar=None) -> list[list[int]]:
     """Continue every row of a left-padded batch until it samples a stop token or reaches its cap.
 
     Args:
@@ -54,6 +55,7 @@ def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, cache, max_n
         temperature: 0 for greedy.
         stop_ids: tokens that end a row (kept as its last token).
         on_retire: called once per row as it finishes, before its states leave the cache (:data:`RetireHook`).
+        grammar: a :class:`~genenv.runtime.grammar.RowMatchers` with one matcher per input row (``None``: free).
     Returns:
         ``B`` lists of response token ids (each ending with its stop token when it stopped).
     Raises:
@@ -78,12 +80,17 @@ def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, cache, max_n
     next_pos = positions[:, -1:] + 1
     fed = 0
     while True:
-        tokens = sample_tokens(out.logits[:, -1, :].float(), temperature)
+        logits = out.logits[:, -1, :].float()
+        if grammar is not None:
+            grammar.mask(logits, active)
+        tokens = sample_tokens(logits, temperature)
         for slot, row in enumerate(active):
             if row in done:
                 continue
             tok = int(tokens[slot])
             responses[row].append(tok)
+            if grammar is not None:
+                grammar.accept(row, tok)
             if tok in stops or len(responses[row]) >= limits[row]:
                 done.append(row)
         live = [slot for slot, row in enumerate(active) if row not in done]

@@ -5,7 +5,7 @@ The environment policy writes tasks as JSON objects in a format each benchmark s
 once in 8 to 30 tries; sampled under the schema's grammar, every token it emits keeps the text a prefix of a
 valid object, and the object ends with the end-of-turn token.
 
-How the grammar is applied (xgrammar 0.2.8):
+How the grammar is applied (xgrammar 0.2.9):
 
 - ``xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=model.config.vocab_size, stop_token_ids=...)``
   maps the vocabulary; ``GrammarCompiler.compile_json_schema(schema, any_whitespace=False,
@@ -77,3 +77,44 @@ class SchemaGrammars:
         """Whether the grammar of ``schema`` accepts ``text`` as a complete object (the test of a format)."""
         matcher = self._xgr.GrammarMatcher(self.compiled(schema))
         return bool(matcher.accept_string(text)) and bool(matcher.is_completed())
+
+
+class RowMatchers:
+    """One grammar matcher per row of a decoding batch that shrinks as rows finish
+    (:func:`genenv.runtime.decoding.decode`): rows are named by their index in the input batch, so a row keeps its
+    matcher when other rows leave. What xgrammar's transformers ``LogitsProcessor`` does per step, by row name.
+
+    Args:
+        compiled: one compiled grammar per input row (:meth:`SchemaGrammars.compiled`).
+        vocab_size: the logits' width the bitmask covers (``SchemaGrammars.info.vocab_size``).
+    """
+
+    def __init__(self, compiled: Sequence[Any], vocab_size: int):
+        import xgrammar as xgr
+
+        self._xgr = xgr
+        self.matchers = [xgr.GrammarMatcher(c) for c in compiled]
+        self.vocab_size = int(vocab_size)
+        self.bitmask = xgr.allocate_token_bitmask(len(self.matchers), self.vocab_size)
+
+    def mask(self, logits, rows: Sequence[int]) -> None:
+        """Set, in place, the logits of tokens row ``rows[slot]``'s grammar forbids to ``-inf`` (``logits``:
+        ``[len(rows), V]`` float32, slot ``slot`` for input row ``rows[slot]``); the slot of a row whose grammar
+        has ended (it sampled its stop token; its samples are ignored) is left as it is."""
+        bitmask = self.bitmask[:len(rows)]
+        for slot, row in enumerate(rows):
+            matcher = self.matchers[row]
+            if matcher.is_terminated():
+                bitmask[slot].fill_(-1)  # every bit set: nothing masked
+            else:
+                matcher.fill_next_token_bitmask(bitmask, slot)
+        self._xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device), vocab_size=self.vocab_size)
+
+    def accept(self, row: int, token: int) -> None:
+        """Advance row ``row``'s matcher by its sampled ``token``.
+
+        Raises:
+            RuntimeError: the grammar refuses ``token`` (it was sampled without :meth:`mask`).
+        """
+        if not self.matchers[row].accept_token(int(token)):
+            raise RuntimeError(f"row {row}: token {token} is outside its grammar")

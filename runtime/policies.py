@@ -128,9 +128,9 @@ class TransformersPolicy:
         decode_attention: on the CPU, single-token decoding steps use
             :func:`~genenv.runtime.attention.decode_attention` instead of SDPA (7.6x faster decoding at 6,000
             cached tokens here); ``False``: SDPA throughout.
-        retire_rows: free-text sampling drops finished rows from the decoding batch
+        retire_rows: sampling (free or under a JSON Schema) drops finished rows from the decoding batch
             (:func:`~genenv.runtime.decoding.decode`); ``False``: transformers' ``generate``, which decodes every row
-            until the batch's last one stops. Constrained (JSON Schema) sampling always uses ``generate``.
+            until the batch's last one stops (with xgrammar's logits processor under a schema).
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
@@ -226,13 +226,19 @@ class TransformersPolicy:
             else:
                 input_ids, attention = left_padded(chunk, tok.pad_token_id)
             input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-            if schemas is None and self.retire_rows:
+            if self.retire_rows:
                 def keep(row, fed, keys, values, mask, response, chunk=chunk):
                     self.prefix_cache.keep_row(list(chunk[row // n]) + response, fed, keys, values, mask)
 
+                grammar = None
+                if schemas is not None:
+                    from genenv.runtime.grammar import RowMatchers
+
+                    grammar = RowMatchers([self.grammars.compiled(schemas[i + row]) for row in range(len(chunk))
+                                           for _ in range(n)], self.grammars.info.vocab_size)
                 with torch.no_grad(), self.precision():
                     responses = self.decode_rows(input_ids, attention, n, cache, max_new_tokens, temperature,
-                                                 row_caps, keep if reuse and not sliding(cache) else None)
+                                                 row_caps, keep if reuse and not sliding(cache) else None, grammar)
             else:
                 kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, eos_token_id=tok.stop_token_ids,
                                               pad_token_id=tok.pad_token_id, **sampling_kwargs(temperature))
@@ -271,12 +277,13 @@ class TransformersPolicy:
         return resp
 
     def decode_rows(self, input_ids, attention, n: int, cache, max_new_tokens: int, temperature: float,
-                    caps: Sequence[int | None], on_retire=None) -> list[list[int]]:
-        """``n`` free-text samples per row of ``input_ids`` (``[B, W]``, left-padded; ``cache``: states of its first
+                    caps: Sequence[int | None], on_retire=None, grammar=None) -> list[list[int]]:
+        """``n`` samples per row of ``input_ids`` (``[B, W]``, left-padded; ``cache``: states of its first
         columns, or ``None``) through :func:`~genenv.runtime.decoding.decode`, which retires finished rows; with
         ``n > 1`` and ``share_prefix`` the prompts are prefilled once and their cache repeated ``n`` times, as in
         :meth:`sample`. Returns ``B * n`` responses (row ``b * n + k``: sample ``k`` of prompt ``b``); ``caps``:
-        one per returned row."""
+        one per returned row; ``grammar``: a :class:`~genenv.runtime.grammar.RowMatchers` over the ``B * n``
+        rows (``None``: free text)."""
         from genenv.runtime.decoding import decode
         from genenv.runtime.kv_cache import growing_cache
 
@@ -286,7 +293,7 @@ class TransformersPolicy:
             self.prefill_shared(input_ids, attention, cache)
         cache.batch_repeat_interleave(n)  # no-op on an empty cache
         return decode(self.model, input_ids.repeat_interleave(n, 0), attention.repeat_interleave(n, 0), cache,
-                      max_new_tokens, temperature, self.tokenizer.stop_token_ids, caps, on_retire)
+                      max_new_tokens, temperature, self.tokenizer.stop_token_ids, caps, on_retire, grammar)
 
     def prefill_shared(self, input_ids, attention, cache) -> None:
         """Prefill every column of ``input_ids`` (``[B, W]``, left-padded, mask ``attention``) but the last into

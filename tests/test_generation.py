@@ -1,6 +1,7 @@
 """Environment-policy task generation: strict-JSON parsing, validation, rejection reasons, near-duplicates."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -80,6 +81,29 @@ def test_near_duplicates_of_the_pool_are_rejected():
     assert BFCL.near_duplicate(copy_of_seed, seeds).reason == "near_duplicate"
     fresh = BFCL.parse_generated(_bfcl_generation(), "g2", 0, None)
     assert BFCL.near_duplicate(fresh, seeds) is None
+
+
+def test_a_restated_request_is_a_new_task_only_with_another_gold_answer():
+    """Near-duplicates are the same task: a request that reads like a pool task's with the same gold call (here
+    with a word added) or the same request text (case and punctuation aside) is rejected; the same request with
+    other values, so another gold call, is a new task."""
+    seed = next(t for t in load_bfcl_tasks("simple_python") if t.id == "simple_python_43")
+    demo = BFCL.as_generation(seed)
+    assert "20 Amperes" in demo["question"] and demo["answer"]["arguments"]["current"] == 20
+
+    def task(question, **arguments):
+        text = json.dumps({**demo, "question": question, "answer": {"arguments": {**demo["answer"]["arguments"],
+                                                                                   **arguments}}})
+        out = BFCL.parse_generated(text, "g", 0, seed)
+        assert isinstance(out, Task), out
+        return out
+
+    same_call = task(demo["question"].replace("Calculate the", "Please calculate the"))
+    assert BFCL.near_duplicate(same_call, [seed]).detail.endswith("the same gold answer")
+    other_value = task(demo["question"].replace("20 Amperes", "35 Amperes"), current=35)
+    assert BFCL.near_duplicate(other_value, [seed]) is None
+    same_text = dataclasses.replace(other_value, prompt=seed.prompt.upper())
+    assert BFCL.near_duplicate(same_text, [seed]).detail == f"the request of pool task {seed.id}"
 
 
 def test_generation_prompt_holds_format_seeds_and_success_rate():

@@ -199,6 +199,30 @@ def test_a_complete_object_always_fits_the_generation_budget(name, grammars, tok
         assert len(text.encode()) <= max_json_bytes(schema) and isinstance(json.loads(text), dict), text[:200]
 
 
+def test_constrained_sampling_that_retires_rows_gives_generates_greedy_objects(tiny_model_dir, grammars):
+    """Structured decoding through the row-retiring decoder (each row's grammar matcher follows the row as others
+    leave the batch) writes, greedily, the same tokens as transformers' ``generate`` with xgrammar's logits
+    processor; every object is complete and its grammar accepts it."""
+    from genenv.benchmarks.bounded_schema import json_object, text
+    from genenv.runtime.policies import Prompt, TransformersPolicy
+    from genenv.trainer.generation import generation_budget
+
+    spec, tasks = _seeds("bamboogle")
+    seeds = [t for t in tasks if spec.demonstrable(t)]
+    schemas = [spec.generation_schema([]), json_object({"question": text(12)}),
+               json_object({"question": text(40), "answer": text(3)})]  # rows that end at different steps
+    prompts = [Prompt(spec.generation_messages(seeds[i:i + 2], 0.25 * i, 0.5), json_schema=schema,
+                      max_new_tokens=generation_budget(schema, None, True)) for i, schema in enumerate(schemas)]
+    outs = {}
+    for retire in (True, False):
+        policy = TransformersPolicy(str(tiny_model_dir), dtype="float32", retire_rows=retire)
+        outs[retire] = [[g.response_ids for g in group] for group in
+                        policy.generate(prompts, n=2, temperature=0.0, max_new_tokens=240)]
+        sampled = policy.generate(prompts, n=2, temperature=1.0, max_new_tokens=240)
+        assert all(grammars.admits(schema, g.text) for schema, group in zip(schemas, sampled) for g in group)
+    assert outs[True] == outs[False] and len({len(ids) for group in outs[True] for ids in group}) > 1
+
+
 def test_unbounded_schemas_are_refused_with_where():
     """Parts that accept texts of any length are named; a too-small budget is a configuration error."""
     from genenv.benchmarks.bounded_schema import UnboundedSchema, json_object, max_json_bytes, text
@@ -215,6 +239,7 @@ def test_unbounded_schemas_are_refused_with_where():
                            "e": {"enum": ["ab", "é"]}})
     assert max_json_bytes(bounded) == len('{"q": "' + "x" * 10 + '?", "n": 100, "e": "ab"}') == 41
     assert generation_budget(bounded, None, True) == 42 == generation_budget(bounded, 500, True)
+    assert max_json_bytes({"type": "string", "maxLength": 5}) == 2 + 5 * 4  # any character, up to 4 bytes
     assert generation_budget(bounded, 20, False) == 20  # free sampling: the cap
     with pytest.raises(ConfigError, match="below the 42 tokens"):
         generation_budget(bounded, 41, True)

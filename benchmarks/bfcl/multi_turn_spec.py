@@ -10,6 +10,7 @@ request (:mod:`genenv.benchmarks.grounding`; the parameter's default and enum ex
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from typing import Any, Sequence
 
@@ -165,6 +166,11 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
         """The first scored turn's request."""
         turn = task.metadata["start_turn"]
         return task.metadata["turns"][turn][0]["content"] if task.metadata["turns"][turn] else task.prompt
+
+    def gold_key(self, task: Task) -> str:
+        """The first scored turn's gold calls (a seed's gold covers every turn, a generated task's one)."""
+        turn = task.metadata["start_turn"]
+        return json.dumps(task.gold[turn] if len(task.gold) > turn else task.gold, sort_keys=True, default=str)
 
 
 def execution_problem(task: Task) -> tuple[Rejection | None, list[str]]:

@@ -13,6 +13,7 @@ minimal gold call: parameters the answer key lets one omit are omitted).
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Sequence
 
@@ -150,13 +151,13 @@ class BFCLSpec(BenchmarkSpec):
         "You write new function-calling tasks for a tool-use agent. A task is one function schema, a user request, "
         "and the one correct call. Parameter types are string, integer, float, boolean, array or dict. Reply with "
         'exactly one JSON object with keys "function", "question" and "answer" '
-        '(answer = {"name": ..., "arguments": {...}}) and nothing else.')
+        '(answer = {"arguments": {...}}, the call of the function) and nothing else.')
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
         """``{"function": {name, description, parameters: {type: "dict", properties, required}}, "question",
-        "answer": {name, arguments}}``: types from :data:`PYTHON_TYPES`, at most :data:`MAX_PARAMS` parameters,
-        each with the keys of :data:`PARAM_KEYS` in that order (``items`` with its type only); every string, list
-        and object bounded (:mod:`genenv.benchmarks.bounded_schema`; the bounds above :data:`MAX_PARAMS`). A
+        "answer": {arguments}}`` (the call of the function): types from :data:`PYTHON_TYPES`, at most
+        :data:`MAX_PARAMS` parameters, each with the keys of :data:`PARAM_KEYS` in that order (``items`` with its
+        type only); every string, list and object bounded (:mod:`genenv.benchmarks.bounded_schema`; the bounds above :data:`MAX_PARAMS`). A
         demonstration outside these bounds is not shown (:meth:`demonstrable`)."""
         values = array(text(ITEM_CHARS), MAX_VALUES)
         scalar = {"anyOf": [text(VALUE_CHARS), number(), {"type": "boolean"}]}
@@ -174,7 +175,7 @@ class BFCLSpec(BenchmarkSpec):
                                        "required": array({"type": "string", "pattern": PARAM_NAME}, MAX_PARAMS)})})
         arguments = {"type": "object", "propertyNames": {"pattern": PARAM_NAME}, "maxProperties": MAX_PARAMS,
                      "additionalProperties": {"anyOf": [scalar, array(item, MAX_VALUES)]}}
-        answer = json_object({"name": name, "arguments": arguments})
+        answer = json_object({"arguments": arguments})  # the call of the function: its name is not written again
         return json_object({"function": function, "question": text(QUESTION_CHARS, 1), "answer": answer})
 
     def demonstrable(self, task: Task) -> bool:
@@ -231,7 +232,8 @@ class BFCLSpec(BenchmarkSpec):
             props[pname] = {k: canonical[k] for k in PARAM_KEYS if k in canonical}
         function = {"name": fn["name"], "description": fn.get("description", ""),
                     "parameters": {"type": "dict", "properties": props, "required": list(params.get("required", []))}}
-        return {"function": function, "question": task.prompt, "answer": self.demonstration_call(task)}
+        return {"function": function, "question": task.prompt,
+                "answer": {"arguments": self.demonstration_call(task)["arguments"]}}
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON → schema check → gold call through bfcl-eval's checker → :class:`Task`."""
@@ -244,7 +246,7 @@ class BFCLSpec(BenchmarkSpec):
         problem = schema_problem(fn)
         if problem:
             return Rejection("bad_schema", problem)
-        name, args = answer.get("name"), answer.get("arguments", answer.get("parameters"))
+        name, args = answer.get("name", fn["name"]), answer.get("arguments", answer.get("parameters"))
         if not isinstance(args, dict):
             return Rejection("bad_answer", "answer.arguments must be an object")
         if name != fn["name"]:
@@ -278,3 +280,12 @@ class BFCLSpec(BenchmarkSpec):
     def dedup_text(self, task: Task) -> str:
         """Function name plus request: the same request against a different function is not a duplicate."""
         return f"{task.tools[0]['name'] if task.tools else ''} {task.prompt}"
+
+    def gold_key(self, task: Task) -> str:
+        """The minimal gold call (:meth:`demonstration_call`; a seed's answer key lists several allowed values,
+        a generated task's one), so that a copy of a seed with the seed's call is the same task."""
+        try:
+            call = self.demonstration_call(task)
+        except (ValueError, KeyError, TypeError, IndexError):
+            return super().gold_key(task)
+        return json.dumps(call, sort_keys=True, ensure_ascii=False, default=str)
