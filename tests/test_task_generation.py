@@ -254,7 +254,13 @@ def test_a_run_whose_budget_cannot_hold_a_generation_stops_at_start(tmp_path):
     from genenv.trainer.generation import run_generation_budget
     from genenv.trainer.settings import ConfigError, run_settings
 
-    settings = run_settings(compose_config(["benchmark=bfcl", "generation.max_new_tokens=384"]))
+    from genenv.trainer.loop import CoEvolutionTrainer
+
+    small = ["benchmark=bfcl", "generation.max_new_tokens=384", f"run_dir={tmp_path}/run",
+             f"agent.policy.model={tmp_path}/no-model", f"env_policy.policy.model={tmp_path}/no-model"]
+    with pytest.raises(ConfigError, match=r"generation.max_new_tokens=384 is below the \d+ tokens"):
+        CoEvolutionTrainer(compose_config(small))  # before any model loads (there is none to load)
+    settings = run_settings(compose_config(small))
     with pytest.raises(ConfigError, match=r"generation.max_new_tokens=384 is below the \d+ tokens"):
         run_generation_budget(settings)
     derived = run_settings(compose_config(["benchmark=bfcl"]))

@@ -45,7 +45,7 @@ from genenv.envs.data import jsonl_line
 from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES
-from genenv.trainer.generation import GenerationRecord, check_generation_budget, record_row, write_tasks
+from genenv.trainer.generation import GenerationRecord, record_row, run_generation_budget, write_tasks
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
 from genenv.runtime.episodes import Rollout, RolloutSpec, Trajectory
 from genenv.trainer.settings import run_settings
@@ -64,6 +64,10 @@ class CoEvolutionTrainer:
         cfg: the composed OmegaConf config.
         backend: a :class:`~genenv.trainer.engines.base.Backend`; built from the run's settings (``engine``) when
             ``None``.
+    Raises:
+        ConfigError: a config value the run cannot use (:func:`~genenv.trainer.settings.run_settings`), or a
+            ``generation.max_new_tokens`` that cannot hold a complete generation
+            (:func:`~genenv.trainer.generation.run_generation_budget`), before any model loads.
     """
 
     def __init__(self, cfg, backend=None):
@@ -75,6 +79,9 @@ class CoEvolutionTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.task_source = build_task_source(st)  # unknown strategy names fail here, before any model loads
         self.agent_batch = build_agent_batch(st)
+        # tokens per generation of the environment policy; ConfigError here, before any model loads, when
+        # generation.max_new_tokens cannot hold a complete generation
+        self.generation_budget = run_generation_budget(st)
         self.backend = backend if backend is not None else build_backend(st)
         self.rng = random.Random(st.seed)
         torch.manual_seed(st.seed)
@@ -88,15 +95,12 @@ class CoEvolutionTrainer:
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
         """Fill the pool with the benchmark's training split (its :attr:`seed_options` updated by the run's
-        ``benchmark.seed_options``: :meth:`~genenv.benchmarks.spec.BenchmarkSpec.pool_options`; ``seed_limit``), check
-        the generation budget (:func:`~genenv.trainer.generation.check_generation_budget`, ``ConfigError`` when
-        ``generation.max_new_tokens`` cannot hold a complete generation), then
+        ``benchmark.seed_options``: :meth:`~genenv.benchmarks.spec.BenchmarkSpec.pool_options`; ``seed_limit``), then
         let the task source add what it writes before the first iteration
         (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.prepare`; ``static_aug``'s up-front tasks)."""
         tasks = self.spec.load(split="train", **self.spec.pool_options(self.settings.seed_options))
         limit = self.settings.seed_limit
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
-        check_generation_budget(self.spec, self.pool.tasks, self.settings.generation)  # ConfigError before writing
         self.task_source.prepare(self)
 
     def latest_checkpoint(self) -> Path | None:
@@ -118,7 +122,6 @@ class CoEvolutionTrainer:
         for name in RUN_LOGS:
             drop_rows_from(self.run_dir / name, self.iteration)
         log.info("resumed from %s at iteration %d with %d pool tasks", path, self.iteration, len(self.pool))
-        check_generation_budget(self.spec, self.pool.tasks, self.settings.generation)
 
     # ----- the loop -----
     def run(self) -> list[dict[str, Any]]:
