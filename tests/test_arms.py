@@ -52,7 +52,8 @@ def test_a_one_file_arm_runs_through_the_unchanged_loop(tmp_path, tiny_model_dir
     exp = compose_config(["benchmark=bamboogle", f"experiment_dir={tmp_path}", "iterations=2", "tensorboard=false",
                           "threads=1", f"agent.policy.model={tiny_model_dir}",
                           f"env_policy.policy.model={tiny_model_dir}", "generation.prompts_per_iteration=1",
-                          "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=6", "benchmark.seed_limit=8",
+                          "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2",
+                          "agent.max_new_tokens=6", "benchmark.seed_limit=8",
                           f"arms=[genenv,{ARM}]"], "experiment")
     cfg = arm_run_config(exp, str(ARM), 0)
     assert arm_name(str(ARM)) == "hardest_first" and cfg.run_dir == str(tmp_path / "hardest_first" / "seed0")

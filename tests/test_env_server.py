@@ -375,7 +375,8 @@ def test_training_over_the_server_gives_the_same_rewards(tmp_path, tiny_model_di
         cfg = compose_config([f"run_dir={tmp_path}/{name}", "benchmark=bamboogle", "iterations=1", "seed=3",
                               "tensorboard=false", "threads=1", f"agent.policy.model={tiny_model_dir}",
                               f"env_policy.policy.model={tiny_model_dir}", "generation.prompts_per_iteration=1",
-                              "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=8", "agent.temperature=1.0",
+                              "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2",
+                              "agent.max_new_tokens=8", "agent.temperature=1.0",
                               "reward.free_text_metric=fuzz", *extra])
         trainer = CoEvolutionTrainer(cfg)
         rewards, rollout = [], trainer.rollout

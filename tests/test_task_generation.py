@@ -375,7 +375,8 @@ def test_envgen_calls_the_frozen_llm_only_every_k_iterations(tmp_path, tiny_mode
                           "threads=1", f"agent.policy.model={tiny_model_dir}",
                           f"env_policy.policy.model={tiny_model_dir}",
                           "arm=envgen", "generation.every=2", "generation.prompts_per_iteration=1",
-                          "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2", "agent.max_new_tokens=6"])
+                          "generation.generations_per_prompt=2", "agent.batch_tasks=3", "agent.n=2",
+                          "agent.max_new_tokens=6"])
     trainer = CoEvolutionTrainer(cfg)
     calls = []
     env_policy = trainer.backend.policy("env_policy")

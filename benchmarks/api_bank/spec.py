@@ -20,6 +20,7 @@ from genenv.benchmarks.task_writer import Rejection, extract_json_object
 from genenv.benchmarks.bounded_schema import array, json_object, number, text
 from genenv.benchmarks.api_bank.env import LEVELS, PROTOCOLS, catalogue_for, suite_of
 from genenv.benchmarks.api_bank.apis import ApiError, ApiRuntime, make_runtime
+from genenv.benchmarks.api_bank.apis.checks import required_missing
 from genenv.benchmarks.api_bank.data import api_bank_dir
 from genenv.benchmarks.api_bank.plan_env import searcher_description
 from genenv.envs.task import Task
@@ -67,20 +68,27 @@ MAX_PLAN_CALLS = 5
 # as its Python text, "[{'name': ...}]", and numbers as strings or numbers).
 _SCALAR = {"anyOf": [text(ARGUMENT_CHARS), number(), {"type": "boolean"}, {"type": "null"}]}
 _ANY_VALUE = {"anyOf": [_SCALAR, array({"anyOf": [text(24), number()]}, 4)]}  # level-3 lists: 3 items of 8 at most
+# a required parameter is never empty (None, "" or an empty list count as left out: apis.checks.is_empty)
+_GIVEN_VALUE = {"anyOf": [text(ARGUMENT_CHARS, 1), number(), {"type": "boolean"},
+                          array({"anyOf": [text(24), number()]}, 4, 1)]}
 
 
-def call_schema(catalogue: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def call_schema(catalogue: dict[str, dict[str, Any]], suite: str) -> dict[str, Any]:
     """JSON Schema of one call ``{"name", "arguments"}`` to an API of ``catalogue`` (ToolSearcher excluded): one
     branch per API with its parameters in the description's order (``str`` parameters bounded strings, others a
-    bounded JSON value), none required (execution checks them)."""
+    bounded JSON value); the parameters the released ``call`` of ``suite`` (``"lv12"`` / ``"lv3"``) has no default
+    for are required and non-empty (:func:`~genenv.benchmarks.api_bank.apis.checks.required_missing`), the others
+    optional. Execution still checks the values."""
     branches = []
     for name, desc in sorted(catalogue.items()):
         if name == "ToolSearcher":
             continue
-        params = {p: text(ARGUMENT_CHARS) if str(d.get("type")) == "str" else _ANY_VALUE
-                  for p, d in desc.get("input_parameters", {}).items()}
+        declared = desc.get("input_parameters", {})
+        required = set(required_missing(suite, name, list(declared), {}))
+        params = {p: (text(ARGUMENT_CHARS, 1 if p in required else 0) if str(d.get("type")) == "str"
+                      else _GIVEN_VALUE if p in required else _ANY_VALUE) for p, d in declared.items()}
         branches.append(json_object({"name": {"const": name},
-                                     "arguments": json_object(params, optional=tuple(params))}))
+                                     "arguments": json_object(params, optional=tuple(set(params) - required))}))
     return {"anyOf": branches}
 
 
@@ -173,12 +181,14 @@ class APIBankSpec(BenchmarkSpec):
         "You write new test dialogues for an agent that calls APIs. A task is a short dialogue between a User and "
         "an AI in which the user asks for something one API can do, and the one correct API call, with every "
         "argument value stated in the dialogue. Reply with exactly one JSON object with keys \"dialogue\" (a list of "
-        "lines starting with \"User:\" or \"AI:\") and \"call\" ({\"name\": ..., \"arguments\": {...}}) and nothing else.")
+        "lines starting with \"User:\" or \"AI:\") and \"call\" ({\"name\": ..., \"arguments\": {...}}) and "
+        "nothing else.")
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
         """``{"dialogue": [line, ...], "call": {"name", "arguments"}}`` with the call to one level-1/2 API
         (:func:`dialogue_schema`, :func:`call_schema`)."""
-        return json_object({"dialogue": dialogue_schema(), "call": call_schema(catalogue_for(1, self.data_dir))})
+        return json_object({"dialogue": dialogue_schema(),
+                            "call": call_schema(catalogue_for(1, self.data_dir), suite_of(1))})
 
     def demonstrable(self, task: Task) -> bool:
         """Official level-1 tasks whose call is the first of a short dialogue (no earlier state needed) and
@@ -282,7 +292,8 @@ class APIBankPlanSpec(BenchmarkSpec):
         """``{"requirement": string, "calls": [call, ...]}``: 1 to :data:`MAX_PLAN_CALLS` calls to level-3 APIs
         (:func:`call_schema`)."""
         return json_object({"requirement": text(REQUIREMENT_CHARS, 1),
-                            "calls": array(call_schema(catalogue_for(3, self.data_dir)), MAX_PLAN_CALLS, 1)})
+                            "calls": array(call_schema(catalogue_for(3, self.data_dir), suite_of(3)),
+                                          MAX_PLAN_CALLS, 1)})
 
     def demonstrable(self, task: Task) -> bool:
         """Tasks whose demonstration the validator admits (executes, grounded)."""

@@ -157,13 +157,14 @@ class BFCLSpec(BenchmarkSpec):
         """``{"function": {name, description, parameters: {type: "dict", properties, required}}, "question",
         "answer": {arguments}}`` (the call of the function): types from :data:`PYTHON_TYPES`, at most
         :data:`MAX_PARAMS` parameters, each with the keys of :data:`PARAM_KEYS` in that order (``items`` with its
-        type only); every string, list and object bounded (:mod:`genenv.benchmarks.bounded_schema`; the bounds above :data:`MAX_PARAMS`). A
-        demonstration outside these bounds is not shown (:meth:`demonstrable`)."""
+        type only); every string, list and object bounded (:mod:`genenv.benchmarks.bounded_schema`; the bounds
+        above :data:`MAX_PARAMS`). A demonstration outside these bounds is not shown (:meth:`demonstrable`)."""
         values = array(text(ITEM_CHARS), MAX_VALUES)
         scalar = {"anyOf": [text(VALUE_CHARS), number(), {"type": "boolean"}]}
         item = {"anyOf": [text(ITEM_CHARS), number(), {"type": "boolean"}]}
         param = json_object({"type": {"enum": list(PYTHON_TYPES)}, "description": text(PARAM_DESCRIPTION_CHARS),
-                             "items": json_object({"type": {"enum": list(PYTHON_TYPES)}}), "enum": values, "default": {"anyOf": [scalar, {"type": "null"}]}},
+                             "items": json_object({"type": {"enum": list(PYTHON_TYPES)}}), "enum": values,
+                             "default": {"anyOf": [scalar, {"type": "null"}]}},
                             optional=("items", "enum", "default"))
         name = {"type": "string", "pattern": GENERATED_NAME}
         function = json_object({
