@@ -16,7 +16,8 @@ from genenv.envs import TextActionWrapper
 from genenv.benchmarks.alfworld.env import SPLITS, ALFWorldEnv, load_alfworld_tasks
 from genenv.benchmarks.alfworld.files import TASK_TYPES, folder_goal, read_game, task_sentence
 from genenv.benchmarks.alfworld.game import PARSERS, game_record
-from genenv.benchmarks.alfworld.goals import goal_pddl, goal_sentence, scene_inventory
+from genenv.benchmarks.alfworld.feasible import feasible_goals, translator_verdict
+from genenv.benchmarks.alfworld.goals import GOAL_SLOTS, goal_pddl, goal_sentence, scene_inventory, with_goal
 from genenv.envs.workers import LocalEpisodes, ProcessEpisodes
 from genenv.envs.text_games import admissible_commands
 from genenv.envs.wrappers import make_text_env
@@ -210,6 +211,42 @@ def test_generated_goals_are_validated_by_the_planner():
     assert admitted.prompt in obs and steps[-1][1] == 1.0 and steps[-1][4]["won"]
     assert SPEC.near_duplicate(admitted, [admitted]).reason == "near_duplicate"
     assert SPEC.near_duplicate(admitted, [parent]) is None
+
+
+def test_the_grammar_offers_the_feasible_goals_of_the_scene_and_the_planner_agrees():
+    """Every real training goal is feasible in its own scene (the grammar leaves none out); goals outside the
+    feasible set are ones the planner refuses; a goal the translator proves unreachable (no ``canContain`` for the
+    pair, where TextWorld fails with ``KeyError 'val1'``) is ``unsolvable``, not an engine failure."""
+    seeds = [t for tt in TASK_TYPES for t in load_alfworld_tasks("train", data_dir=DATA_DIR, per_type=2)
+             if t.metadata["task_type"] == tt]
+    assert len(seeds) == 12
+    for seed in seeds:
+        goal = SPEC.as_generation(seed)
+        slot = GOAL_SLOTS[goal["task_type"]][1]
+        assert goal[slot] in feasible_goals(seed.metadata["game_file"])[goal["task_type"]][goal["object"]], goal
+    parent = parent_with_goal()
+    data = read_game(parent.metadata["game_file"])
+    inv, feasible = scene_inventory(data), feasible_goals(parent.metadata["game_file"])
+    placed = feasible["pick_and_place_simple"]
+    gen = lambda obj, recep: SPEC.parse_generated(json.dumps(  # noqa: E731
+        {"task_type": "pick_and_place_simple", "object": obj, "receptacle": recep}), "gen-t", 1, parent)
+    obj, recep = initial_placement(parent.metadata["game_file"])
+    assert recep not in placed.get(obj, ()) and gen(obj, recep).reason == "already_satisfied"
+    pickupable = {o for o in inv["objects"] if re.search(rf"\(pickupable {o.lower()}_", data["pddl_problem"].lower())}
+    never = [(o, r) for o in sorted(pickupable) for r in inv["receptacles"]
+             if f"(canContain {r}Type {o}Type)" not in data["pddl_problem"]]
+    assert never and all(r not in placed.get(o, ()) for o, r in never)
+    refused = gen(*never[0])
+    assert refused.reason == "unsolvable" and "translator" in refused.detail, refused
+    assert translator_verdict(with_goal(data, {"task_type": "pick_and_place_simple", "object": never[0][0],
+                                               "receptacle": never[0][1]}))[0] == "unsolvable"
+    assert translator_verdict(data) is None  # the game's own goal: a real planning task
+    schema = SPEC.generation_schema([parent])
+    offered = {(b["properties"]["object"]["const"], r) for b in schema["anyOf"]
+               if b["properties"]["task_type"]["const"] == "pick_and_place_simple"
+               for r in b["properties"]["receptacle"]["enum"]}
+    assert offered == {(o, r) for o, rs in placed.items() for r in rs} - {(parent.metadata["goal"]["object"],
+                                                                           parent.metadata["goal"]["receptacle"])}
 
 
 def test_generation_prompt_names_the_parent_scene():

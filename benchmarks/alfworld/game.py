@@ -63,6 +63,15 @@ def _memoise_translation() -> None:
             fast_downward.pddl2sas = pddl2sas
 
 
+def translate(domain: str, problem: str) -> tuple[Any, str]:
+    """fast-downward's PDDL → SAS translation of a game, as TextWorld's PDDL back-end runs it on ``load`` (plain,
+    not optimised): ``(parsed task, SAS text)``, memoised like every translation (:func:`_memoise_translation`)."""
+    _memoise_translation()
+    import fast_downward
+
+    return fast_downward.pddl2sas(domain, problem)
+
+
 def _import_translator() -> None:
     """Import fast-downward's translator as ``pddl2sas`` does: its ``options`` module parses ``sys.argv`` when first
     imported (it exits the process on arguments it does not know, such as a server's), so ``sys.argv`` is set to

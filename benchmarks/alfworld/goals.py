@@ -129,7 +129,7 @@ def plan_goal(game: LoadedGame, key: str, data: dict[str, Any]) -> tuple[list[st
 
 
 # ----- goal-condition progress -----
-def _parse_goal(domain: str, problem: str) -> tuple[list[list], set[str]]:
+def parse_goal(domain: str, problem: str) -> tuple[list[list], set[str]]:
     """The goal's parts (one literal list per top-level conjunct) and the domain's fluent predicates, with
     fast-downward's PDDL parser (its warnings about repeated facts are silenced)."""
     from fast_downward.translate import pddl
@@ -152,7 +152,7 @@ def _parse_goal(domain: str, problem: str) -> tuple[list[list], set[str]]:
     return [flatten(part) for part in parts], fluents
 
 
-def _best(literals: list, facts: dict[str, set[tuple]], fluents: set[str], binding: dict[str, str]) -> int:
+def best_binding(literals: list, facts: dict[str, set[tuple]], fluents: set[str], binding: dict[str, str]) -> int:
     """Most fluent literals satisfiable together under one binding extending ``binding``, every static literal
     holding; ``-1`` if the static literals cannot hold."""
     if not literals:
@@ -161,21 +161,24 @@ def _best(literals: list, facts: dict[str, set[tuple]], fluents: set[str], bindi
     args = [binding.get(a, a) if a.startswith("?") else a for a in lit.args]
     if lit.negated:  # inequality (not (= ?a ?b)) or a negated fact, checked once its arguments are bound
         if any(a.startswith("?") for a in args):
-            return _best(rest, facts, fluents, binding)
+            return best_binding(rest, facts, fluents, binding)
         holds = args[0] == args[1] if lit.predicate == "=" else tuple(args) in facts.get(lit.predicate, ())
-        sub = _best(rest, facts, fluents, binding)
+        sub = best_binding(rest, facts, fluents, binding)
         if lit.predicate in fluents:
             return sub + int(not holds) if sub >= 0 else -1
         return -1 if holds else sub
     fluent = lit.predicate in fluents
-    best = _best(rest, facts, fluents, binding) if fluent else -1  # a goal condition may stay unmet
+    best = best_binding(rest, facts, fluents, binding) if fluent else -1  # a goal condition may stay unmet
+    if not any(a.startswith("?") for a in args):  # bound: one lookup instead of a scan
+        sub = best_binding(rest, facts, fluents, binding) if tuple(args) in facts.get(lit.predicate, ()) else -1
+        return max(best, sub + int(fluent)) if sub >= 0 else best
     for fact in facts.get(lit.predicate, ()):
         if len(fact) != len(args) or any(not a.startswith("?") and a != f for a, f in zip(args, fact)):
             continue
         new = dict(binding)
         if any(new.setdefault(a, f) != f for a, f in zip(lit.args, fact) if a.startswith("?")):
             continue
-        sub = _best(rest, facts, fluents, new)
+        sub = best_binding(rest, facts, fluents, new)
         if sub >= 0:
             best = max(best, sub + int(fluent))
     return best
@@ -188,7 +191,7 @@ def goal_progress(game: LoadedGame) -> float:
     data = env._game_data
     cache = getattr(game, "_goal_cache", None)
     if cache is None or cache[0] is not data:
-        parts, fluents = _parse_goal(data["pddl_domain"], data["pddl_problem"])
+        parts, fluents = parse_goal(data["pddl_domain"], data["pddl_problem"])
         for literals in parts:  # static literals first: they bind the variables cheaply
             literals.sort(key=lambda lit: (lit.negated, lit.predicate in fluents))
         game._goal_cache = cache = (data, parts, fluents)
@@ -200,5 +203,5 @@ def goal_progress(game: LoadedGame) -> float:
     for literals in parts:
         conditions = sum(1 for lit in literals if lit.predicate in fluents)
         total += conditions
-        met += max(_best(literals, facts, fluents, {}), 0)
+        met += max(best_binding(literals, facts, fluents, {}), 0)
     return met / total if total else float(env._pddl_state.check_goal())

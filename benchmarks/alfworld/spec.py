@@ -12,10 +12,12 @@ with multi-turn tasks decomposed into single steps" without naming the subset.
 Generation: the environment policy sees real scenes (the object and receptacle types of a pool task's PDDL
 problem) and proposes a goal in ALFWorld's goal grammar, ``{"task_type", "object", "receptacle"}`` (``"toggle"``
 instead of ``"receptacle"`` for ``look_at_obj_in_light``), for the scene of the first task shown. It is admitted
-only if every name is in that scene, textworld loads the game with that goal (it fails on some impossible
-goals), the goal does not already hold, ALFWorld's planner (fast-downward through
+only if every name is in that scene, the goal does not already hold, ALFWorld's planner (fast-downward through
 ``textworld``) finds a plan within the step limit, and that plan, every command admissible, wins when replayed;
-the plan is the task's gold walkthrough.
+the plan is the task's gold walkthrough. A goal fast-downward's translator proves unreachable is ``unsolvable``
+(:func:`~genenv.benchmarks.alfworld.feasible.translator_verdict`). Under constrained decoding the grammar offers
+only the scene's feasible goals (relaxed-reachable, not already met, not a demonstrated goal of that game:
+:mod:`genenv.benchmarks.alfworld.feasible`).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from genenv.benchmarks.alfworld.env import ALFWorldEnv
+from genenv.benchmarks.alfworld.feasible import feasible_goals, translator_verdict
 from genenv.benchmarks.alfworld.files import TASK_TYPES, read_game
 from genenv.benchmarks.alfworld.game import game_key, game_record, shared_game, shared_lock
 from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, goal_sentence, normalise_goal, plan_goal, scene_inventory,
@@ -122,13 +125,28 @@ class ALFWorldSpec(BenchmarkSpec):
         'scene. Reply with exactly one JSON object {"task_type": ..., "object": ..., "receptacle": ...}.')
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
-        """One branch per task type: ``{"task_type": <it>, "object": <an object type of the scene>,
-        "receptacle": <a receptacle type of the scene>}`` (``"toggle"``: a lamp of the scene, for
-        look_at_obj_in_light); the scene is ``seeds[0]``'s, the one the new goal is written for. ``None``
-        without seeds."""
+        """The goals the grammar offers for the scene of ``seeds[0]`` (the one the new goal is written for): one
+        branch per task type and object type, ``{"task_type": <it>, "object": <it>, "receptacle" | "toggle": <one
+        of its targets>}``, over the scene's feasible goals (:func:`~genenv.benchmarks.alfworld.feasible.
+        feasible_goals`: relaxed-reachable and not already met), without the goals of the seeds played in that
+        game (a copy of a demonstration is a duplicate). Where the scene offers no such goal, every object and
+        receptacle type of the scene (the planner then rejects, counted). ``None`` without seeds."""
         if not seeds:
             return None
-        inv = scene_inventory(read_game(seeds[0].metadata["game_file"]))
+        game_file = seeds[0].metadata["game_file"]
+        shown = {tuple(sorted(self.as_generation(s).items())) for s in seeds if s.metadata["game_file"] == game_file}
+        branches = []
+        for task_type, objects in (feasible_goals(game_file) or {}).items():
+            slot = GOAL_SLOTS[task_type][1]
+            for obj, targets in objects.items():
+                left = [t for t in targets if tuple(sorted({"task_type": task_type, "object": obj, slot: t}.items()))
+                        not in shown]
+                if left:
+                    branches.append(json_object({"task_type": {"const": task_type}, "object": {"const": obj},
+                                                 slot: {"enum": left}}))
+        if branches:
+            return {"anyOf": branches}
+        inv = scene_inventory(read_game(game_file))
         lamps = [o for o in inv["objects"] if o.endswith("Lamp")] or inv["objects"]
         choices = {"object": inv["objects"], "receptacle": inv["receptacles"], "toggle": lamps}
         return {"anyOf": [json_object({"task_type": {"const": tt}, **{slot: {"enum": choices[slot]}
@@ -184,7 +202,10 @@ class ALFWorldSpec(BenchmarkSpec):
             with shared_lock:
                 plan, won = plan_goal(shared_game(), game_key(parent.metadata["game_file"], goal),
                                       with_goal(data, goal))
-        except Exception as exc:  # noqa: BLE001 - textworld fails to load some impossible goals (KeyError 'val1')
+        except Exception as exc:  # noqa: BLE001 - textworld cannot read the translator's trivial task (KeyError 'val1')
+            verdict = translator_verdict(with_goal(data, goal))
+            if verdict:
+                return Rejection(*verdict)
             return Rejection("engine_rejected", f"textworld could not load the goal: {type(exc).__name__} {exc}"[:200])
         if won:
             return Rejection("already_satisfied", "the goal holds before any command")
