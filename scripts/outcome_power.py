@@ -3,14 +3,15 @@ estimated from a finished experiment's spread.
 
     python scripts/outcome_power.py docs/curriculum/twx_outcome --difference 0.10
 
-For each control of the experiment's outcome statistic (``summary.json``: ``outcome``) it reads the per-seed mean
-differences (genenv − control, one value per seed: the statistic over seed means) and the cells (seed, iteration),
-takes their sample standard deviation σ, and prints the smallest number of seeds n for which a two-sided paired
-t-test at level 0.05 has power ≥ 0.8 against a true mean difference of ``--difference`` (score units: 0.10 = 10
-points): power = P(|T| > t_crit) with T noncentral t (df n − 1, noncentrality δ √n / σ), scipy's ``nct``. The
+For each control of the experiment's outcome statistic (``summary.json``: ``outcome``) it reads the per-seed
+differences of the AUC and of the final score (genenv − control, one value per seed: the seed is the unit of
+analysis), takes their sample standard deviation σ, and prints the smallest number of seeds n for which a two-sided
+paired t-test at level 0.05 has power ≥ 0.8 against a true mean difference of ``--difference`` (score units: 0.10 =
+10 points): power = P(|T| > t_crit) with T noncentral t (df n − 1, noncentrality δ √n / σ), scipy's ``nct``. The
 sign-flip permutation test of ``outcome.py`` has about the t-test's power at these sizes, and over n seeds it can
-reach p < 0.05 only when 2 / 2^n < 0.05, i.e. n ≥ 6. For the cells it prints the cells needed (treating cells as
-independent, an optimistic bound) and the seeds that gives at the experiment's evaluations per seed.
+reach p < 0.05 only when 2 / 2^n < 0.05, i.e. n ≥ 6. A report's Holm correction over k tests asks each for level
+0.05 / k at worst, so the figure is a lower bound. The cells are not used: the evaluations of one seed are not
+independent.
 """
 from __future__ import annotations
 
@@ -48,15 +49,14 @@ def main() -> int:
     print(f"difference {100 * args.difference:.0f} points, two-sided level 0.05, power 0.8; "
           f"the sign-flip test over seed means reaches p < 0.05 only from {floor} seeds")
     for control, stat in summary["outcome"].items():
-        seeds = list(stat["per_seed"].values())
-        cells = [c[2] for c in stat["cells"]]
-        per_seed_cells = len(cells) / max(len(seeds), 1)
-        sd_s, sd_c = float(np.std(seeds, ddof=1)), float(np.std(cells, ddof=1))
-        n_s, n_c = pairs_needed(sd_s, args.difference), pairs_needed(sd_c, args.difference)
-        print(f"genenv vs {control}: seed means sd {100 * sd_s:.1f} points over {len(seeds)} seeds -> "
-              f"{max(n_s, floor)} seeds (t-test alone: {n_s}); cells sd {100 * sd_c:.1f} points over {len(cells)} "
-              f"cells -> {n_c} cells = {math.ceil(n_c / per_seed_cells)} seeds at {per_seed_cells:.0f} evaluations "
-              "per seed")
+        parts = []
+        for key in ("auc", "final"):
+            values = list(stat[key]["per_seed"].values())
+            sd = float(np.std(values, ddof=1))
+            n = pairs_needed(sd, args.difference)
+            parts.append(f"{key} sd {100 * sd:.1f} points over {len(values)} seeds -> {max(n, floor)} seeds "
+                         f"(t-test alone: {n})")
+        print(f"genenv vs {control}: " + "; ".join(parts))
     return 0
 
 

@@ -145,14 +145,14 @@ def _rows(shares, generated=10):
 
 def test_sign_flip_test_finds_a_planted_effect_and_not_a_null_one():
     rng = np.random.default_rng(0)
-    control = {s: _rows(rng.uniform(0.1, 0.4, 10)) for s in range(4)}
+    control = {s: _rows(rng.uniform(0.1, 0.4, 10)) for s in range(6)}
     planted = {s: _rows([min(1.0, alignment.in_band_shares(control[s])[i] + 0.2 + rng.normal(0, 0.1))
-                         for i in range(10)]) for s in range(4)}
+                         for i in range(10)]) for s in range(6)}
     stat = alignment.compare(planted, control)
-    assert stat["n_cells"] == 36  # iterations 1-9 of 4 paired seeds
-    assert stat["p_value"] < 0.001 and stat["difference"]["low"] > 0.1
+    assert stat["n_cells"] == 54 and stat["n_seeds"] == 6  # iterations 1-9 of 6 paired seeds; tested over seeds
+    assert stat["p_value"] == pytest.approx(2 / 2 ** 6) and stat["difference"]["low"] > 0.1  # every seed above
     null = {s: _rows([min(1.0, max(0.0, alignment.in_band_shares(control[s])[i] + rng.normal(0, 0.1)))
-                      for i in range(10)]) for s in range(4)}
+                      for i in range(10)]) for s in range(6)}
     stat = alignment.compare(null, control)
     assert stat["p_value"] > 0.05 and stat["difference"]["low"] < 0 < stat["difference"]["high"]
     assert stats.sign_flip_p([0.0, 0.0, 0.0]) == 1.0 and stats.sign_flip_p([0.3]) is None
@@ -199,7 +199,8 @@ def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_differen
     out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare", str(exps["rwr"] / "genenv"),
                           str(exps["grpo"] / "genenv"), "--plot", str(tmp_path / "a.png")],
                          capture_output=True, text=True, check=True).stdout
-    assert "difficulty alignment, rwr/genenv vs grpo/genenv" in out and "- cells: 1;" in out
+    assert "difficulty alignment, rwr/genenv vs grpo/genenv" in out and "- over the 1 seeds:" in out
+    assert "- cells (descriptive; the iterations of one seed are not independent): 1," in out
     assert (tmp_path / "a.png").stat().st_size > 10_000
     grpo_rows = read_rows(exps["grpo"] / "genenv/seed1/generations.jsonl")
     rwr_rows = read_rows(exps["rwr"] / "genenv/seed1/generations.jsonl")
@@ -228,19 +229,21 @@ def test_outcome_test_finds_a_planted_held_out_gain_and_not_a_null_one():
     from genenv.trainer.experiments.report import run_auc
 
     rng = np.random.default_rng(1)
-    control = {s: _heldout_rows(rng.uniform(0.2, 0.5, 8)) for s in range(3)}
+    control = {s: _heldout_rows(rng.uniform(0.2, 0.5, 8)) for s in range(6)}
     auc = functools.partial(run_auc, baseline=0.25)
     planted = {s: _heldout_rows([r["heldout/score"] + 0.15 + rng.normal(0, 0.03) for r in control[s]])
-               for s in range(3)}
+               for s in range(6)}
     stat = outcome.compare(planted, control, auc)
-    assert stat["n_cells"] == 21  # iterations 1-7 of 3 paired seeds
-    assert stat["p_value"] < 0.001 and 0.1 < stat["difference"]["low"] < stat["difference"]["high"] < 0.2
+    assert stat["n_cells"] == 42 and 0.1 < stat["cell_mean"] < 0.2  # iterations 1-7 of 6 paired seeds, described
+    assert stat["auc"]["p_value"] == pytest.approx(2 / 2 ** 6) and stat["auc"]["n_seeds"] == 6  # tested over seeds
+    assert 0.05 < stat["auc"]["difference"]["low"] < stat["auc"]["difference"]["high"] < 0.25
     assert all(0.08 < d < 0.22 for d in stat["auc"]["per_seed"].values())
     assert stat["final"]["per_seed"][0] == pytest.approx(planted[0][-1]["heldout/score"] - control[0][-1]["heldout/score"])
-    null = {s: _heldout_rows([r["heldout/score"] + rng.normal(0, 0.05) for r in control[s]]) for s in range(3)}
+    null = {s: _heldout_rows([r["heldout/score"] + rng.normal(0, 0.05) for r in control[s]]) for s in range(6)}
     stat = outcome.compare(null, control, auc)
-    assert stat["p_value"] > 0.05 and stat["difference"]["low"] < 0 < stat["difference"]["high"]
+    a = stat["auc"]
+    assert a["p_value"] > 0.05 and a["difference"]["low"] < 0 < a["difference"]["high"]
     both = outcome.compare_all({"genenv": planted, "random_env": control, "static": null}, auc)
-    assert set(both) == {"random_env", "static"} and both["random_env"]["p_value"] < 0.001
+    assert set(both) == {"random_env", "static"} and both["random_env"]["auc"]["p_value"] < 0.05
     assert outcome.compare_all({"random_env": control}, auc) == {}
     assert "genenv vs" in "\n".join(outcome.markdown(both))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from genenv.trainer.cli import compose_config
+from genenv.trainer.experiments import outcome
 from genenv.trainer.experiments.run import arm_run_config
 from genenv.trainer.experiments.settings import ARM_DIR
 from genenv.trainer.experiments.report import (area_under, compare_arms, compare_outcome, finished_runs, read_rows,
@@ -277,8 +278,8 @@ def test_the_shipped_twx_env_policy_run_reports_what_the_results_page_says(shipp
     assert (g["in_band"], g["generated"], g["admitted"]) == (70, 640, 276)
     assert (r["in_band"], r["generated"], r["admitted"]) == (37, 640, 155)
     d = stat["difference"]
-    assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [5.7, 2.2, 9.3]
-    assert round(stat["p_value"], 4) == 0.0034 and stat["p_value_seeds"] == 0.25
+    assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [5.7, -2.3, 13.7]  # over the 4 seeds
+    assert stat["p_value"] == 0.25 and stat["n_seeds"] == 4 and round(100 * stat["cell_mean"], 1) == 5.7
     assert round(ours["arms"]["genenv"]["seconds_per_iteration"]["task_generation"], 1) == 16.4
 
     def two_step_share(arm, first, last):
@@ -303,8 +304,8 @@ def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says
     assert (g["in_band"], g["generated"], g["admitted"]) == (92, 640, 399)
     assert (r["in_band"], r["generated"], r["admitted"]) == (79, 640, 262)
     d = stat["difference"]
-    assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [2.3, -1.9, 6.4]
-    assert round(stat["p_value"], 2) == 0.32 and stat["p_value_seeds"] == 0.375
+    assert [round(100 * d[k], 1) for k in ("mean", "low", "high")] == [2.3, -3.0, 7.5]  # over the 4 seeds
+    assert stat["p_value"] == 0.375 and stat["n_seeds"] == 4
 
     def truncated(arm, first, last):
         return sum(row["rejection"] == "invalid_json" for s in seeds
@@ -315,9 +316,10 @@ def test_the_shipped_bamboogle_env_policy_run_reports_what_the_results_page_says
 
 
 def _compared(shipped, treatment, control):
-    """``(cells, mean difference in points to 0.1, p over cells to 4 places)`` of two shipped arm folders."""
+    """``(seeds, mean difference in points to 0.1, p over seeds to 4 places)`` of two shipped arm folders."""
     stat = compare_arms(shipped(treatment), shipped(control))
-    return stat["n_cells"], round(100 * stat["difference"]["mean"], 1), round(stat["p_value"], 4)
+    p = stat["p_value"]
+    return stat["n_seeds"], round(100 * stat["difference"]["mean"], 1), None if p is None else round(p, 4)
 
 
 def test_the_shipped_rwr_run_reports_what_the_results_page_says(shipped):
@@ -332,10 +334,10 @@ def test_the_shipped_rwr_run_reports_what_the_results_page_says(shipped):
     assert all(sum(r.get("env_policy_update/samples", 0) for r in rows) >= 144
                for rows in finished_runs(shipped("twx_env_policy/genenv")).values())
     assert _generations_part_after(exp, seed=0, iteration=1)  # the same generations (the sitting resumed at 2)
-    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy/genenv") == (36, -7.3, 0.0005)
-    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy/random_env") == (36, -1.6, 0.3868)
-    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy_rwr/random_env") == (9, -2.1, 0.5625)
-    assert _compared(shipped, "twx_env_policy_rwr/random_env", "twx_env_policy/random_env") == (9, 3.5, 0.3125)
+    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy/genenv") == (4, -7.3, 0.125)
+    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy/random_env") == (4, -1.6, 0.625)
+    assert _compared(shipped, "twx_env_policy_rwr/genenv", "twx_env_policy_rwr/random_env") == (1, -2.1, None)
+    assert _compared(shipped, "twx_env_policy_rwr/random_env", "twx_env_policy/random_env") == (1, 3.5, None)
 
 
 def test_the_shipped_bamboogle_lever_runs_give_the_results_page_figures(shipped):
@@ -343,9 +345,9 @@ def test_the_shipped_bamboogle_lever_runs_give_the_results_page_figures(shipped)
     rebuilds; each lever put back alone against the full setting and its random_env gives the page's figures."""
     for name in ("full", "rwr", "lr1e-5", "beta2", "g4"):
         _rebuilt_shipped_run(f"bamboogle_levers/{name}", shipped)
-    assert _compared(shipped, "bamboogle_levers/full/genenv", "bamboogle_levers/full/random_env") == (10, 7.5, 0.1836)
-    levers = {"rwr": ((10, -5.6, 0.25), (10, 1.9, 0.6875)), "lr1e-5": ((10, -4.4, 0.3438), (10, 3.1, 0.5312)),
-              "beta2": ((10, -1.9, 0.8281), (10, 5.6, 0.3281)), "g4": ((10, -9.4, 0.1484), (10, -1.9, 0.8047))}
+    assert _compared(shipped, "bamboogle_levers/full/genenv", "bamboogle_levers/full/random_env") == (2, 7.5, 0.5)
+    levers = {"rwr": ((2, -5.6, 0.5), (2, 1.9, 1.0)), "lr1e-5": ((2, -4.4, 0.5), (2, 3.1, 1.0)),
+              "beta2": ((2, -1.9, 0.5), (2, 5.6, 0.5)), "g4": ((2, -9.4, 0.5), (2, -1.9, 1.0))}
     for lever, (vs_full, vs_random) in levers.items():
         assert _compared(shipped, f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/genenv") == vs_full
         assert _compared(shipped, f"bamboogle_levers/{lever}/genenv", "bamboogle_levers/full/random_env") == vs_random
@@ -373,9 +375,10 @@ def test_the_shipped_twx_outcome_run_reports_what_the_results_page_says(shipped)
     assert finals == {"genenv": 23.8, "random_env": 27.5, "static": 35.0}
     vs_random, vs_static = ours["outcome"]["random_env"], ours["outcome"]["static"]
     assert vs_random["n_cells"] == vs_static["n_cells"] == 12
-    assert [round(100 * vs_random["difference"][k], 1) for k in ("mean", "low", "high")] == [-2.1, -7.4, 3.2]
-    assert [round(100 * vs_static["difference"][k], 1) for k in ("mean", "low", "high")] == [-9.6, -20.0, 0.9]
-    assert vs_random["p_value"] == 0.5 and round(vs_static["p_value"], 4) == 0.0938
+    assert [round(100 * vs_random["auc"]["difference"][k], 1) for k in ("mean", "low", "high")] == [-1.5, -6.8, 3.9]
+    assert [round(100 * vs_static["auc"]["difference"][k], 1) for k in ("mean", "low", "high")] == [-7.7, -26.4, 11.0]
+    assert vs_random["auc"]["p_value"] == vs_static["auc"]["p_value"] == 0.5  # over the 4 seeds
+    assert round(100 * vs_static["cell_mean"], 1) == -9.6 and all(t["p_holm"] == 1.0 for t in outcome.tests(ours["outcome"]))
     assert ours["alignment"]["arms"]["genenv"]["p_hat_histogram"][0] == 47  # of 61 admitted: p̂ 0, too hard
 
 
@@ -412,13 +415,15 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(shipped
     n_finished = sum(len(a["seeds"]) for a in ours["arms"].values())
     assert len(seed_rows) == n_finished and all(x in md for x in seed_rows)  # the page's rows are the report's
     result = {x.split(" | ")[0][2:]: x.replace("−", "-").split(" | ") for x in section[3].splitlines()[2:]}
-    outcome = md.split("| genenv vs |")[1].split("\n\n")[0].splitlines()[2:]
-    assert sorted(x.split(" | ")[0][2:] for x in outcome) == ["random_env", "replay", "static"]
-    for row in outcome:  # the page's statistic per control is the report's, over cells and over seed means
-        control, cells, diff, p_cells, p_seeds = row[2:].split(" | ")[:5]
-        assert cells == "30" and result[control][6] == diff
-        assert abs(float(result[control][7]) - float(p_cells)) < 0.006
-        assert abs(float(result[control][8]) - float(p_seeds)) < 0.006
+    rows = md.split("| genenv vs |")[1].split("\n\n")[0].splitlines()[2:]
+    assert sorted(x.split(" | ")[0][2:] for x in rows) == ["random_env", "replay", "static"]
+    for row in rows:  # the page's statistic per control is the report's, over the 6 seeds
+        cols = row[2:].split(" | ")
+        control, seeds = cols[:2]
+        assert seeds == "6"
+        for page, mean, p in ((result[control][6], cols[3], cols[4]), (result[control][7], cols[7], cols[8])):
+            interval, page_p = page.rsplit(", ", 1)
+            assert interval == mean and abs(float(page_p) - float(p)) < 0.006, (control, page, mean, p)
 
 
 def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_run(shipped):
@@ -456,8 +461,8 @@ def test_each_shipped_lever_run_changes_one_setting_and_pairs_with_the_powered_r
             assert [r["iteration"] for r in rows if "heldout/score" in r] == [1, 3, 5, 7, 9]
         stat = compare_outcome(lever / "genenv", powered / "genenv")
         assert stat["seeds"] == seeds and stat["n_cells"] == 5 * len(seeds)
-        d = stat["difference"]
-        assert f"{100 * d['mean']:+.1f} points [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]" in page
+        d = stat["auc"]["difference"]  # the page's lever table: AUC over seeds
+        assert f"{100 * d['mean']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]" in page
 
 
 def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tmp_path, shipped):
@@ -470,8 +475,11 @@ def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tm
     for control in ("random_env", "replay", "static"):
         stat = json.loads(json.dumps(compare_outcome(main / "genenv", main / control)))
         assert stat["arms"] == ["twx_informative/genenv", f"twx_informative/{control}"]
-        for key in ("cells", "n_cells", "difference", "p_value", "p_value_seeds", "final", "auc"):
+        for key in ("cells", "n_cells", "cell_mean", "icc", "per_seed"):
             assert stat[key] == report["outcome"][control][key], (control, key)
+        for key in ("final", "auc"):  # the report's tests also carry their Holm correction
+            ours = {k: v for k, v in report["outcome"][control][key].items() if k not in ("p_holm", "family")}
+            assert stat[key] == ours, (control, key)
     lever = tmp_path / "lever"
     shutil.copytree(main / "genenv/seed0", lever / "genenv/seed0")
     for name in ("experiment.yaml", "baseline.json"):

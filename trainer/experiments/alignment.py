@@ -8,14 +8,11 @@ as a miss, so a writer of only impossible or only broken tasks scores 0; ``gen/i
 The comparison: ``genenv`` (environment policy trained on R_env) against ``random_env`` (the same policy frozen),
 paired by seed. A cell is one (seed, iteration) with iteration ≥ 1 that both arms finished; its value is
 genenv's in-band share minus random_env's. Iteration 0 is left out: both arms generate it from the same initial
-weights and RNG state, so its difference is 0 by construction. On the cells:
-
-- the mean difference with a 95 % t interval (``scipy.stats.ttest_1samp``);
-- a two-sided sign-flip permutation test of mean difference = 0 (``scipy.stats.permutation_test`` with one
-  sample and ``permutation_type="samples"``, which flips each cell's sign; exact when the cells allow at most
-  :data:`RESAMPLES` sign patterns, else that many random ones);
-- the same test on the per-seed mean differences (one value per seed: conservative, since the cells of one seed
-  share a policy trajectory and are not independent).
+weights and RNG state, so its difference is 0 by construction. The test takes one value per seed, the seed's mean
+cell difference (:mod:`genenv.trainer.experiments.stats`, the seed as the unit: the cells of one seed share a policy
+trajectory): their mean with a 95 % t interval (``scipy.stats.ttest_1samp``) and a two-sided sign-flip permutation
+test of mean difference = 0 (``scipy.stats.permutation_test`` with one sample and ``permutation_type="samples"``,
+exact for up to 16 seeds). The cells are described (count, mean, intraclass correlation), not tested.
 
 With the agent frozen (``agent_batch=frozen``) the agent is a stationary target, so a difference is the
 environment policy's learning alone.
@@ -26,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from genenv.trainer.experiments.stats import cell_test, paired_cells
+from genenv.trainer.experiments.stats import cell_summary, paired_cells, seed_test
 from genenv.trainer.metrics import P_HAT_BINS
 
 
@@ -58,12 +55,13 @@ def generated_p_hat(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
 def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
             names: tuple[str, str] = PAIR) -> dict[str, Any]:
     """The whole statistic (see the module docstring) over the seeds both arms finished (an unpaired seed is left
-    out everywhere, so the arms' figures cover the same seeds): ``cells`` (seed, iteration, difference), ``n_cells``,
-    ``difference`` (mean, 95 % interval), ``p_value`` (cells), ``per_seed`` (seed → mean difference),
-    ``p_value_seeds`` (per-seed means), and per arm (keyed by ``names``: treatment, control) ``by_iteration``: mean
-    over seeds of the in-band share and of the generated tasks' mean p̂, ``share`` (in-band generations / all
-    generations over the run), ``share_of_admitted`` (in-band / admitted: difficulty alone, without validity) and
-    ``p_hat_histogram`` (10 bins of 0.1 over the admitted generated tasks of every seed)."""
+    out everywhere, so the arms' figures cover the same seeds): ``cells`` (seed, iteration, difference) with
+    ``n_cells``, ``cell_mean`` and ``icc`` (descriptive); the seed test (``per_seed``: seed → mean cell difference,
+    ``n_seeds``, ``difference``: mean and 95 % t interval over seeds, ``p_value``: sign-flip over seeds); and per
+    arm (keyed by ``names``: treatment, control) ``by_iteration``: mean over seeds of the in-band share and of the
+    generated tasks' mean p̂, ``share`` (in-band generations / all generations over the run), ``share_of_admitted``
+    (in-band / admitted: difficulty alone, without validity) and ``p_hat_histogram`` (10 bins of 0.1 over the
+    admitted generated tasks of every seed)."""
     paired = sorted(set(treatment) & set(control))
     treatment, control = {k: treatment[k] for k in paired}, {k: control[k] for k in paired}
     cells = paired_cells(treatment, control, values=in_band_shares)
@@ -85,7 +83,8 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
             "share": in_band / generated if generated else None,
             "share_of_admitted": in_band / admitted if admitted else None,
             "p_hat_histogram": np.histogram(p_admitted, bins=P_HAT_BINS)[0].tolist()}
-    return {"cells": cells, **cell_test(cells), "arms": arms}
+    described = cell_summary(cells)
+    return {"cells": cells, **described, **seed_test(described["per_seed"]), "arms": arms}
 
 
 def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:
@@ -110,11 +109,14 @@ def markdown(stat: dict[str, Any], alpha: float, k_min: float) -> list[str]:
         of_adm = "—" if a["share_of_admitted"] is None else f"{100 * a['share_of_admitted']:.1f} %"
         lines.append(f"| {name} | {len(a['seeds'])} | {share} | {a['admitted']} | {of_adm} | {a['p_hat_histogram']} |")
     interval = ("—" if d["low"] is None else f"[{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]")
-    lines += ["", f"- cells: {stat['n_cells']}; mean difference {pts(d['mean'])} points, 95 % t interval {interval}; "
-              f"sign-flip permutation test p = {pv(stat['p_value'])}",
-              "- per seed (mean over its iterations): " + (", ".join(f"seed {s} {pts(v)}" for s, v in
-                                                                   stat["per_seed"].items()) or "—")
-              + f"; sign-flip test over seeds p = {pv(stat['p_value_seeds'])}", "",
+    icc = "—" if stat["icc"] is None else f"{stat['icc']:.2f}"
+    holm = f", Holm-corrected over the report's {stat['family']} tests p = {pv(stat['p_holm'])}" if "p_holm" in stat else ""
+    lines += ["", "- per seed (mean over its iterations): " + (", ".join(f"seed {s} {pts(v)}" for s, v in
+                                                                   stat["per_seed"].items()) or "—"),
+              f"- over the {stat['n_seeds']} seeds: mean difference {pts(d['mean'])} points, 95 % t interval "
+              f"{interval}; sign-flip test over seeds p = {pv(stat['p_value'])}{holm}",
+              f"- cells (descriptive; the iterations of one seed are not independent): {stat['n_cells']}, mean "
+              f"{pts(stat['cell_mean'])} points, intraclass correlation {icc}", "",
               "| iteration | " + " | ".join(f"{a} in band | {a} mean p̂ gen." for a in stat["arms"]) + " |",
               "|---|" + "---|---|" * len(stat["arms"])]
     its = sorted({i for a in stat["arms"].values() for i in a["by_iteration"]})

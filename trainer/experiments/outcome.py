@@ -6,13 +6,15 @@ the same policy frozen; ``replay``, the frozen policy with the pool drawn by cur
 tasks only), paired by seed. A cell is one (seed, iteration ≥ 1) at
 which both arms evaluated the agent on the held-out split (iteration 0 is left out, as in the alignment statistic:
 genenv and random_env write it from the same weights and RNG state, so their difference there is 0 by construction);
-its value is genenv's held-out score minus the control's, in the score's own units (a pass rate in [0, 1]). On the
-cells, with the functions the difficulty-alignment statistic uses too (:mod:`genenv.trainer.experiments.stats`:
-:func:`~genenv.trainer.experiments.stats.paired_cells`, :func:`~genenv.trainer.experiments.stats.cell_test`): the
-mean difference with a 95 % t interval and a two-sided sign-flip permutation test; the same test on the per-seed mean differences (conservative: the cells of one seed share a
-training trajectory); and per seed the difference of the final score and of the AUC (the mean held-out score over
-training, :func:`genenv.trainer.experiments.report.area_under` of the curve against agent tasks consumed, which
-charges an arm for the extra tasks it consumed).
+its value is genenv's held-out score minus the control's, in the score's own units (a pass rate in [0, 1]).
+
+The tests take one value per seed (:mod:`genenv.trainer.experiments.stats`): per seed, the difference of the
+**AUC** (the mean held-out score over training, :func:`genenv.trainer.experiments.report.area_under` of the curve
+against agent tasks consumed, which charges an arm for the extra tasks it consumed) and of the **final** held-out
+score; over seeds, the mean difference with its 95 % t interval and the two-sided sign-flip test
+(:func:`~genenv.trainer.experiments.stats.seed_test`). The report Holm-corrects these tests together
+(:func:`~genenv.trainer.experiments.stats.correct`). The cells are described, not tested: their count, mean, each
+seed's mean cell difference and their intraclass correlation (:func:`~genenv.trainer.experiments.stats.cell_summary`).
 
 Cells pair by iteration, not by tasks consumed: every arm runs the same iterations and agent batch, but the
 generating arms also roll out every admitted generated task, so at one iteration they may have consumed more tasks;
@@ -24,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from genenv.trainer.experiments.stats import cell_test, mean_interval, paired_cells, sign_flip_p
+from genenv.trainer.experiments.stats import cell_summary, paired_cells, seed_test
 
 TREATMENT = "genenv"
 CONTROLS = ("random_env", "replay", "static")
@@ -48,25 +50,29 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
         control_auc: the control's AUC when its curve starts from another untrained-agent score (arms of two
             experiments); default ``auc``.
     Returns:
-        ``cells`` (seed, iteration, difference), ``n_cells``, ``difference`` (mean and 95 % t interval, score
-        units), ``p_value`` (sign-flip over cells), ``per_seed`` (seed -> mean cell difference),
-        ``p_value_seeds``, ``final`` and ``auc`` (each: ``per_seed`` differences, their ``difference`` with a t
-        interval and ``p_value`` over seeds).
+        ``seeds``; ``cells`` (seed, iteration, difference) with :func:`~genenv.trainer.experiments.stats.
+        cell_summary` (``n_cells``, ``cell_mean``, ``per_seed``: seed → mean cell difference, ``icc``), all
+        descriptive; ``final`` and ``auc``: :func:`~genenv.trainer.experiments.stats.seed_test` of the per-seed
+        differences (``per_seed``, ``n_seeds``, ``difference`` with a 95 % t interval, ``p_value`` over seeds).
     """
     seeds = sorted(set(treatment) & set(control))
     cells = paired_cells(treatment, control, values=lambda rows: heldout_scores(rows, key))
 
     def per_run(value: Callable[[Sequence[dict[str, Any]]], float],
                 control_value: Callable[[Sequence[dict[str, Any]]], float]) -> dict[str, Any]:
-        d = {s: value(treatment[s]) - control_value(control[s]) for s in seeds}
-        return {"per_seed": d, "difference": mean_interval(list(d.values())), "p_value": sign_flip_p(list(d.values()))}
+        return seed_test({s: value(treatment[s]) - control_value(control[s]) for s in seeds})
 
     def final(rows):
         scores = heldout_scores(rows, key)
         return scores[max(scores)] if scores else float("nan")
 
-    return {"seeds": seeds, "cells": cells, **cell_test(cells), "final": per_run(final, final),
-            "auc": per_run(auc, control_auc or auc)}
+    return {"seeds": seeds, "cells": cells, **cell_summary(cells), "auc": per_run(auc, control_auc or auc),
+            "final": per_run(final, final)}
+
+
+def tests(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tests of :func:`compare_all`'s result, for a report's Holm family: each control's AUC, then final."""
+    return [s[k] for s in stats.values() for k in ("auc", "final")]
 
 
 def compare_all(rows_by_arm: dict[str, dict[int, Sequence[dict[str, Any]]]],
@@ -81,17 +87,20 @@ def compare_all(rows_by_arm: dict[str, dict[int, Sequence[dict[str, Any]]]],
 
 
 def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
-    """The report's section: its title, what a cell is, and :func:`table` with ``genenv`` as the treatment."""
+    """The report's section: its title, what is tested, and :func:`table` with ``genenv`` as the treatment."""
     return ["## Does the trained environment policy help the agent? (held-out score, genenv vs each control)", "",
-            "Cells: (seed, iteration ≥ 1) at which both arms evaluated the agent on the held-out split; "
-            f"value = {TREATMENT}'s held-out score − the control's, in points. Final and AUC: one difference per "
-            "seed (s<k>: seed k).", "", *table(stats, TREATMENT)]
+            f"One difference per seed ({TREATMENT} − the control, in points; s<k>: seed k) of the AUC and of the final "
+            "held-out score; mean over seeds with its 95 % t interval, two-sided sign-flip test over seeds, and that p "
+            "Holm-corrected over every test of this report. Cells ((seed, iteration ≥ 1) held-out evaluations of both "
+            "arms) are described only: the evaluations of one seed are not independent (ICC: the share of the cells' "
+            "variance between seeds).", "", *table(stats, TREATMENT)]
 
 
 def table(stats: dict[str, dict[str, Any]], treatment: str) -> list[str]:
     """One markdown table row per control of ``stats`` (``{control name: compare(...)}``) against ``treatment``:
-    cells, mean difference with its 95 % t interval, p over cells and over seeds, final and AUC differences per
-    seed with their mean, interval and p; differences in points (100 x score units)."""
+    seeds; AUC and final differences per seed with their mean, 95 % t interval over seeds, p over seeds and Holm's
+    p (``p_holm`` when :func:`~genenv.trainer.experiments.stats.correct` ran); the cells' count, mean and ICC
+    (descriptive); differences in points (100 x score units)."""
     def pts(x):
         return "—" if x is None or np.isnan(x) else f"{100 * x:+.1f}"
 
@@ -101,15 +110,15 @@ def table(stats: dict[str, dict[str, Any]], treatment: str) -> list[str]:
     def interval(d):
         return "—" if d["low"] is None else f"[{pts(d['low'])}, {pts(d['high'])}]"
 
-    lines = [f"| {treatment} vs | cells | mean difference [95 % t] | p (cells) | p (seed means) | final, per seed | "
-             "final mean [95 % t], p | AUC, per seed | AUC mean [95 % t], p |", "|---|---|---|---|---|---|---|---|---|"]
+    def test(t):
+        return (", ".join(f"s{k} {pts(v)}" for k, v in t["per_seed"].items()) + " | "
+                f"{pts(t['difference']['mean'])} {interval(t['difference'])} | {pv(t['p_value'])} | "
+                f"{pv(t.get('p_holm'))} |")
+
+    lines = [f"| {treatment} vs | seeds | AUC, per seed | AUC mean [95 % t] | p (seeds) | p (Holm) | final, per seed | "
+             "final mean [95 % t] | p (seeds) | p (Holm) | cells: n, mean, ICC |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for control, s in stats.items():
-        f, a = s["final"], s["auc"]
-        lines.append(
-            f"| {control} | {s['n_cells']} | {pts(s['difference']['mean'])} {interval(s['difference'])} | "
-            f"{pv(s['p_value'])} | {pv(s['p_value_seeds'])} | "
-            + ", ".join(f"s{k} {pts(v)}" for k, v in f["per_seed"].items()) + " | "
-            f"{pts(f['difference']['mean'])} {interval(f['difference'])}, {pv(f['p_value'])} | "
-            + ", ".join(f"s{k} {pts(v)}" for k, v in a["per_seed"].items()) + " | "
-            f"{pts(a['difference']['mean'])} {interval(a['difference'])}, {pv(a['p_value'])} |")
+        icc = "—" if s["icc"] is None else f"{s['icc']:.2f}"
+        lines.append(f"| {control} | {s['auc']['n_seeds']} | {test(s['auc'])} {test(s['final'])} "
+                     f"{s['n_cells']}, {pts(s['cell_mean'])}, {icc} |")
     return lines

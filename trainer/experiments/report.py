@@ -24,11 +24,12 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
   seconds.
 
 When ``genenv`` and a control (``random_env``, ``replay``, ``static``) ran with held-out evaluations, the report adds the
-held-out outcome statistic of :mod:`genenv.trainer.experiments.outcome` (paired by seed and evaluation: a sign-flip permutation
-test, the mean difference with its 95 % interval, final and AUC differences per seed).
-When both ``genenv`` and ``random_env`` ran, the report adds the difficulty-alignment statistic of
-:mod:`genenv.trainer.experiments.alignment` (paired by seed: the in-band share of all generations, a sign-flip permutation
-test, the mean difference with its 95 % interval) and ``alignment.png``. :func:`compare_arms` and
+held-out outcome statistic of :mod:`genenv.trainer.experiments.outcome` (the seed as the unit: AUC and final
+differences per seed, their mean with a 95 % t interval and a sign-flip test over seeds; the (seed, evaluation)
+cells described only). When both ``genenv`` and ``random_env`` ran, the report adds the difficulty-alignment
+statistic of :mod:`genenv.trainer.experiments.alignment` (the in-band share of all generations, one mean
+difference per seed, tested over seeds) and ``alignment.png``. Every test of a report is Holm-corrected with the
+others (:func:`~genenv.trainer.experiments.stats.correct`; the report says how many). :func:`compare_arms` and
 :func:`compare_outcome` give the same two statistics for arm folders of two experiments.
 
 Agent tasks consumed after iteration i = the sum of ``agent/tasks`` over iterations 0..i (each task rolled out
@@ -46,6 +47,7 @@ import numpy as np
 
 from genenv.trainer.experiments import alignment, outcome
 from genenv.trainer.experiments.settings import ExperimentSettings, experiment_settings
+from genenv.trainer.experiments.stats import correct
 
 
 def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
@@ -274,6 +276,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
     helped = outcome.compare_all(trained, functools.partial(run_auc, baseline=baseline, key=key), key)
+    correct(outcome.tests(helped) + ([stat] if stat else []))  # the report's family of tests
     return {"benchmark": settings.benchmark, "iterations": settings.iterations, "seeds": list(settings.seeds),
             "arms_planned": list(settings.arms), "score": settings.score_metric or "headline", "alpha": alpha,
             "k_min": settings.k_min, "agent": {"batch_tasks": settings.batch_tasks, "n": settings.n},

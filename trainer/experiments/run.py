@@ -181,6 +181,7 @@ def main() -> int:
         from genenv.trainer.experiments import alignment, outcome
         from genenv.trainer.experiments.archive import experiment_folder
         from genenv.trainer.experiments.report import compare_arms, compare_outcome
+        from genenv.trainer.experiments.stats import correct
 
         ap = argparse.ArgumentParser(prog="genenv-experiment compare",
                                      description="difficulty alignment and held-out outcome of two arm folders, "
@@ -196,26 +197,26 @@ def main() -> int:
         except (FileNotFoundError, ValueError) as e:
             print(f"genenv-experiment compare: {e}", file=sys.stderr)
             return 2
-        shown = 0
         try:
-            stat = compare_arms(args.treatment, args.control)
+            aligned = compare_arms(args.treatment, args.control)
         except (ValueError, FileNotFoundError) as e:
             print(f"difficulty alignment: not compared ({e})")
-        else:
-            print("\n".join(alignment.markdown(stat, *stat["band"])))
-            if args.plot:
-                alignment.plot(stat, *stat["band"], args.plot)
-            shown += 1
+            aligned = None
         try:
-            stat = compare_outcome(args.treatment, args.control)
+            helped = compare_outcome(args.treatment, args.control)
         except (ValueError, FileNotFoundError) as e:
             print(f"held-out outcome: not compared ({e})")
-        else:
-            treated, control = stat["arms"]
+            helped = None
+        correct(([aligned] if aligned else []) + (outcome.tests({"control": helped}) if helped else []))
+        if aligned:
+            print("\n".join(alignment.markdown(aligned, *aligned["band"])))
+            if args.plot:
+                alignment.plot(aligned, *aligned["band"], args.plot)
+        if helped:
+            treated, control = helped["arms"]
             print(f"\n## Held-out outcome, {treated} vs {control}\n")
-            print("\n".join(outcome.table({control: stat}, treated)))
-            shown += 1
-        return 0 if shown else 1
+            print("\n".join(outcome.table({control: helped}, treated)))
+        return 0 if aligned or helped else 1
     if len(sys.argv) > 1 and sys.argv[1] == "report":
         import argparse
 

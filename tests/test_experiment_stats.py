@@ -1,0 +1,66 @@
+"""The experiment statistics with the seed as the unit: a placebo comparison (two arms that differ only in name)
+rejects at the nominal rate, while a test over (seed, evaluation) cells does not; Holm's correction; the cells'
+intraclass correlation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import ttest_1samp
+
+from genenv.trainer.experiments import outcome
+from genenv.trainer.experiments.stats import correct, holm, intraclass_correlation, seed_test
+
+
+def placebo_runs(rng: np.random.Generator, seeds: int, evaluations: int = 5) -> dict[int, list[dict]]:
+    """One arm's runs drawn from the process every arm shares: each seed's training trajectory sets its level
+    (sd 15 points, the spread of the shipped TWX runs), each evaluation adds its own noise (sd 5 points)."""
+    runs = {}
+    for seed in range(seeds):
+        level = 0.4 + rng.normal(0, 0.15)
+        runs[seed] = [{"iteration": 2 * (k + 1), "heldout/score": float(level + rng.normal(0, 0.05))}
+                      for k in range(evaluations)]
+    return runs
+
+
+def test_a_placebo_comparison_rejects_at_the_nominal_rate_and_the_cell_test_would_not():
+    rng = np.random.default_rng(0)
+    mean_score = lambda rows: float(np.mean([r["heldout/score"] for r in rows]))  # noqa: E731 - the AUC's role
+    seed_level, cell_level, sims = 0, 0, 600
+    for _ in range(sims):
+        stat = outcome.compare(placebo_runs(rng, 8), placebo_runs(rng, 8), auc=mean_score)
+        assert stat["auc"]["n_seeds"] == 8 and stat["n_cells"] == 40
+        seed_level += stat["auc"]["p_value"] < 0.05
+        cell_level += ttest_1samp([c[2] for c in stat["cells"]], 0.0).pvalue < 0.05
+    # 600 placebo experiments: the seed-level sign-flip test rejects at most at 5 % (binomial sd 0.9 points);
+    # treating the 40 correlated cells as independent rejects far more often
+    assert 0.02 <= seed_level / sims <= 0.075
+    assert cell_level / sims > 0.3
+
+
+def test_a_real_difference_of_every_seed_is_found_and_its_interval_is_over_seeds():
+    rng = np.random.default_rng(1)
+    control = placebo_runs(rng, 6)
+    treated = {s: [{**r, "heldout/score": r["heldout/score"] + 0.2 + rng.normal(0, 0.01)} for r in rows]
+               for s, rows in control.items()}
+    stat = outcome.compare(treated, control, auc=lambda rows: float(np.mean([r["heldout/score"] for r in rows])))
+    assert stat["auc"]["difference"]["mean"] == pytest.approx(0.2, abs=0.01)
+    assert 0.17 < stat["auc"]["difference"]["low"] < stat["auc"]["difference"]["high"] < 0.23
+    assert stat["auc"]["p_value"] == pytest.approx(2 / 2 ** 6)  # every seed the same sign: the exact test's floor
+    assert stat["final"]["per_seed"] == pytest.approx({s: 0.2 for s in range(6)}, abs=0.04)
+
+
+def test_holm_adjusts_in_order_and_keeps_missing_tests_out_of_the_family():
+    adjusted = holm([0.01, 0.04, 0.03, None])  # 3 tests: 3 x 0.01, then max(0.03, 2 x 0.03), then max(0.06, 0.04)
+    assert adjusted[:3] == pytest.approx([0.03, 0.06, 0.06]) and adjusted[3] is None
+    assert holm([0.5, 0.9]) == [1.0, 1.0]
+    tests = [seed_test({0: 0.1, 1: 0.2, 2: 0.3}), seed_test({0: -0.1, 1: 0.2, 2: 0.0})]
+    correct(tests)
+    assert all(t["family"] == 2 for t in tests) and tests[0]["p_holm"] == pytest.approx(min(1, 2 * tests[0]["p_value"]))
+
+
+def test_intraclass_correlation_splits_the_variance_between_and_within_seeds():
+    between = [np.full(5, v) + np.array([0, 0.01, -0.01, 0, 0]) for v in (0.1, 0.5, 0.9)]
+    assert intraclass_correlation(between) > 0.99
+    rng = np.random.default_rng(2)
+    assert abs(intraclass_correlation([rng.normal(0, 1, 50) for _ in range(20)])) < 0.1
+    assert intraclass_correlation([np.array([1.0, 2.0])]) is None
