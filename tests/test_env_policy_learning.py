@@ -217,6 +217,44 @@ def test_compare_pairs_arm_folders_of_different_experiments_and_refuses_differen
         compare_arms(exps["rwr"], exps["grpo"] / "genenv")
 
 
+def test_a_lever_at_the_same_code_pairs_bitwise_at_iteration_0_and_runs_of_other_code_are_refused(tmp_path,
+                                                                                                  tiny_model_dir):
+    """Two experiments that differ only in a setting that cannot act before the first writer update (the writer's
+    update mode): with the same seed and code, iteration 0 of genenv and random_env in both is the same, generation
+    for generation and metric for metric; each sitting records its code; a comparison with a run of other code is
+    refused unless asked for, and says what it found."""
+    from genenv.trainer.experiments.provenance import code_version
+
+    exps = {}
+    for name, mode in (("base", "grpo"), ("lever", "drgrpo")):
+        exps[name] = tmp_path / name
+        run_experiment(compose_config([f"experiment_dir={exps[name]}", "arms=[genenv,random_env]", "seeds=[0]",
+                                       "iterations=1", "eval.every=0", "agent_batch=frozen",
+                                       f"env_policy.update_mode={mode}", *_tiny_twx_overrides(tiny_model_dir)],
+                                      config_name="experiment"))
+
+    def iteration0(exp, arm):
+        gens = [r for r in read_rows(exp / f"{arm}/seed0/generations.jsonl") if r["iteration"] == 0]
+        row = read_rows(exp / f"{arm}/seed0/metrics.jsonl")[0]
+        return gens, {k: v for k, v in row.items() if k.split("/")[0] in ("gen", "agent", "p_hat")}
+
+    ref = iteration0(exps["base"], "genenv")
+    assert ref[0] and "agent/rollouts" in ref[1]
+    for exp, arm in ((exps["base"], "random_env"), (exps["lever"], "genenv"), (exps["lever"], "random_env")):
+        assert iteration0(exp, arm) == ref, (exp.name, arm)
+    sittings = read_rows(exps["lever"] / "genenv/seed0/sittings.jsonl")
+    assert [s["code"] for s in sittings] == [code_version()] and sittings[0]["host"]
+    assert "in every arm" in compare_arms(exps["lever"] / "genenv", exps["base"] / "genenv")["code"]
+    (exps["lever"] / "genenv/seed0/sittings.jsonl").write_text(json.dumps({**sittings[0], "code": "0" * 40}) + "\n")
+    with pytest.raises(ValueError, match="different code"):
+        compare_arms(exps["lever"] / "genenv", exps["base"] / "genenv")
+    assert "code differs" in compare_arms(exps["lever"] / "genenv", exps["base"] / "genenv", mixed_code=True)["code"]
+    out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "compare",
+                          str(exps["lever"] / "genenv"), str(exps["base"] / "genenv")],
+                         capture_output=True, text=True).stdout
+    assert "difficulty alignment: not compared (runs made with different code" in out
+
+
 def _heldout_rows(scores, tasks=4):
     return [{"iteration": i, "agent/tasks": tasks, "heldout/score": s} for i, s in enumerate(scores)]
 

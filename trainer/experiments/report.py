@@ -47,6 +47,7 @@ import numpy as np
 
 from genenv.trainer.experiments import alignment, outcome
 from genenv.trainer.experiments.settings import ExperimentSettings, experiment_settings
+from genenv.trainer.experiments.provenance import check_paired, recorded
 from genenv.trainer.experiments.stats import correct
 
 
@@ -272,6 +273,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
             arms[arm] = arm_summary(runs, baseline, alpha, key)
             rows_by_arm[arm] = {s: r["rows"] for s, r in runs.items()}
     reach_static(arms, baseline)
+    code = check_paired({a: arm_codes(exp / a, arms[a]["seeds"]) for a in arms}, mixed_code=True) if arms else None
     pair = [rows_by_arm.get(a) for a in alignment.PAIR]
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
@@ -282,7 +284,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
             "k_min": settings.k_min, "agent": {"batch_tasks": settings.batch_tasks, "n": settings.n},
             "eval": {"every": settings.eval_every, "limit": settings.eval_limit,
                      "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms,
-            "agent_frozen": settings.agent_batch == "frozen", "alignment": stat, "outcome": helped}
+            "agent_frozen": settings.agent_batch == "frozen", "alignment": stat, "outcome": helped, "code": code}
 
 
 def _fmt(s: dict[str, Any], pct: bool = True) -> str:
@@ -308,7 +310,8 @@ def markdown(data: dict[str, Any]) -> str:
              + (f"held-out score = {score} on {data['eval']['n']} held-out tasks, greedy, "
               f"every {data['eval']['every']} iterations. Untrained agent: {100 * data['baseline']:.1f}."
               if data["eval"]["every"] else "no held-out evaluation.")
-             + (" Agent frozen (no agent update): a stationary target." if data.get("agent_frozen") else ""), "",
+             + (" Agent frozen (no agent update): a stationary target." if data.get("agent_frozen") else "")
+             + (f" Runs' {data['code']}." if data.get("code") else ""), "",
              "Scores in %, mean ± sample sd over seeds. AUC: mean held-out score over the tasks consumed. Tasks to "
              "static: agent tasks consumed when the arm's mean held-out score first reaches static's final mean "
              "(efficiency = static's tasks / these).", "",
@@ -472,6 +475,15 @@ def arm_folder(folder: Path) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
     return OmegaConf.load(cfg_path), runs
 
 
+def arm_codes(folder: Path, seeds: Sequence[int]) -> set[str]:
+    """The code versions recorded by the sittings of ``seeds`` in an arm folder
+    (:func:`~genenv.trainer.experiments.provenance.recorded`; ``{"unknown"}`` where none was recorded)."""
+    out: set[str] = set()
+    for seed in seeds:
+        out |= recorded(read_rows(Path(folder) / f"seed{seed}" / "sittings.jsonl"))
+    return out
+
+
 def _arm_name(folder: Path) -> str:
     return f"{Path(folder).parent.name}/{Path(folder).name}"
 
@@ -481,17 +493,18 @@ def _common_seeds(a: dict[int, Any], b: dict[int, Any]) -> None:
         raise ValueError(f"no seed finished in both: {sorted(a)} and {sorted(b)}")
 
 
-def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
+def compare_arms(treatment: Path, control: Path, mixed_code: bool = False) -> dict[str, Any]:
     """The difficulty-alignment statistic (:func:`genenv.trainer.experiments.alignment.compare`) between two arm folders of
     any experiments (``<experiment_dir>/<arm>``, e.g. the ``genenv`` arms of an ``rwr`` and a ``grpo``
     experiment, or an arm against another experiment's ``random_env``), paired by seed; each arm is named
-    ``<experiment folder>/<arm>``. Returns the statistic with ``band`` = (α, k_min) added (for
+    ``<experiment folder>/<arm>``. Returns the statistic with ``band`` = (α, k_min) and ``code`` (a note on the code
+    the two arms ran, :func:`~genenv.trainer.experiments.provenance.check_paired`) added (for
     :func:`genenv.trainer.experiments.alignment.markdown` and :func:`~genenv.trainer.experiments.alignment.plot`).
 
     Raises:
         FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml``.
         ValueError: the two experiments use different α bands (their in-band shares do not measure the same
-            thing), or share no finished seed.
+            thing), share no finished seed, or ran different code (unless ``mixed_code``).
     """
     (cfg_t, runs_t), (cfg_c, runs_c) = arm_folder(treatment), arm_folder(control)
     bands = [(s.alpha, s.k_min) for s in map(experiment_settings, (cfg_t, cfg_c))]
@@ -500,22 +513,29 @@ def compare_arms(treatment: Path, control: Path) -> dict[str, Any]:
                          "in-band shares are not comparable")
     _common_seeds(runs_t, runs_c)
     names = (_arm_name(treatment), _arm_name(control))
-    return {**alignment.compare(runs_t, runs_c, names), "band": bands[0]}
+    code = _paired_code((treatment, control), names, set(runs_t) & set(runs_c), mixed_code)
+    return {**alignment.compare(runs_t, runs_c, names), "band": bands[0], "code": code}
 
 
-def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
+def _paired_code(folders: Sequence[Path], names: Sequence[str], seeds: set[int], mixed_code: bool) -> str:
+    """:func:`~genenv.trainer.experiments.provenance.check_paired` over the arm folders' paired ``seeds``."""
+    return check_paired({n: arm_codes(f, sorted(seeds)) for n, f in zip(names, folders)}, mixed_code)
+
+
+def compare_outcome(treatment: Path, control: Path, mixed_code: bool = False) -> dict[str, Any]:
     """The held-out outcome statistic (:func:`genenv.trainer.experiments.outcome.compare`: paired cells, final and
     AUC differences) between two arm folders of any experiments, e.g. the ``genenv`` arm of a run with one setting
     changed against the ``genenv`` or ``replay`` arm of the main run, paired by seed and iteration. Each arm's AUC
     starts from its own experiment's untrained-agent score (``baseline.json``). Returns the statistic with
-    ``arms`` = the two ``<experiment folder>/<arm>`` names added.
+    ``arms`` = the two ``<experiment folder>/<arm>`` names and ``code`` (see :func:`compare_arms`) added.
 
     Raises:
         FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml`` or no
             ``baseline.json``.
         ValueError: the experiments differ in a setting of
             :data:`~genenv.trainer.experiments.settings.HELDOUT_PROTOCOL` (their held-out scores do not measure the
-            same thing), a folder has no held-out score, or no seed finished in both.
+            same thing), a folder has no held-out score, no seed finished in both, or the arms ran different code
+            (unless ``mixed_code``).
     """
     folders = (Path(treatment), Path(control))
     loaded = [arm_folder(f) for f in folders]
@@ -533,9 +553,11 @@ def compare_outcome(treatment: Path, control: Path) -> dict[str, Any]:
             raise ValueError(f"{folder}: no held-out score ({key}) in its metrics")
         baselines.append(float(json.loads(base.read_text()).get(key, float("nan"))))
     _common_seeds(loaded[0][1], loaded[1][1])
+    names = [_arm_name(f) for f in folders]
+    code = _paired_code(folders, names, set(loaded[0][1]) & set(loaded[1][1]), mixed_code)
     auc_t, auc_c = (functools.partial(run_auc, baseline=b, key=key) for b in baselines)
     stat = outcome.compare(loaded[0][1], loaded[1][1], auc_t, key, auc_c)
-    return {**stat, "arms": [_arm_name(f) for f in folders], "baselines": baselines}
+    return {**stat, "arms": names, "baselines": baselines, "code": code}
 
 
 def write_report(experiment_dir: Path) -> Path:

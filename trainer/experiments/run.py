@@ -55,6 +55,7 @@ import sys
 import time
 from pathlib import Path
 
+from genenv.trainer.experiments.provenance import provenance
 from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
 from genenv.trainer.experiments.settings import (ExperimentSettings, arm_config, arm_file, arm_name,
                                                  experiment_settings)
@@ -160,7 +161,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
             log.info("%s seed %s: running in %s", arm, seed, run_dir)
             trainer.run()
             with open(run_dir / "sittings.jsonl", "a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"wall_seconds": time.perf_counter() - start}) + "\n")
+                fh.write(json.dumps({"wall_seconds": time.perf_counter() - start, **provenance()}) + "\n")
             del trainer
             gc.collect()
             finish_arm(run_dir, exp.iterations, exp.keep_finished_checkpoints)
@@ -170,7 +171,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
 
 def main() -> int:
     """Dispatch ``report EXPERIMENT [--out DIR] [--cache DIR]``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]
-    [--cache DIR]`` or run Hydra's main with ``configs/experiment.yaml``. ``EXPERIMENT`` and the arms are folders or
+    [--cache DIR] [--mixed-code]`` or run Hydra's main with ``configs/experiment.yaml``. ``EXPERIMENT`` and the arms are folders or
     archive addresses, ``results/<experiment>.tar.xz[:<subfolder>]``, unpacked on demand after their checksum is
     verified (:func:`~genenv.trainer.experiments.archive.experiment_folder`); an unreadable one exits with 2 and a
     message."""
@@ -191,6 +192,8 @@ def main() -> int:
         ap.add_argument("control", help="<experiment_dir>/<arm>, e.g. experiments/grpo/genenv")
         ap.add_argument("--plot", type=Path, default=None, help="also draw the alignment plot to this file")
         ap.add_argument("--cache", type=Path, default=None, help=cache_help)
+        ap.add_argument("--mixed-code", action="store_true",
+                        help="compare runs made with different code (refused by default: their iteration 0 differs)")
         args = ap.parse_args(sys.argv[2:])
         try:
             args.treatment, args.control = (experiment_folder(a, args.cache) for a in (args.treatment, args.control))
@@ -198,16 +201,19 @@ def main() -> int:
             print(f"genenv-experiment compare: {e}", file=sys.stderr)
             return 2
         try:
-            aligned = compare_arms(args.treatment, args.control)
+            aligned = compare_arms(args.treatment, args.control, args.mixed_code)
         except (ValueError, FileNotFoundError) as e:
             print(f"difficulty alignment: not compared ({e})")
             aligned = None
         try:
-            helped = compare_outcome(args.treatment, args.control)
+            helped = compare_outcome(args.treatment, args.control, args.mixed_code)
         except (ValueError, FileNotFoundError) as e:
             print(f"held-out outcome: not compared ({e})")
             helped = None
         correct(([aligned] if aligned else []) + (outcome.tests({"control": helped}) if helped else []))
+        note = (aligned or helped or {}).get("code")
+        if note:
+            print(f"Runs' {note}.\n")
         if aligned:
             print("\n".join(alignment.markdown(aligned, *aligned["band"])))
             if args.plot:
