@@ -102,3 +102,37 @@ def test_an_admitted_generated_game_is_won_by_its_gold_in_the_env():
     pool = load_twx_tasks("train", games="coin", episodes=20)
     assert spec.near_duplicate(task, pool) is None
     assert isinstance(spec.near_duplicate(task, pool + [task]), Rejection)
+
+
+def test_the_graded_held_out_set_spreads_over_difficulty_and_is_scored_per_bin(tmp_path, monkeypatch):
+    """The graded held-out set (benchmarks/twx/graded.py): 120 dev-fold Coin Collector games over rooms, doors,
+    distractors and steps to win; the oracle wins every one and the report gives the win rate per bin; other
+    splits and games are untouched; a game the engine no longer generates as recorded is an error."""
+    from collections import Counter
+
+    import yaml
+
+    from genenv.benchmarks.twx import graded
+    from genenv.runtime.evaluation import evaluate
+    from genenv.runtime.policies import OraclePolicy
+
+    tasks = load_twx_tasks("heldout", games="coin", graded=True)
+    assert len(tasks) == 120 and len({t.id for t in tasks}) == 120 and {t.metadata["fold"] for t in tasks} == {"dev"}
+    bins = Counter((d, v) for t in tasks for d, v in t.metadata["bins"].items())
+    assert {v for d, v in bins if d == "rooms"} == {"2", "4", "6"}
+    assert {v for d, v in bins if d == "steps"} == {"2", "3-4", "5-6", "7+"} and bins[("steps", "7+")] >= 10
+    assert load_twx_tasks("train", games="coin", graded=True, episodes=2)[0].metadata["fold"] == "train"
+    assert load_twx_tasks("heldout", games="cookingworld", graded=True) == []
+    res = evaluate(OraclePolicy(), ["twx"], split="heldout", options={"twx": {"games": "coin", "graded": True}},
+                   progress=False)
+    metrics = {m.key: m for m in res.metrics}
+    assert metrics["twx/coin/success"].value == 1.0 and res.headlines["twx"].n == 120
+    per_bin = {k: m for k, m in metrics.items() if "/graded/" in k}
+    assert sum(m.n for k, m in per_bin.items() if "/graded/rooms=" in k) == 120
+    assert all(m.value == 1.0 for m in per_bin.values()) and "twx/coin/graded/steps=7+" in per_bin
+    entries = yaml.safe_load(graded.GRADED_FILE.read_text())
+    entries[5]["digest"] = "0" * 12
+    (tmp_path / "graded.yaml").write_text(yaml.safe_dump(entries))
+    monkeypatch.setattr(graded, "GRADED_FILE", tmp_path / "graded.yaml")
+    with pytest.raises(ValueError, match="the engine generates another game"):
+        graded.graded_tasks()

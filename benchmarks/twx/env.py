@@ -228,8 +228,12 @@ def make_task(game: str, params: dict[str, int], fold: str, seed: int, task_id: 
 
 
 def load_twx_tasks(split: str | None = "test", games: str | list[str] | tuple[str, ...] = DEFAULT_GAMES,
-                   params: dict[str, str | dict] | None = None, episodes: int = 10, start: int = 0) -> list[Task]:
-    """Tasks of ``split``: for each game, ``episodes`` consecutive seeds of the split's fold from ``start``.
+                   params: dict[str, str | dict] | None = None, episodes: int = 10, start: int = 0,
+                   graded: bool = False) -> list[Task]:
+    """Tasks of ``split``: for each game, ``episodes`` consecutive seeds of the split's fold from ``start``. With
+    ``graded`` the ``heldout`` split is instead the graded held-out set's games of ``games``
+    (:func:`genenv.benchmarks.twx.graded.graded_tasks`: 120 Coin Collector games over rooms, doors, distractors
+    and steps; ``params``, ``episodes`` and ``start`` do not apply to it); other splits ignore ``graded``.
 
     Raises:
         ValueError: unknown split or game, bad parameters, or seeds beyond the fold.
@@ -243,6 +247,10 @@ def load_twx_tasks(split: str | None = "test", games: str | list[str] | tuple[st
     seeds = FOLD_SEEDS[fold]
     if start < 0 or episodes < 1 or start + episodes > len(seeds):
         raise ValueError(f"seeds {start}..{start + episodes} are outside the {fold} fold ({len(seeds)} seeds)")
+    if graded and split == "heldout":
+        from genenv.benchmarks.twx.graded import graded_tasks
+
+        return [t for t in graded_tasks() if t.metadata["game"] in games]
     overrides = dict(params or {})
     tasks = []
     for game in games:

@@ -64,7 +64,8 @@ class TWXSpec(BenchmarkSpec):
         return [(f"twx/{g}", {**rest, "games": g}) for g in games]
 
     def summarize(self, unit: str, trajectories: Sequence[Any]) -> list[Metric]:
-        """``<unit>/success`` (win rate) and ``<unit>/score`` (TWX's normalised score at the episode's end)."""
+        """``<unit>/success`` (win rate) and ``<unit>/score`` (TWX's normalised score at the episode's end); on the
+        graded held-out set also ``<unit>/graded/<dimension>=<bin>``, the win rate per difficulty bin."""
         n = len(trajectories)
         if n == 0:
             return []
@@ -72,8 +73,15 @@ class TWXSpec(BenchmarkSpec):
         protocol = PROTOCOL.format(split=split, max_steps=trajectories[0].info.get("max_steps", "?"))
         success = sum(t.success for t in trajectories) / n
         score = sum(t.info.get("score", 0.0) for t in trajectories) / n
-        return [Metric(f"{unit}/success", success, n, f"success rate, {protocol}"),
-                Metric(f"{unit}/score", score, n, f"mean final game score (partial progress), {protocol}")]
+        out = [Metric(f"{unit}/success", success, n, f"success rate, {protocol}"),
+               Metric(f"{unit}/score", score, n, f"mean final game score (partial progress), {protocol}")]
+        bins: dict[str, list[bool]] = {}
+        for t in trajectories:  # the graded held-out set's bins (genenv.benchmarks.twx.graded)
+            for dimension, value in t.task.metadata.get("bins", {}).items():
+                bins.setdefault(f"{dimension}={value}", []).append(bool(t.success))
+        out += [Metric(f"{unit}/graded/{name}", sum(v) / len(v), len(v), f"success rate in the bin {name}, {protocol}")
+                for name, v in sorted(bins.items())]
+        return out
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         """``twx/success``: the episode-weighted success rate over the evaluated games."""
