@@ -41,14 +41,12 @@ def code_version() -> str:
 @functools.cache
 def host() -> str:
     """The CPU model (``/proc/cpuinfo``'s ``model name``, else ``platform.processor()``) and the torch version."""
-    model = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: the platform's own name
+        cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                 platform.processor() or platform.machine())
     try:
         import torch
 
