@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+from pathlib import Path
 from typing import Any
 
 from genenv.envs.base import InvalidAction, MultiStepTaskEnv, parse_or_invalid
@@ -232,7 +233,7 @@ def load_twx_tasks(split: str | None = "test", games: str | list[str] | tuple[st
                    graded: bool = False) -> list[Task]:
     """Tasks of ``split``: for each game, ``episodes`` consecutive seeds of the split's fold from ``start``. With
     ``graded`` the ``heldout`` split is instead the graded held-out set's games of ``games``
-    (:func:`genenv.benchmarks.twx.graded.graded_tasks`: 120 Coin Collector games over rooms, doors, distractors
+    (:func:`graded_tasks`: 120 Coin Collector games over rooms, doors, distractors
     and steps; ``params``, ``episodes`` and ``start`` do not apply to it); other splits ignore ``graded``.
 
     Raises:
@@ -248,8 +249,6 @@ def load_twx_tasks(split: str | None = "test", games: str | list[str] | tuple[st
     if start < 0 or episodes < 1 or start + episodes > len(seeds):
         raise ValueError(f"seeds {start}..{start + episodes} are outside the {fold} fold ({len(seeds)} seeds)")
     if graded and split == "heldout":
-        from genenv.benchmarks.twx.graded import graded_tasks
-
         return [t for t in graded_tasks() if t.metadata["game"] in games]
     overrides = dict(params or {})
     tasks = []
@@ -335,3 +334,44 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
     def gold_action(cls, task: Task) -> list[str]:
         """TWX's gold action sequence."""
         return list(task.gold)
+
+
+# ----- the graded held-out set (built by genenv.benchmarks.twx.graded) -----
+GRADED_FILE = Path(__file__).with_name("graded_heldout.yaml")
+
+
+def steps_bin(steps: int) -> str:
+    """The steps-to-win bin of a gold length: ``"2"`` (or fewer), ``"3-4"``, ``"5-6"``, ``"7+"``."""
+    if steps <= 2:
+        return "2"
+    if steps <= 4:
+        return "3-4"
+    return "5-6" if steps <= 6 else "7+"
+
+
+def digest(task: Task) -> str:
+    """sha1 (12 hex digits) of a task's prompt: the game's goal and first observation."""
+    return hashlib.sha1(task.prompt.encode()).hexdigest()[:12]
+
+
+def graded_tasks() -> list[Task]:
+    """The graded held-out tasks (:mod:`genenv.benchmarks.twx.graded`; split ``heldout``, fold ``dev``), in the
+    file's order, each with ``metadata["bins"]``.
+
+    Raises:
+        ValueError: a game's goal or first observation differs from the recorded digest (the engine generates
+            another game).
+    """
+    import yaml
+
+    tasks = []
+    for entry in yaml.safe_load(GRADED_FILE.read_text()):
+        params = entry["params"]
+        task = make_task(entry["game"], params, "dev", entry["seed"], split="heldout")
+        if digest(task) != entry["digest"]:
+            raise ValueError(f"{task.id} ({params}): its goal and first observation differ from the ones recorded in "
+                             f"{GRADED_FILE.name}: the engine generates another game")
+        task.metadata["bins"] = {"rooms": str(params["numLocations"]), "doors": str(params["includeDoors"]),
+                                 "distractors": str(params["numDistractorItems"]), "steps": steps_bin(entry["steps"])}
+        tasks.append(task)
+    return tasks
