@@ -21,7 +21,7 @@ from pathlib import Path
 
 from genenv.benchmarks.alfworld.feasible import feasible_goals
 from genenv.benchmarks.alfworld.files import TASK_TYPES, read_game
-from genenv.benchmarks.alfworld.goals import GOAL_SLOTS, scene_inventory
+from genenv.benchmarks.alfworld.goals import GOAL_SLOTS, goal_targets, scene_inventory
 from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.task import Task
 
@@ -29,12 +29,11 @@ from genenv.envs.task import Task
 def candidate_goals(game_file: str) -> list[dict[str, str]]:
     """Every goal of ALFWorld's grammar over the scene's object and receptacle types (lamps as toggles)."""
     inv = scene_inventory(read_game(game_file))
-    lamps = [o for o in inv["objects"] if o.endswith("Lamp")]
     out = []
     for task_type in TASK_TYPES:
         slot = GOAL_SLOTS[task_type][1]
         for obj in inv["objects"]:
-            for target in inv["receptacles"] if slot == "receptacle" else lamps:
+            for target in goal_targets(inv, slot):
                 out.append({"task_type": task_type, "object": obj, slot: target})
     return out
 

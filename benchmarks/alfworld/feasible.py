@@ -27,7 +27,8 @@ from typing import Any
 
 from genenv.benchmarks.alfworld.files import TASK_TYPES, read_game
 from genenv.benchmarks.alfworld.game import translate
-from genenv.benchmarks.alfworld.goals import GOAL_SLOTS, best_binding, parse_goal, scene_inventory, with_goal
+from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, best_binding, goal_targets, parse_goal, scene_inventory,
+                                              with_goal)
 
 Literal = namedtuple("Literal", "predicate args negated")
 """A goal literal with its arguments substituted (what :func:`~genenv.benchmarks.alfworld.goals.best_binding`
@@ -83,13 +84,12 @@ def feasible_goals(game_file: str) -> dict[str, dict[str, tuple[str, ...]]] | No
         return None
     initial, reachable = facts
     inventory = scene_inventory(data)
-    lamps = [o for o in inventory["objects"] if o.endswith("Lamp")]
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for task_type, (parts, fluents) in _templates(data).items():
         second = GOAL_SLOTS[task_type][1]
         for obj in inventory["objects"]:
             found = []
-            for target in inventory["receptacles"] if second == "receptacle" else lamps:
+            for target in goal_targets(inventory, second):
                 names = {f"{_PLACEHOLDER['object']}type".lower(): f"{obj}type".lower(),
                          f"{_PLACEHOLDER[second]}type".lower(): f"{target}type".lower()}
                 goal = [sorted((Literal(lit.predicate, tuple(names.get(a, a) for a in lit.args), lit.negated)

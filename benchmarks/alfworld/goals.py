@@ -95,6 +95,13 @@ def scene_inventory(data: dict[str, Any]) -> dict[str, list[str]]:
     return {k: sorted(set(rx.findall(data["pddl_problem"]))) for k, rx in _TYPE_RE.items()}
 
 
+def goal_targets(inventory: dict[str, list[str]], slot: str) -> list[str]:
+    """The types a goal's second slot (:data:`GOAL_SLOTS`) can name in a scene (``inventory``:
+    :func:`scene_inventory`): its receptacle types for ``"receptacle"``, its lamps (object types ending in
+    ``Lamp``: ALFRED's DeskLamp, FloorLamp) for ``"toggle"``."""
+    return inventory["receptacles"] if slot == "receptacle" else [o for o in inventory["objects"] if o.endswith("Lamp")]
+
+
 def normalise_goal(proposal: dict[str, Any], inventory: dict[str, list[str]]) -> dict[str, str]:
     """Check a proposed goal against the goal grammar and the scene; returns it with the scene's spelling of
     each type name.

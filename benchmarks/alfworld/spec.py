@@ -29,8 +29,8 @@ from genenv.benchmarks.alfworld.env import ALFWorldEnv
 from genenv.benchmarks.alfworld.feasible import feasible_goals, translator_verdict
 from genenv.benchmarks.alfworld.files import TASK_TYPES, read_game
 from genenv.benchmarks.alfworld.game import game_key, game_record, shared_game, shared_lock
-from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, goal_sentence, normalise_goal, plan_goal, scene_inventory,
-                                              with_goal)
+from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, goal_sentence, goal_targets, normalise_goal, plan_goal,
+                                              scene_inventory, with_goal)
 from genenv.benchmarks.spec import BenchmarkSpec, Metric
 from genenv.benchmarks.task_writer import Rejection, extract_json_object, final_request
 from genenv.benchmarks.bounded_schema import json_object
@@ -147,7 +147,7 @@ class ALFWorldSpec(BenchmarkSpec):
         if branches:
             return {"anyOf": branches}
         inv = scene_inventory(read_game(game_file))
-        lamps = [o for o in inv["objects"] if o.endswith("Lamp")] or inv["objects"]
+        lamps = goal_targets(inv, "toggle") or inv["objects"]
         choices = {"object": inv["objects"], "receptacle": inv["receptacles"], "toggle": lamps}
         return {"anyOf": [json_object({"task_type": {"const": tt}, **{slot: {"enum": choices[slot]}
                                                                        for slot in GOAL_SLOTS[tt]}})

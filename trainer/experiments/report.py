@@ -263,6 +263,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     alpha = settings.alpha
     arms: dict[str, dict[str, Any]] = {}
     rows_by_arm: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    codes: dict[str, set[str]] = {}  # the code each arm's sittings recorded (provenance)
     for arm in settings.arms:
         runs = {}
         for seed, rows in finished_runs(exp / arm, settings.seeds).items():
@@ -272,8 +273,9 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
         if runs:
             arms[arm] = arm_summary(runs, baseline, alpha, key)
             rows_by_arm[arm] = {s: r["rows"] for s, r in runs.items()}
+            codes[arm] = set().union(*(recorded(r["sittings"]) for r in runs.values()))
     reach_static(arms, baseline)
-    code = check_paired({a: arm_codes(exp / a, arms[a]["seeds"]) for a in arms}, mixed_code=True) if arms else None
+    code = check_paired(codes, mixed_code=True) if codes else None
     pair = [rows_by_arm.get(a) for a in alignment.PAIR]
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
