@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from genenv.trainer.cli import compose_config
     from genenv.trainer.engines.local import build_local_backend
     from genenv.runtime.episodes import RolloutSpec
-    from genenv.trainer.loop import agent_samples
+    from genenv.trainer.updates.sample import agent_samples
     from genenv.trainer.settings import run_settings
     from genenv.trainer.updates import batch as batches
     from genenv.trainer.updates.update import group_length_order, prepare_update

@@ -49,7 +49,7 @@ def test_other_environment_rewards_score_generations_by_their_formulas(tmp_path,
 
     from genenv.trainer.strategies import build_task_source
 
-    scored = build_task_source(run_settings(cfg)).score(records, p_hats)
+    scored = build_task_source(run_settings(cfg)).score(None, records, None, p_hats)
     assert [s.r_env for s in scored] == pytest.approx([FORMULAS[reward](p) for p in p_hats.values()] + [0.0])
     assert [s.in_band for s in scored] == [False, True, False, False, False, False]  # |p̂ - 0.25| <= 0.15
     import json

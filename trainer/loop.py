@@ -45,13 +45,13 @@ from genenv.envs.data import jsonl_line
 from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES
-from genenv.trainer.generation import GenerationRecord, record_row, run_generation_budget, write_tasks
+from genenv.trainer.generation import GenerationRecord, record_row, run_generation_budget
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
-from genenv.runtime.episodes import Rollout, RolloutSpec, Trajectory
+from genenv.runtime.episodes import Rollout, RolloutSpec
 from genenv.trainer.settings import run_settings
 from genenv.trainer.strategies import build_agent_batch, build_task_source
 from genenv.trainer.task_pool import TaskPool
-from genenv.trainer.updates import Sample
+from genenv.trainer.updates.sample import agent_samples
 
 log = logging.getLogger(__name__)
 RUN_LOGS = ("metrics.jsonl", "generations.jsonl", "heldout.jsonl")  # per-iteration rows, cut back on resume
@@ -153,12 +153,12 @@ class CoEvolutionTrainer:
         return rows
 
     def generate_tasks(self, it: int) -> tuple[list[GenerationRecord], Counter]:
-        """Steps 1-2 (:func:`~genenv.trainer.generation.write_tasks` of the task source's prompts); nothing at an
-        iteration the task source does not write."""
+        """Steps 1-2: the task source's writing
+        (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.write`); nothing at an iteration the task
+        source does not write."""
         if not self.task_source.writes_at(it):
             return [], Counter()
-        return write_tasks(self.spec, self.backend.policy("env_policy"), self.pool, self.settings.generation,
-                           self.settings.curriculum.alpha, it, self.task_source.plans(self))
+        return self.task_source.write(self, it)
 
     def rollout(self, tasks, n: int | None = None) -> Rollout:
         """``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine, sampled as the run's
@@ -191,7 +191,7 @@ class CoEvolutionTrainer:
         for t in trajs:
             rewards_by_task.setdefault(t.task.id, []).append(t.reward)
         p_hat = {tid: float(np.mean(rs)) for tid, rs in rewards_by_task.items()}
-        scored = self.task_source.score(records, p_hat)
+        scored = self.task_source.score(self, records, rolled, p_hat)
         timing["env_reward"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
@@ -258,14 +258,3 @@ class CoEvolutionTrainer:
                                          "reward": float(r["reward"]), "success": bool(r["success"])}))
         return out
 
-
-def agent_samples(trajectories: list[Trajectory]) -> list[Sample]:
-    """The agent's update samples: each episode's sequences (:meth:`Trajectory.segments`), rewarded with its
-    return, grouped by task, one episode counted once."""
-    samples = []
-    for t in trajectories:
-        episode = f"{t.task.id}#{t.sample_index}"
-        for seg in t.segments():
-            samples.append(Sample(seg.prompt_ids, seg.response_ids, t.reward, t.task.id,
-                                  response_mask=seg.response_mask, episode=episode))
-    return samples

@@ -129,6 +129,17 @@ class GenerationSettings:
 
 
 @dataclass(frozen=True)
+class ProbeSettings:
+    """The ``probe`` block: the probe set of the ``grounded`` task source (SOAR's grounded writer reward,
+    :class:`~genenv.trainer.strategies.task_sources.GroundedSource`): ``tasks`` seed tasks held out of the pool,
+    each played ``n`` times, sampled at the agent's temperature, to measure the agent before and after a trial
+    update on one written task."""
+
+    tasks: int
+    n: int
+
+
+@dataclass(frozen=True)
 class AgentSettings:
     """The ``agent`` block less its policy (:class:`RoleConfig`): the batch, the sampling and informative batches
     (which tasks the batch holds is the agent batch's, ``agent_batch``, :mod:`genenv.trainer.strategies.agent_batches`).
@@ -190,7 +201,7 @@ class RunSettings:
         seed_options: the run's changes to the benchmark's seed-pool loader options (``benchmark.seed_options``).
         seed_limit: at most this many seed tasks in the pool (``None``: all).
         env_kwargs: the envs' constructor options (:func:`env_kwargs`).
-        curriculum, generation, agent, pool: the blocks of those names.
+        curriculum, generation, agent, pool, probe: the blocks of those names.
         env_update_mode: ``env_policy.update_mode`` (a registered environment-policy update mode,
             :data:`genenv.trainer.strategies.ENV_POLICY_UPDATES`).
         eval_every, eval_limit: held-out evaluation every N iterations (0: off), tasks per held-out unit.
@@ -214,6 +225,7 @@ class RunSettings:
     generation: GenerationSettings
     agent: AgentSettings
     pool: PoolSettings
+    probe: ProbeSettings
     env_update_mode: str
     eval_every: int
     eval_limit: int | None
@@ -253,7 +265,7 @@ def run_settings(cfg) -> RunSettings:
         ConfigError: a missing key; an unknown ``parsing`` or ``curriculum.env_reward`` (the strategy names
             ``task_source``, ``agent_batch`` and ``env_policy.update_mode`` are checked when the loop builds its
             strategies, :mod:`genenv.trainer.strategies`, before any model loads); ``generation.every``, ``keep_checkpoints``,
-            ``iterations``, ``save_every``, ``agent.batch_tasks``, ``agent.n`` or
+            ``iterations``, ``save_every``, ``probe.tasks``, ``probe.n``, ``agent.batch_tasks``, ``agent.n`` or
             ``agent.filter_groups.max_rollouts`` below 1; ``pool.temperature`` ≤ 0; ``pool.staleness`` or
             ``agent.filter_groups.generated_share`` outside [0, 1]. The message names the key.
     """
@@ -288,6 +300,7 @@ def run_settings(cfg) -> RunSettings:
                             filter_groups=bool(read_key(cfg, f"{fg}.enable")), max_rollouts=int(read_key(cfg, f"{fg}.max_rollouts")),
                             generated_share=float(read_key(cfg, f"{fg}.generated_share"))),
         pool=_block(PoolSettings, cfg, "pool"),
+        probe=_block(ProbeSettings, cfg, "probe"),
         env_update_mode=str(read_key(cfg, "env_policy.update_mode")),
         eval_every=int(read_key(cfg, "eval.every") or 0),
         eval_limit=None if eval_limit is None else int(eval_limit),
@@ -299,6 +312,7 @@ def run_settings(cfg) -> RunSettings:
     )
     for key, value in (("generation.every", settings.generation.every), ("keep_checkpoints", settings.keep_checkpoints),
                        ("iterations", settings.iterations), ("save_every", settings.save_every),
+                       ("probe.tasks", settings.probe.tasks), ("probe.n", settings.probe.n),
                        ("agent.batch_tasks", settings.agent.batch_tasks), ("agent.n", settings.agent.n),
                        (f"{fg}.max_rollouts", settings.agent.max_rollouts)):
         if value < 1:

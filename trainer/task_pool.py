@@ -91,6 +91,16 @@ class TaskPool:
             raise ValueError(f"task {task.id!r} is already in the pool")
         self.entries[task.id] = PoolEntry(task)
 
+    def remove(self, task_ids: Iterable[str]) -> list[Task]:
+        """Take the tasks with ``task_ids`` out of the pool, with their p̂ history (ids not in the pool are
+        skipped); returns the removed tasks in pool order. Used by task sources whose training set is not
+        cumulative (``genenv_released`` keeps only its latest write; ``grounded`` holds its probe set apart)."""
+        drop = set(task_ids)
+        removed = [e.task for i, e in self.entries.items() if i in drop]
+        for t in removed:
+            del self.entries[t.id]
+        return removed
+
     @property
     def tasks(self) -> list[Task]:
         """All tasks in insertion order."""

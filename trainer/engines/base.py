@@ -18,7 +18,12 @@ ROLES = ("agent", "env_policy")
 
 
 class Backend(Protocol):
-    """Every method the loop calls, per role (one of :data:`ROLES`)."""
+    """Every method the loop calls, per role (one of :data:`ROLES`).
+
+    One capability is optional: ``trial(role)``, a context manager inside which ``update`` calls of ``role`` are
+    undone on exit (weights, optimiser state, update count). The ``grounded`` task source needs it
+    (:class:`~genenv.trainer.strategies.grounded.GroundedSource`); the ``local`` engine has it.
+    """
 
     def policy(self, role: str) -> Policy:
         """A :class:`~genenv.runtime.policies.Policy` that samples from the role's current weights."""

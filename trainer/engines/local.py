@@ -12,9 +12,11 @@ does not fit is refused with each role's bytes and the options, instead of an ou
 """
 from __future__ import annotations
 
+import copy
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -143,6 +145,26 @@ class LocalBackend:
             self.steps[role] += 1
             self.sync_rollout_weights(role)
         return metrics
+
+    @contextmanager
+    def trial(self, role: str) -> Iterator[None]:
+        """Undo on exit every :meth:`update` of ``role`` made inside the block: its trainable weights, AdamW state
+        and update count are copied on entry and put back on exit (also on an error), then its sampling copy is
+        refreshed. Costs one copy of the trainable weights and of the optimiser state (SmolLM2-135M full
+        fine-tune: 0.54 GB + up to 1.08 GB). Used for the ``grounded`` task source's trial updates."""
+        model, optimizer = self.models[role], self.optimizers[role]
+        params = [p for p in model.parameters() if p.requires_grad]
+        saved = [p.detach().clone() for p in params]
+        state, steps = copy.deepcopy(optimizer.state_dict()), self.steps[role]
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for p, value in zip(params, saved):
+                    p.copy_(value)
+            optimizer.load_state_dict(state)
+            self.steps[role] = steps
+            self.sync_rollout_weights(role)
 
     def save(self, path: Path, previous: Path | None = None) -> None:
         """Write ``<path>/<role>/`` (weights or LoRA adapter as safetensors, tokenizer, ``optimizer.pt``: AdamW's

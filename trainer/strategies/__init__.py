@@ -97,6 +97,8 @@ _BATCHES = "genenv.trainer.strategies.agent_batches"
 for _name, _cls in (("genenv", "GenEnvSource"), ("random_env", "RandomEnvSource"), ("envgen", "EnvGenSource"),
                     ("static", "StaticSource"), ("static_aug", "StaticAugSource")):
     register_task_source(_name, f"{_SOURCES}:{_cls}")
+register_task_source("genenv_released", "genenv.trainer.strategies.released:ReleasedGenEnvSource")
+register_task_source("grounded", "genenv.trainer.strategies.grounded:GroundedSource")
 for _name, _cls in (("uniform", "UniformBatch"), ("replay", "ReplayBatch"), ("envgen", "EnvGenBatch"),
                     ("frozen", "FrozenBatch")):
     register_agent_batch(_name, f"{_BATCHES}:{_cls}")

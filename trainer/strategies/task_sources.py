@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from collections import Counter
 from typing import Any
 
 from genenv.envs.task import Task
@@ -29,6 +30,7 @@ from genenv.trainer.generation import GenerationRecord, PromptPlan, envgen_plans
 from genenv.trainer.updates import Sample
 from genenv.trainer.settings import ConfigError, RunSettings
 from genenv.trainer.strategies import ENV_POLICY_UPDATES
+from genenv.trainer.strategies.agent_batches import RolledBatch
 from genenv.trainer.strategies.state import LoopState
 
 log = logging.getLogger(__name__)
@@ -70,13 +72,23 @@ class TaskSource:
         """The generation prompts of this iteration (GenEnv's by default)."""
         return genenv_plans(loop.spec, loop.pool, loop.rng, self.settings.generation)
 
-    def score(self, records: list[GenerationRecord], p_hat: dict[str, float]) -> list[ScoredGeneration]:
+    def write(self, loop: LoopState, iteration: int) -> tuple[list[GenerationRecord], Counter]:
+        """Steps 1-2 at an iteration the source writes (:meth:`writes_at`): the environment policy writes
+        :meth:`plans`'s prompts under the run's ``generation`` settings and the spec validates each text
+        (:func:`~genenv.trainer.generation.write_tasks`). Returns the generations and the rejection counts."""
+        return write_tasks(loop.spec, loop.backend.policy("env_policy"), loop.pool, self.settings.generation,
+                           self.settings.curriculum.alpha, iteration, self.plans(loop))
+
+    def score(self, loop: LoopState, records: list[GenerationRecord], rolled: RolledBatch,
+              p_hat: dict[str, float]) -> list[ScoredGeneration]:
         """Steps 4-5: each generation's environment reward and whether its task passed the difficulty filter. By
         default R_env(p̂) of ``curriculum.env_reward`` (paper Eq. 3: ``exp(-β (p̂ - α)²)``) and
         ``|p̂ - α| ≤ k_min``; a rejected generation scores 0, outside the band.
 
         Args:
+            loop: the loop (a source whose reward needs more than p̂ measures it there; unused by default).
             records: this iteration's generations, in order.
+            rolled: this iteration's agent rollouts (unused by default).
             p_hat: the agent's success rate per rolled-out task id (every admitted task is rolled out).
         Raises:
             KeyError: an admitted task with no p̂ (it was not rolled out).

@@ -3,6 +3,10 @@ policy's generations), used by the advantage estimators, the update, the engines
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from genenv.runtime.episodes import Trajectory
 
 
 @dataclass
@@ -21,3 +25,16 @@ class Sample:
     weight: float = 1.0
     response_mask: list[int] | None = None
     episode: str | None = None
+
+
+def agent_samples(trajectories: Sequence["Trajectory"]) -> list[Sample]:
+    """The agent's update samples: each episode's sequences (:meth:`~genenv.runtime.episodes.Trajectory.segments`),
+    rewarded with its return, grouped by task (``uid`` = task id), one episode counted once (``episode`` =
+    ``<task id>#<sample index>``)."""
+    samples = []
+    for t in trajectories:
+        episode = f"{t.task.id}#{t.sample_index}"
+        for seg in t.segments():
+            samples.append(Sample(seg.prompt_ids, seg.response_ids, t.reward, t.task.id,
+                                  response_mask=seg.response_mask, episode=episode))
+    return samples
