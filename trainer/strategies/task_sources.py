@@ -11,16 +11,21 @@
   first iteration, with the environment policy as it is, then nothing; ``genenv-experiment`` sets that number
   to what the ``genenv`` arm of the same seed admitted (:attr:`StaticAugSource.sized_by_arm`).
 
-A new source subclasses :class:`TaskSource` (overriding what differs) and is registered with
-:func:`~genenv.trainer.strategies.register_task_source`.
+Two more live in their own modules: ``genenv_released`` (:mod:`~genenv.trainer.strategies.released`, the loop of
+the released GenEnv code: a frozen writer rewrites quantile-filtered pool tasks) and ``grounded``
+(:mod:`~genenv.trainer.strategies.grounded`, SOAR's probe-set reward).
+
+A new source subclasses :class:`TaskSource` (overriding what differs: :meth:`~TaskSource.writes_at`,
+:meth:`~TaskSource.plans` or the whole :meth:`~TaskSource.write`, :meth:`~TaskSource.score`, ...) and is registered
+with :func:`~genenv.trainer.strategies.register_task_source`.
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from genenv.envs.task import Task
