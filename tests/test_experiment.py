@@ -514,3 +514,41 @@ def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tm
                           "--cache", str(tmp_path / "cache")], capture_output=True, text=True, check=True).stdout
     assert "difficulty alignment, twx_env_policy/genenv vs twx_env_policy/random_env" in out
     assert "held-out outcome: not compared" in out
+
+
+def test_the_shipped_released_and_grounded_runs_rebuild_and_keep_their_rules(shipped):
+    """``docs/curriculum/bamboogle_new_arms`` (docs/results.md, "The released GenEnv loop and a grounded writer
+    reward"): the report rebuilds byte for byte from ``results/bamboogle_new_arms.tar.xz``; on both seeds the
+    ``genenv_released`` arm scored 10 pool tasks 4 times and dropped 2 every iteration, and its final pool holds the
+    seed tasks and its last iteration's rewrites only; the ``grounded`` arm held its probe set (8 seed tasks drawn
+    with the run's seed) out of the pool, and every generation whose episodes could carry no advantage (rejected,
+    or p̂ 0 or 1) has reward 0."""
+    import random
+
+    from genenv.benchmarks.registry import get_benchmark
+
+    exp, ours = _rebuilt_shipped_run("bamboogle_new_arms", shipped)
+    assert ours["score"] == "bamboogle/f1"
+    seed_ids = sorted(t.id for t in get_benchmark("bamboogle", None).load(split="train"))
+    for seed in (0, 1):
+        rel = exp / f"genenv_released/seed{seed}"
+        counters = json.loads((rel / "final_state.json").read_text())["counters"]
+        assert (counters["released/scored"], counters["released/dropped"], counters["released/scoring_episodes"]) \
+            == (40, 8, 160)
+        gens = read_rows(rel / "generations.jsonl")
+        pool = [json.loads(line)["task"] for line in (rel / "final_pool.jsonl").read_text().splitlines()]
+        assert sorted(t["id"] for t in pool if t["origin"] == "seed") == seed_ids
+        assert {t["id"] for t in pool if t["origin"] == "generated"} == \
+            {r["task_id"] for r in gens if r["admitted"] and r["iteration"] == 3}
+        assert counters["released/retired"] == sum(r["admitted"] for r in gens if r["iteration"] < 3)
+        assert all(r["r_env"] > 0 for r in gens if r["admitted"])  # R_env(p̂) is recorded, never trained on
+        gro = exp / f"grounded/seed{seed}"
+        probe = set(random.Random(seed).sample(seed_ids, 8))
+        pool = [json.loads(line)["task"] for line in (gro / "final_pool.jsonl").read_text().splitlines()]
+        seeds_left = {t["id"] for t in pool if t["origin"] == "seed"}
+        assert seeds_left == set(seed_ids) - probe
+        counters = json.loads((gro / "final_state.json").read_text())["counters"]
+        assert counters["probe/tasks"] == 8 and counters["probe/trials"] >= 1
+        for r in read_rows(gro / "generations.jsonl"):
+            if not r["admitted"] or r["p_hat"] in (0.0, 1.0):
+                assert r["r_env"] == 0.0

@@ -3,7 +3,7 @@ with the agent trained, fixed before any run and computed from the arms' ``metri
 
 The comparison: ``genenv`` (environment policy trained) against each control in :data:`CONTROLS` (``random_env``,
 the same policy frozen; ``replay``, the frozen policy with the pool drawn by curated replay; ``static``, the seed
-tasks only), paired by seed. A cell is one (seed, iteration ≥ 1) at
+tasks only; ``genenv_released``, the released GenEnv code's loop with its frozen writer), paired by seed. A cell is one (seed, iteration ≥ 1) at
 which both arms evaluated the agent on the held-out split (iteration 0 is left out, as in the alignment statistic:
 genenv and random_env write it from the same weights and RNG state, so their difference there is 0 by construction);
 its value is genenv's held-out score minus the control's, in the score's own units (a pass rate in [0, 1]).
@@ -29,7 +29,7 @@ import numpy as np
 from genenv.trainer.experiments.stats import cell_summary, paired_cells, seed_test
 
 TREATMENT = "genenv"
-CONTROLS = ("random_env", "replay", "static")
+CONTROLS = ("random_env", "replay", "static", "genenv_released")
 
 
 def heldout_scores(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -> dict[int, float]:

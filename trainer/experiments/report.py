@@ -336,12 +336,13 @@ def markdown(data: dict[str, Any]) -> str:
     missing = [a for a in data["arms_planned"] if a not in arms]
     if missing:
         lines += ["", f"Not finished yet: {', '.join(missing)}."]
+    phases = shown_phases(arms)
     lines += ["", "Seconds per iteration (mean over iterations and seeds) and time of the runs:", "",
-              "| arm | " + " | ".join(PHASES) + " | loop s per seed | wall s (all seeds) |",
-              "|---|" + "---|" * (len(PHASES) + 2)]
+              "| arm | " + " | ".join(phases) + " | loop s per seed | wall s (all seeds) |",
+              "|---|" + "---|" * (len(phases) + 2)]
     for name, a in arms.items():
         sec = a["seconds_per_iteration"]
-        lines.append(f"| {name} | " + " | ".join(_opt(sec.get(p), ".1f") for p in PHASES)
+        lines.append(f"| {name} | " + " | ".join(_opt(sec.get(p), ".1f") for p in phases)
                      + f" | {_fmt(a['loop_seconds'], pct=False)} | {a['wall_seconds']:.0f} |")
     lines += batch_table(arms)
     lines += seed_table(arms)
@@ -393,6 +394,17 @@ def seed_table(arms: dict[str, dict[str, Any]]) -> list[str]:
 
 
 PHASES = ("task_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval", "total")
+COSTLY_PHASES = ("env_reward",)  # in the table only when an arm spends >= 1 s an iteration there (grounded's probe)
+
+
+def shown_phases(arms: dict[str, Any]) -> list[str]:
+    """The columns of the seconds-per-iteration table: :data:`PHASES`, with each of :data:`COSTLY_PHASES` before
+    ``env_policy_update`` when some arm's mean seconds per iteration there reach 1 (scoring that measures the
+    agent, as the ``grounded`` task source does)."""
+    extra = [p for p in COSTLY_PHASES
+             if any((a["seconds_per_iteration"].get(p) or 0.0) >= 1.0 for a in arms.values())]
+    at = PHASES.index("env_policy_update")
+    return list(PHASES[:at]) + extra + list(PHASES[at:])
 
 
 def verdicts(arms: dict[str, dict[str, Any]]) -> list[str]:
@@ -423,7 +435,7 @@ def verdicts(arms: dict[str, dict[str, Any]]) -> list[str]:
 
 
 ARM_STYLE = {"genenv": ("C0", "o"), "random_env": ("C1", "s"), "envgen": ("C2", "^"), "static": ("C3", "v"),
-             "static_aug": ("C4", "D"), "replay": ("C5", "P")}
+             "static_aug": ("C4", "D"), "replay": ("C5", "P"), "genenv_released": ("C6", "X"), "grounded": ("C7", "*")}
 
 
 def plot_curves(data: dict[str, Any], out: Path) -> Path:
