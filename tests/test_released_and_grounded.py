@@ -198,3 +198,32 @@ def test_local_engine_trial_undoes_an_update_exactly(tiny_model_dir):
         return backend.fingerprint("agent")
 
     assert trained(True) == trained(False)
+
+
+@pytest.mark.parametrize("source", ["genenv_released", "grounded"])
+def test_a_run_of_the_new_sources_resumes_from_its_checkpoint(tmp_path, tiny_model_dir, source):
+    """A run stopped after iteration 0 resumes with its pool and counters: the released loop's pool keeps the seed
+    tasks and at most its latest rewrites; the grounded run's probe set stays out of the pool after the resume."""
+    from genenv.trainer.loop import CoEvolutionTrainer
+
+    common = [f"run_dir={tmp_path / 'run'}", "benchmark=bamboogle", "tensorboard=false", "threads=1",
+              f"task_source={source}", f"agent.policy.model={tiny_model_dir}",
+              f"env_policy.policy.model={tiny_model_dir}", "generation.prompts_per_iteration=1",
+              "generation.generations_per_prompt=2", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=6",
+              "probe.tasks=3", "probe.n=1"]
+    first = CoEvolutionTrainer(compose_config([*common, "iterations=1"]))
+    first.run()
+    saved_pool, saved_counters = [t.id for t in first.pool.tasks], dict(first.counters)
+    second = CoEvolutionTrainer(compose_config([*common, "iterations=2"]))
+    rows = second.run()
+    assert [r["iteration"] for r in rows] == [1]
+    assert all(second.counters[k] >= v for k, v in saved_counters.items())
+    seeds = [t for t in second.pool.tasks if t.origin == "seed"]
+    if source == "genenv_released":
+        assert second.counters["released/scored"] == 2 * saved_counters["released/scored"]
+        assert {t.admitted_iteration for t in second.pool.tasks if t.origin == "generated"} <= {1}
+        assert len(seeds) == len([i for i in saved_pool if not i.startswith("gen-")])
+    else:
+        probe = {t.id for t in second.task_source.probe_set(second)}
+        assert len(probe) == 3 and not probe & {t.id for t in second.pool.tasks}
+        assert second.counters["probe/tasks"] == 3
