@@ -131,7 +131,7 @@ class GenerationSettings:
 @dataclass(frozen=True)
 class ProbeSettings:
     """The ``probe`` block: the probe set of the ``grounded`` task source (SOAR's grounded writer reward,
-    :class:`~genenv.trainer.strategies.task_sources.GroundedSource`): ``tasks`` seed tasks held out of the pool,
+    :class:`~genenv.trainer.strategies.grounded.GroundedSource`): ``tasks`` seed tasks held out of the pool,
     each played ``n`` times, sampled at the agent's temperature, to measure the agent before and after a trial
     update on one written task."""
 
