@@ -44,6 +44,19 @@ from genenv.trainer.updates.advantages import informative_task_ids
 from genenv.trainer.updates.sample import agent_samples
 
 
+def trial_of(backend):
+    """The engine's ``trial`` context manager (:class:`~genenv.trainer.engines.base.Backend`, optional capability).
+
+    Raises:
+        ConfigError: the engine has none (only the ``local`` engine has trial updates).
+    """
+    trial = getattr(backend, "trial", None)
+    if trial is None:
+        raise ConfigError(f"task_source=grounded needs an engine with trial updates (engine=local); "
+                          f"{type(backend).__name__} has none")
+    return trial
+
+
 class GroundedSource(TaskSource):
     """``grounded``: writes GenEnv's prompts every iteration and learns from the agent's measured change on a
     probe set (see the module docstring)."""
@@ -76,9 +89,7 @@ class GroundedSource(TaskSource):
         Raises:
             ConfigError: the engine has no trial updates (``trial``); see :meth:`probe_set`.
         """
-        if getattr(loop.backend, "trial", None) is None:
-            raise ConfigError(f"task_source=grounded needs an engine with trial updates (engine=local); "
-                              f"{type(loop.backend).__name__} has none")
+        trial_of(loop.backend)
         loop.counters["probe/tasks"] = len(loop.pool.remove(t.id for t in self.probe_set(loop)))
 
     def probe_score(self, loop: LoopState) -> float:
@@ -100,15 +111,16 @@ class GroundedSource(TaskSource):
             ConfigError: the engine has no trial updates.
         """
         start = time.perf_counter()
+        by_task: dict[str, list] = {}
+        for t in rolled.trajectories:
+            by_task.setdefault(t.task.id, []).append(t)
         base: float | None = None
         scored = []
         for r in records:
             delta = 0.0
-            episodes = [t for t in rolled.trajectories if r.task is not None and t.task.id == r.task.id]
+            episodes = by_task.get(r.task.id, []) if r.task is not None else []
             if episodes and informative_task_ids(episodes):
-                trial = getattr(loop.backend, "trial", None)
-                if trial is None:
-                    raise ConfigError("task_source=grounded needs an engine with trial updates (engine=local)")
+                trial = trial_of(loop.backend)
                 if base is None:
                     base = self.probe_score(loop)
                 with trial("agent"):

@@ -93,14 +93,15 @@ class ReleasedGenEnvSource(TaskSource):
         rewards: dict[str, list[float]] = {}
         for traj in rollout.trajectories:
             rewards.setdefault(traj.task.id, []).append(traj.reward)
-        survivors, low, high = quantile_filter(drawn, [float(np.mean(rewards[t.id])) for t in drawn])
+        score = {t.id: float(np.mean(rewards[t.id])) for t in drawn}
+        survivors, low, high = quantile_filter(drawn, [score[t.id] for t in drawn])
         retired = loop.pool.remove([t.id for t in loop.pool.tasks if t.origin == "generated"])
         loop.counters["released/scored"] += len(drawn)
         loop.counters["released/dropped"] += len(low) + len(high)
         loop.counters["released/retired"] += len(retired)
         loop.counters["released/scoring_episodes"] += len(rollout.trajectories)
         loop.counters["released/scoring_seconds"] += time.perf_counter() - start
-        plans = [PromptPlan([t], SIMILAR_TASK_REQUEST, {"released_score": float(np.mean(rewards[t.id]))})
+        plans = [PromptPlan([t], SIMILAR_TASK_REQUEST, {"released_score": score[t.id]})
                  for t in survivors[:budget]]
         return write_tasks(loop.spec, loop.backend.policy("env_policy"), loop.pool,
                            dataclasses.replace(g, generations_per_prompt=1), self.settings.curriculum.alpha,
