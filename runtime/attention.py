@@ -35,6 +35,9 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    packed = kwargs.get("genenv_packed")
+    if packed is not None:  # a continuous batch's pass: several rows' tokens in one sequence
+        return packed.attend(query, key, value, scaling), None
     if query.shape[2] != 1 or query.device.type != "cpu" or (module.training and dropout > 0):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)

@@ -278,8 +278,11 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = Rol
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(episodes), desc=progress, unit="episode")
+        batch = _continuous_batch(policy, spec, chunk_size)
+        if batch is not None:
+            timings += _play_continuous(episodes, policy, batch, runner, bar)
         turn = 0
-        while True:
+        while batch is None:
             active = [i for i, e in enumerate(episodes) if not e.done]
             if not active:
                 break
@@ -297,6 +300,70 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = Rol
         if bar and isinstance(progress, str):
             bar.close()
     return Rollout([e.trajectory() for e in episodes], timings)
+
+
+def _continuous_batch(policy: Policy, spec: RolloutSpec, capacity: int):
+    """The policy's continuous batch for this rollout (``policy.continuous``,
+    :class:`~genenv.runtime.continuous.ContinuousBatch`), or ``None`` to play in lock step: the policy has none
+    or declines."""
+    continuous = getattr(policy, "continuous", None)
+    if continuous is None:
+        return None
+    return continuous(temperature=spec.temperature, max_new_tokens=spec.max_new_tokens, capacity=capacity)
+
+
+def _play_continuous(episodes: list[Episode], policy: Policy, batch, runner: EpisodeRunner, bar) -> RolloutTimings:
+    """Play every episode through one continuous batch: up to its capacity at once, a waiting episode taking
+    the row a finished one frees; each decoding step's ended turns step their envs at once, and an unfinished
+    episode's next prompt goes straight back into its row. Returns the seconds of generation and env steps."""
+    from collections import deque
+
+    waiting = deque(range(len(episodes)))
+    prompts: dict[int, Prompt] = {}
+    generate_s = env_s = 0.0
+
+    def finish(i: int) -> None:
+        runner.close(i)
+        batch.release(i)
+        if bar:
+            bar.update(1)
+
+    def start(i: int) -> None:
+        p = episodes[i].prompt()
+        if p is None:  # budget spent: the episode ends without a step
+            finish(i)
+        else:
+            prompts[i] = p
+            batch.add(i, p.token_ids, p.max_new_tokens)
+
+    while True:
+        while waiting and batch.free() > 0:
+            start(waiting.popleft())
+        if not batch.busy():
+            if waiting:
+                raise RuntimeError("continuous batch: episodes wait but no row is free or decoding")
+            break
+        t0 = time.perf_counter()
+        ended = batch.step()
+        t1 = time.perf_counter()
+        generate_s += t1 - t0
+        policy.generate_seconds += t1 - t0
+        if not ended:
+            continue
+        generated = {out.key: policy.continuous_generation(out.prompt_ids, out.response_ids, out.shared)
+                     for out in ended}
+        order = list(generated)
+        t1 = time.perf_counter()
+        results = runner.step([(i, generated[i].text) for i in order])
+        env_s += time.perf_counter() - t1
+        for i, result in zip(order, results):
+            episode = episodes[i]
+            episode.record(prompts[i], generated[i], result)
+            if episode.done:
+                finish(i)
+            else:
+                start(i)
+    return RolloutTimings(generate_s, env_s)
 
 
 def _play_round(episodes: list[Episode], ids: list[int], policy: Policy, runner: EpisodeRunner, temperature: float,

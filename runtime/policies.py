@@ -131,12 +131,15 @@ class TransformersPolicy:
         retire_rows: sampling (free or under a JSON Schema) drops finished rows from the decoding batch
             (:func:`~genenv.runtime.decoding.decode`); ``False``: transformers' ``generate``, which decodes every row
             until the batch's last one stops (with xgrammar's logits processor under a schema).
+        continuous_batching: the episode loop plays free-text episodes through :meth:`continuous` (every
+            unfinished episode in one decoding batch, KV states kept across turns,
+            :mod:`~genenv.runtime.continuous`); ``False``: one :meth:`generate` call per turn (lock step).
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
                  batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None,
                  share_prefix: bool = True, prefix_cache_tokens: int = 131072, decode_attention: bool = True,
-                 retire_rows: bool = True):
+                 retire_rows: bool = True, continuous_batching: bool = True):
         from genenv.runtime.attention import use_decode_attention
         from genenv.runtime.models import load_model_and_tokenizer, prepare_tokenizer
         from genenv.runtime.prefix_cache import PrefixCache
@@ -155,6 +158,8 @@ class TransformersPolicy:
         self.share_prefix = share_prefix
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
         self.retire_rows = retire_rows
+        self.continuous_batching = continuous_batching
+        self.continuous_counters: dict[str, float] = {}  # running totals of every continuous batch (COUNTERS)
         self.generated_tokens = 0
         self.generate_seconds = 0.0
         self._grammars = None
@@ -313,6 +318,37 @@ class TransformersPolicy:
         if not self.autocast_dtype:
             return nullcontext()
         return torch.autocast(device_type=torch.device(self.device).type, dtype=getattr(torch, self.autocast_dtype))
+
+    def continuous(self, temperature: float = 0.0, max_new_tokens: int = 256, capacity: int | None = None):
+        """A :class:`~genenv.runtime.continuous.ContinuousBatch` over this policy's model (rows decode together
+        across turns, each keeping its KV states), or ``None`` where it does not apply: ``continuous_batching``
+        off, ``retire_rows`` off, ``prefix_cache_tokens`` 0 (no KV states kept between turns; otherwise it bounds
+        the batch's KV states, ``max_kv_tokens``), a model with sliding-window layers, or one not on the CPU
+        decoding attention (:mod:`~genenv.runtime.attention`, which computes the batch's packed passes).
+        ``capacity``: rows at once (default ``batch_size``)."""
+        from genenv.runtime.attention import NAME
+        from genenv.runtime.continuous import ContinuousBatch
+        from genenv.runtime.kv_cache import growing_cache
+        from genenv.runtime.prefix_cache import sliding
+
+        if (not (self.continuous_batching and self.retire_rows and self.prefix_cache is not None)
+                or sliding(growing_cache(self.model.config))
+                or getattr(self.model.config, "_attn_implementation", None) != NAME):
+            return None
+        self.model.eval()
+        return ContinuousBatch(self.model, self.tokenizer.stop_token_ids, temperature, max_new_tokens,
+                               capacity or self.batch_size, self.precision, self.continuous_counters,
+                               max_kv_tokens=self.prefix_cache.max_tokens)
+
+    def continuous_generation(self, prompt_ids: Sequence[int], response_ids: Sequence[int], shared: bool
+                              ) -> Generation:
+        """A finished turn of a continuous batch as a :class:`Generation` (counted in ``generated_tokens``;
+        ``shared``: its prompt's prefill was a sibling's, so it reports no prompt tokens, as :meth:`generate`
+        does for the second and later samples of a prompt)."""
+        resp = list(response_ids)
+        self.generated_tokens += len(resp)
+        return Generation(self.tokenizer.decode(resp, skip_special_tokens=True), list(prompt_ids), resp, usage={
+            "prompt_tokens": 0 if shared else len(prompt_ids), "completion_tokens": len(resp)})
 
     def clear_prefix_cache(self) -> None:
         """Release the KV states kept between calls (the episode loop calls it when a rollout ends)."""

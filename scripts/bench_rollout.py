@@ -29,6 +29,17 @@ Printed per benchmark:
   reference does not: ``loop / engine (work)`` prices the loop's prefill tokens at the reference's prefill rate
   and its generated tokens at the reference's decoding rate, and divides that time by the loop's wall time.
 
+Each benchmark is measured once per episode loop of ``--paths`` (default ``continuous,lock-step``, interleaved):
+``continuous``, the policy's continuous batch (:mod:`~genenv.runtime.continuous`; its packed passes are read
+from its counters: a pass that feeds prompt tokens counts as a prefill pass, the decoding rows riding along), and
+``lock-step``, one ``generate`` call per turn. ``longest episode tokens``: the most tokens one episode generated;
+its turns are sequential, so no loop decodes them in fewer passes, while the one-batch reference decodes only the
+mean: ``loop / engine (sequential)`` prices the longest episode's tokens at the reference's seconds per decoding
+step and the observation prefill as ``(work)`` does, over the loop's wall time.
+
+``--held-out N`` also plays the first N test tasks of each benchmark (or of ``--held-out-benchmarks``) greedily through each path, as a held-out
+evaluation does (:func:`measure_held_out`), and prints their time and a digest of the responses.
+
 ``prompt tokens reused``: the share of prompt tokens whose KV states came from an earlier turn instead of a new
 prefill. ``--before-reuse`` runs the engine as it was before that reuse and the CPU decoding attention
 (:mod:`~genenv.runtime.attention`), for before/after tables. ``--out FILE.json`` writes the rows with the host's
@@ -127,13 +138,32 @@ def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens:
             "tokens_per_second": tokens / generate_s, "prefill_tokens_per_second": rows.numel() / prefill_s}
 
 
-def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool = True) -> dict[str, Any]:
+def continuous_profile(counts: dict[str, float], generated: int, generate_seconds: float) -> dict[str, Any]:
+    """:func:`profile`'s figures from a continuous batch's counters (``counts``: the change of
+    ``policy.continuous_counters`` over the rollout, :data:`~genenv.runtime.continuous.COUNTERS`). Its passes
+    are packed (no padding); a pass that feeds prompt tokens counts as a prefill pass, its decoding rows riding
+    along, so ``decode_steps`` counts every pass and ``prefill_seconds`` the passes with prompt tokens."""
+    forward_s = counts["decode_seconds"] + counts["prefill_seconds"]
+    return {"decode_steps": counts["passes"], "decode_rows": counts["decode_rows"],
+            "mean_rows_per_step": counts["decode_rows"] / max(1, counts["passes"]),
+            "useful_decode_share": generated / max(1, counts["decode_rows"]),
+            "decode_seconds": counts["decode_seconds"], "prefill_passes": counts["prefill_passes"],
+            "prefill_tokens": counts["prefill_tokens"], "padding_share": 0.0,
+            "prefill_seconds": counts["prefill_seconds"],
+            "prefill_tokens_per_second": counts["prefill_tokens"] / max(1e-9, counts["prefill_seconds"]),
+            "generate_outside_model_seconds": max(0.0, generate_seconds - forward_s)}
+
+
+def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool = True,
+            path: str = "continuous") -> dict[str, Any]:
     """One default training rollout of ``bench`` (``genenv-train`` config with ``overrides``), after an untimed
     oracle episode; returns ``episodes``, ``turns``, ``tokens`` (generated), ``prompt_tokens`` (the turns' prompts),
     ``reused_prompt_share`` (0-1: prompt tokens whose KV states came from earlier calls; 0 without a prefix
     cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds, the loop's and the engine's tokens/s, the
     forward-pass ``profile`` (:func:`profile`) and, with ``reference``, the engine's best for the same work
-    (:func:`engine_reference`) with the two ratios of the module docstring."""
+    (:func:`engine_reference`) with the two ratios of the module docstring. ``path``: ``continuous`` (the
+    policy's continuous batch, :mod:`~genenv.runtime.continuous`) or ``lock-step`` (one ``generate`` call per
+    turn)."""
     from genenv.trainer.cli import compose_config
     from genenv.runtime.episodes import RolloutSpec, play_episodes
     from genenv.runtime.policies import OraclePolicy
@@ -147,6 +177,8 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
     # has paid before its rollouts (imports such as bfcl-eval's checker, data loading)
     play_episodes(pool[-1:], OraclePolicy(), RolloutSpec(env_kwargs=env_kwargs(cfg)))
     policy.batch_size = int(a.policy.gen_batch_size)  # rows per generate call, as the run's agent has them
+    policy.continuous_batching = path == "continuous"
+    counted = dict(policy.continuous_counters)
     before, generate_before = policy.generated_tokens, policy.generate_seconds
     store = getattr(policy, "prefix_cache", None)
     looked, reused = (store.prompt_tokens, store.reused_tokens) if store is not None else (0, 0)
@@ -161,12 +193,18 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
     engine, env = rollout.timings.generate_seconds, rollout.timings.env_seconds
     prompt_tokens = sum(t.usage.get("prompt_tokens", 0) for traj in trajs for t in traj.turns)
     reused_share = (store.reused_tokens - reused) / max(1, store.prompt_tokens - looked) if store is not None else 0.0
-    row = {"benchmark": bench, "overrides": list(overrides), "episodes": len(trajs),
+    generate_s = policy.generate_seconds - generate_before
+    counts = {k: v - counted.get(k, 0) for k, v in policy.continuous_counters.items()}
+    if path == "continuous":
+        reused_share = counts["reused_tokens"] / max(1, counts["prompt_tokens"])
+    row = {"benchmark": bench, "path": path, "overrides": list(overrides), "episodes": len(trajs),
+           "longest_episode_tokens": max((sum(len(t.response_ids) for t in traj.turns) for traj in trajs), default=0),
            "turns": sum(len(t.turns) for t in trajs), "tokens": tokens,
            "prompt_tokens": prompt_tokens, "reused_prompt_share": reused_share,
            "wall": wall, "engine": engine, "env": env, "other": wall - engine - env,
            "loop_tokens_per_second": tokens / wall, "engine_tokens_per_second": tokens / engine if engine else 0.0,
-           "profile": profile(calls, tokens, policy.generate_seconds - generate_before)}
+           "profile": (continuous_profile(counts, tokens, generate_s) if path == "continuous"
+                       else profile(calls, tokens, generate_s))}
     firsts = [traj.turns[0].prompt_ids for traj in trajs if traj.turns and traj.turns[0].prompt_ids]
     if reference and firsts and tokens:
         ref = engine_reference(policy, firsts, max(1, round(tokens / len(trajs))), float(a.temperature))
@@ -174,33 +212,68 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
         observation_tokens = max(0, row["profile"]["prefill_tokens"] - first_tokens)
         work_seconds = ref["seconds"] * tokens / (ref["rows"] * ref["new_tokens_per_row"]) \
             + observation_tokens / ref["prefill_tokens_per_second"]
+        sequential_seconds = ref["seconds"] / ref["new_tokens_per_row"] * row["longest_episode_tokens"] \
+            + observation_tokens / ref["prefill_tokens_per_second"]
         row.update(reference=ref, loop_over_engine=row["loop_tokens_per_second"] / ref["tokens_per_second"],
-                   loop_over_engine_work=work_seconds / wall)
+                   loop_over_engine_work=work_seconds / wall, loop_over_engine_sequential=sequential_seconds / wall)
     return row
+
+
+def measure_held_out(bench: str, policy, limit: int | None, path: str) -> dict[str, Any]:
+    """Greedy play of the first ``limit`` tasks of ``bench``'s test split (one episode each, the run's
+    ``agent.max_new_tokens``, rows per batch as the run's agent has them), as a held-out evaluation plays them,
+    through ``path`` (``continuous`` / ``lock-step``). Returns ``tasks``, ``tokens``, ``wall``, tokens/s, the mean
+    reward and ``responses`` (a SHA-256 of every turn's response token ids: two paths that played the same
+    episodes give the same digest)."""
+    import hashlib
+    import json
+
+    from genenv.runtime.episodes import RolloutSpec, play_episodes
+    from genenv.trainer.cli import compose_config
+    from genenv.trainer.settings import env_kwargs
+
+    cfg = compose_config([f"benchmark={bench}"])
+    spec = get_benchmark(bench, cfg.data_dir)
+    tasks = spec.load(split="test")[:limit]
+    policy.batch_size = int(cfg.agent.policy.gen_batch_size)
+    policy.continuous_batching = path == "continuous"
+    before = policy.generated_tokens
+    start = time.perf_counter()
+    trajs = play_episodes(tasks, policy, RolloutSpec(n=1, temperature=0.0, max_new_tokens=int(cfg.agent.max_new_tokens),
+                                                     env_kwargs=env_kwargs(cfg)), chunk_size=policy.batch_size
+                          ).trajectories
+    wall = time.perf_counter() - start
+    tokens = policy.generated_tokens - before
+    digest = hashlib.sha256(json.dumps([[t.response_ids for t in traj.turns] for traj in trajs]).encode()).hexdigest()
+    return {"benchmark": bench, "path": path, "tasks": len(tasks), "tokens": tokens, "wall": wall,
+            "tokens_per_second": tokens / wall, "mean_reward": sum(t.reward for t in trajs) / max(1, len(trajs)),
+            "responses": digest}
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown: one row per benchmark (the time split), then one per benchmark of the profile and reference."""
-    lines = ["| benchmark | episodes | turns | tokens | prompt tokens reused | wall s | engine s | env s | other s | "
+    lines = ["| benchmark | path | episodes | turns | tokens | prompt tokens reused | wall s | engine s | env s | other s | "
              "loop tok/s | engine tok/s | loop / engine | env share |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['benchmark']} | {r['episodes']} | {r['turns']} | {r['tokens']} | "
+        lines.append(f"| {r['benchmark']} | {r.get('path', 'lock-step')} | {r['episodes']} | {r['turns']} | {r['tokens']} | "
                      f"{100 * r.get('reused_prompt_share', 0.0):.0f} % | {r['wall']:.1f} | "
                      f"{r['engine']:.1f} | {r['env']:.1f} | {r['other']:.1f} | {r['loop_tokens_per_second']:.1f} | "
                      f"{r['engine_tokens_per_second']:.1f} | "
                      f"{r['loop_tokens_per_second'] / max(r['engine_tokens_per_second'], 1e-9):.2f} | "
                      f"{100 * r['env'] / r['wall']:.1f} % |")
-    lines += ["", "| benchmark | decode steps | rows / step | useful decode rows | decode s | prefill tokens | "
+    lines += ["", "| benchmark | path | decode steps | rows / step | useful decode rows | decode s | prefill tokens | "
               "padding | prefill s | prefill tok/s | generate outside model s | engine best tok/s (batch x tokens) | "
-              "engine prefill tok/s | loop / engine | loop / engine (work) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "engine prefill tok/s | loop / engine | loop / engine (work) | longest episode tokens | "
+              "loop / engine (sequential) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         p, ref = r["profile"], r.get("reference")
         best = (f"{ref['tokens_per_second']:.1f} ({ref['rows']} x {ref['new_tokens_per_row']}) | "
                 f"{ref['prefill_tokens_per_second']:.0f} | {r['loop_over_engine']:.2f} | "
-                f"{r['loop_over_engine_work']:.2f}") if ref else "— | — | — | —"
-        lines.append(f"| {r['benchmark']} | {p['decode_steps']} | {p['mean_rows_per_step']:.1f} | "
+                f"{r['loop_over_engine_work']:.2f} | {r['longest_episode_tokens']} | "
+                f"{r['loop_over_engine_sequential']:.2f}") if ref else "— | — | — | — | — | —"
+        lines.append(f"| {r['benchmark']} | {r.get('path', 'lock-step')} | {p['decode_steps']} | {p['mean_rows_per_step']:.1f} | "
                      f"{100 * p['useful_decode_share']:.0f} % | {p['decode_seconds']:.1f} | {p['prefill_tokens']} | "
                      f"{100 * p['padding_share']:.0f} % | {p['prefill_seconds']:.1f} | "
                      f"{p['prefill_tokens_per_second']:.0f} | {p['generate_outside_model_seconds']:.1f} | {best} |")
@@ -229,6 +302,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the engine as it was before KV reuse across turns: every prompt prefilled in full, SDPA decoding")
     p.add_argument("--powered-twx", action="store_true",
                    help="twx with the shipped powered experiment's rollout settings (POWERED_TWX)")
+    p.add_argument("--paths", default="continuous,lock-step",
+                   help="episode loops to measure, interleaved per benchmark: continuous | lock-step")
+    p.add_argument("--held-out", type=int, default=0, metavar="N",
+                   help="also play the first N test tasks of each benchmark greedily through every path "
+                        "(measure_held_out); 0: no")
+    p.add_argument("--held-out-benchmarks", default=None, help="the benchmarks --held-out plays (default: --benchmarks)")
     p.add_argument("--dtype", default="auto", help="the policy's weights: auto | float32 | bfloat16")
     p.add_argument("overrides", nargs="*", help="genenv-train overrides for every benchmark, e.g. agent.n=8")
     p.add_argument("--out", default=None, help="a .json file (or a folder: FOLDER/bench_rollout.json)")
@@ -246,14 +325,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for bench in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
         extra = POWERED_TWX if bench == "twx" and args.powered_twx else []
-        rows.append(measure(bench, policy, [*extra, *args.overrides]))
-        print(table(rows[-1:]), flush=True)
+        for path in [x.strip() for x in args.paths.split(",") if x.strip()]:
+            rows.append(measure(bench, policy, [*extra, *args.overrides], path=path))
+            print(table(rows[-1:]), flush=True)
+    held_out = []
+    held_benches = args.held_out_benchmarks or args.benchmarks
+    for bench in [b.strip() for b in held_benches.split(",") if b.strip()] if args.held_out else []:
+        for path in [x.strip() for x in args.paths.split(",") if x.strip()]:
+            held_out.append(measure_held_out(bench, policy, args.held_out, path))
+            h = held_out[-1]
+            print(f"held-out {bench} {path}: {h['tasks']} tasks, {h['tokens']} tokens in {h['wall']:.1f} s "
+                  f"({h['tokens_per_second']:.1f} tokens/s), mean reward {h['mean_reward']:.3f}, "
+                  f"responses {h['responses'][:12]}", flush=True)
     print("\n" + table(rows))
     if args.out:
         out = Path(args.out)
         write_json(out if out.suffix == ".json" else out / "bench_rollout.json",
                    {"host": host(), "policy": args.policy, "dtype": str(policy.model.dtype),
-                    "autocast": policy.autocast_dtype, "before_reuse": args.before_reuse, "rows": rows})
+                    "autocast": policy.autocast_dtype, "before_reuse": args.before_reuse, "rows": rows,
+                    "held_out": held_out})
     return 0
 
 

@@ -158,13 +158,20 @@ def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_m
     from bench_rollout import measure, table
     from genenv.runtime.policies import TransformersPolicy
 
-    row = measure("twx", TransformersPolicy(str(tiny_model_dir), dtype="float32"),
-                  ["agent.batch_tasks=1", "agent.n=2", "agent.max_new_tokens=4"])
-    assert row["episodes"] == 2 and row["turns"] >= 2 and 0 < row["tokens"] <= 4 * row["turns"]
-    assert row["engine"] > 0 and row["env"] > 0 and row["other"] >= 0
-    assert abs(row["wall"] - row["engine"] - row["env"] - row["other"]) < 1e-9
-    assert row["loop_tokens_per_second"] <= row["engine_tokens_per_second"]
-    assert "| twx | 2 |" in table([row])
+    policy = TransformersPolicy(str(tiny_model_dir), dtype="float32")
+    rows = [measure("twx", policy, ["agent.batch_tasks=1", "agent.n=2", "agent.max_new_tokens=4"], path=path)
+            for path in ("continuous", "lock-step")]
+    for row in rows:
+        assert row["episodes"] == 2 and row["turns"] >= 2 and 0 < row["tokens"] <= 4 * row["turns"]
+        assert row["engine"] > 0 and row["env"] > 0 and row["other"] >= 0
+        assert abs(row["wall"] - row["engine"] - row["env"] - row["other"]) < 1e-9
+        assert row["loop_tokens_per_second"] <= row["engine_tokens_per_second"]
+        profile = row["profile"]
+        assert profile["decode_steps"] > 0 and profile["prefill_tokens"] > 0 and profile["decode_seconds"] > 0
+        assert 0 < row["longest_episode_tokens"] <= row["tokens"]
+    assert rows[0]["profile"]["padding_share"] == 0.0  # packed passes
+    assert rows[0]["reused_prompt_share"] > 0.5 and rows[1]["reused_prompt_share"] > 0.5
+    assert "| twx | continuous | 2 |" in table(rows) and "| twx | lock-step | 2 |" in table(rows)
 
 
 def test_every_episode_runner_is_one_interface_chosen_in_one_place():

@@ -53,7 +53,8 @@ class RoleConfig:
     defaults live): ``model`` (SmolLM2 alias or HF folder), ``lr``, ``kl_coef``, ``clip_ratio``, ``ppo_epochs``,
     ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``, ``gen_batch_size``
     (prompts per ``generate`` call), ``prefix_cache_tokens`` (KV states kept between turns,
-    :mod:`~genenv.runtime.prefix_cache`; 0: none)."""
+    :mod:`~genenv.runtime.prefix_cache`; 0: none), ``continuous_batching`` (episodes decode in one continuous
+    batch, :mod:`~genenv.runtime.continuous`; false: one ``generate`` call per turn)."""
 
     model: str
     lr: float
@@ -66,6 +67,7 @@ class RoleConfig:
     lora_alpha: int
     gen_batch_size: int
     prefix_cache_tokens: int
+    continuous_batching: bool
 
     @classmethod
     def of(cls, cfg, role: str) -> "RoleConfig":

@@ -1,0 +1,149 @@
+"""Continuous batching across episodes and turns (``runtime/continuous.py``): on real TextWorldExpress games and
+Bamboogle questions the continuous loop plays the lock-step loop's greedy episodes token for token (budgets,
+refilled rows and shared first prompts included), a prompt that rewrites a row's history continues from the
+shared prefix only, sampled groups differ and reproduce under a seed, and bad calls raise clear errors."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from genenv.benchmarks.registry import get_benchmark
+from genenv.runtime.continuous import ContinuousBatch, common_prefix
+from genenv.runtime.episodes import RolloutSpec, play_episodes
+from genenv.runtime.policies import Prompt, TransformersPolicy
+
+from conftest import DATA_DIR
+
+
+def _streams(trajs):
+    return [[(t.prompt_ids, t.response_ids, t.text, t.reward) for t in traj.turns] for traj in trajs]
+
+
+@pytest.fixture(scope="module")
+def policies(tiny_model_dir):
+    return {cont: TransformersPolicy(str(tiny_model_dir), dtype="float32", continuous_batching=cont)
+            for cont in (True, False)}
+
+
+@pytest.mark.parametrize("bench, n, chunk, budget", [("twx", 2, 64, None), ("twx", 2, 3, 40),
+                                                     ("bamboogle", 3, 64, None)])
+def test_greedy_episodes_equal_the_lock_step_loop(policies, bench, n, chunk, budget):
+    """Greedy float32: every turn's prompt ids, response ids, text and reward are the lock-step loop's, with a
+    response budget that truncates episodes and with fewer rows than episodes (rows refilled)."""
+    tasks = get_benchmark(bench, DATA_DIR).load(split="train")[:3]
+    spec = RolloutSpec(n=n, temperature=0.0, max_new_tokens=8, max_response_tokens=budget)
+    out = {cont: play_episodes(tasks, policy, spec, chunk_size=chunk) for cont, policy in policies.items()}
+    assert _streams(out[True].trajectories) == _streams(out[False].trajectories)
+    trajs = out[True].trajectories
+    assert [t.info.get("error") for t in trajs] == [t.info.get("error") for t in out[False].trajectories]
+    if bench == "twx":
+        assert max(len(t.turns) for t in trajs) >= (2 if budget else 3)
+    if budget:
+        assert any(t.info.get("truncated_by_budget") for t in trajs)
+    counts = policies[True].continuous_counters
+    assert counts["reused_tokens"] > 0 and counts["prefill_tokens"] < counts["prompt_tokens"]
+
+
+def test_a_rewritten_history_continues_from_the_shared_prefix_only(policies):
+    """A row's next prompt that departs from its cached tokens early: only the shared prefix is kept and the
+    greedy response equals a fresh ``generate`` of that prompt."""
+    policy = policies[True]
+    tok = policy.tokenizer
+    first = policy.encode_prompt([{"role": "user", "content": "Go north and take the coin."}])
+    other = policy.encode_prompt([{"role": "user", "content": "Look around, then open the door to the kitchen."}])
+    batch = policy.continuous(temperature=0.0, max_new_tokens=6, capacity=2)
+    batch.add("a", first)
+    while not (ended := batch.step()):
+        pass
+    assert ended[0].key == "a" and ended[0].prompt_ids == first
+    before = dict(batch.counters)
+    batch.add("a", other)
+    while not (ended := batch.step()):
+        pass
+    shared = common_prefix(first, other)
+    assert 0 < shared < len(first)
+    assert batch.counters["reused_tokens"] - before["reused_tokens"] == shared
+    assert batch.counters["prefill_tokens"] - before["prefill_tokens"] == len(other) - shared
+    fresh = policies[False].generate_from_ids([other], temperature=0.0, max_new_tokens=6)[0][0]
+    assert ended[0].response_ids == fresh.response_ids
+    assert tok.decode(ended[0].response_ids, skip_special_tokens=True) == fresh.text
+
+
+def test_sampled_groups_differ_and_reproduce_under_a_seed(policies):
+    """Temperature 1, 4 episodes of one TWX game: the group's first responses are not all equal (sampled), the
+    shared first prompt is prefilled once, and the same seed replays the same episodes."""
+    tasks = get_benchmark("twx", DATA_DIR).load(split="train")[:1]
+    runs = []
+    for _ in range(2):
+        policy = policies[True]
+        before = dict(policy.continuous_counters)
+        torch.manual_seed(3)
+        trajs = play_episodes(tasks, policy, RolloutSpec(n=4, temperature=1.0, max_new_tokens=8)).trajectories
+        runs.append(_streams(trajs))
+        first = trajs[0].turns[0].prompt_ids
+        fed = policy.continuous_counters["prefill_tokens"] - before["prefill_tokens"]
+        later = 0  # each later turn feeds what its prompt adds to the row's cached prompt and response
+        for traj in trajs:
+            for prev, turn in zip(traj.turns, traj.turns[1:]):
+                cached = prev.prompt_ids + prev.response_ids[:-1]  # the last sampled token is never fed
+                later += len(turn.prompt_ids) - min(common_prefix(cached, turn.prompt_ids), len(turn.prompt_ids) - 1)
+        assert fed == len(first) + later  # the shared first prompt once, not 4 times
+        assert [t.turns[0].usage["prompt_tokens"] for t in trajs] == [len(first), 0, 0, 0]
+    assert runs[0] == runs[1]
+    assert len({tuple(s[0][1]) for s in runs[0]}) > 1
+
+
+def test_bad_calls_raise_clear_errors(policies):
+    """An empty prompt, a key still in its turn and a full batch are refused with the reason."""
+    batch = policies[True].continuous(temperature=0.0, max_new_tokens=4, capacity=1)
+    with pytest.raises(ValueError, match="empty prompt"):
+        batch.add("a", [])
+    batch.add("a", [1, 2, 3])
+    with pytest.raises(ValueError, match="still in its turn"):
+        batch.add("a", [1, 2, 3, 4])
+    with pytest.raises(ValueError, match="no free row"):
+        batch.add("b", [5, 6])
+    batch.release("a")
+    batch.add("b", [5, 6])
+    assert batch.free() == 0 and batch.busy()
+
+
+def test_lock_step_policies_and_switched_off_batches_use_the_lock_step_loop(policies):
+    """A policy with continuous batching off returns no batch (the loop plays in lock step)."""
+    assert policies[False].continuous() is None
+    assert isinstance(policies[True].continuous(), ContinuousBatch)
+
+
+def test_prompts_fed_in_chunks_give_the_tokens_of_one_prefill(policies):
+    """With at most 5 prompt tokens a step, three prompts of different lengths are fed over many steps while the
+    first to finish already decodes; the greedy responses equal a fresh ``generate`` of each prompt."""
+    policy = policies[True]
+    prompts = [policy.encode_prompt([{"role": "user", "content": text}]) for text in
+               ("Take the coin.", "You are in the kitchen. There is a fridge and a door to the north.", "Hi")]
+    batch = policy.continuous(temperature=0.0, max_new_tokens=5, capacity=3)
+    batch.step_tokens = 5
+    for k, ids in enumerate(prompts):
+        batch.add(k, ids)
+    got = {}
+    while batch.busy():
+        for out in batch.step():
+            got[out.key] = out.response_ids
+    assert batch.counters["prefill_passes"] >= sum(len(p) for p in prompts) // 5
+    fresh = policies[False].generate_from_ids(prompts, temperature=0.0, max_new_tokens=5)
+    assert [got[k] for k in range(3)] == [g[0].response_ids for g in fresh]
+
+
+def test_the_kv_budget_holds_back_new_rows(policies):
+    """No new row starts while one more row at the longest row's length would pass ``max_kv_tokens``; a
+    released row makes room."""
+    policy = policies[True]
+    ids = policy.encode_prompt([{"role": "user", "content": "Go east."}])
+    batch = policy.continuous(temperature=0.0, max_new_tokens=3, capacity=4)
+    batch.max_kv_tokens = len(ids) + len(ids) // 2
+    batch.add("a", ids)
+    batch.step()
+    assert batch.free() == 0
+    while batch.busy():
+        batch.step()
+    batch.release("a")
+    assert batch.free() == 4
