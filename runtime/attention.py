@@ -10,7 +10,10 @@ single token on the CPU; every other call (prefill, training's log-prob passes, 
 ``sdpa_attention_forward`` unchanged.
 
 The computation is exactly attention (softmax of scaled scores, masked, times values), with the scores and the
-softmax in float32: greedy tokens are the same as with SDPA in float32 (tested).
+softmax in float32: greedy tokens are the same as with SDPA in float32 (tested). A continuous batch's packed
+pass (:mod:`~genenv.runtime.continuous`) passes its layout as the ``genenv_packed`` keyword, which transformers
+hands through to the attention function; such a call is computed by the layout
+(:meth:`~genenv.runtime.continuous.Packed.attend`).
 """
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
             head ``h`` reading KV head ``h // (H / KV)`` as ``repeat_kv`` does).
         attention_mask: SDPA's mask, ``[B, 1, Q, K]`` boolean (True: attend) or additive float, or ``None``.
         scaling: the score scale (default ``D ** -0.5``).
+        genenv_packed (keyword): a :class:`~genenv.runtime.continuous.Packed` layout; then ``query`` is the packed
+            pass's ``[1, H, T, D]``, ``key`` / ``value`` the batch's buffers ``[R, KV, capacity, D]``, and the mask
+            is unused.
     Returns:
         ``(out [B, Q, H, D], None)``.
     """

@@ -361,6 +361,8 @@ class ContinuousBatch:
         for i, r in enumerate(rows):
             if r is None:
                 continue
+            if r.leader is not None and r.leader not in self.where:  # its leader is gone: prefill its own prompt
+                r.leader = None
             if r.token is not None:
                 chunk = [r.token]
                 decode_fed += 1

@@ -11,10 +11,12 @@ text, and the episode records a :class:`Turn`: exactly the tokens the policy con
 produced. So training samples are on-policy by construction, and every loop shows the agent the same prompts
 (``tests/test_episodes.py`` asserts it for every multi-step env).
 
-Drivers: :func:`play_episodes` plays many episodes in lock step (every round, the unfinished episodes' prompts
-are generated as batches, identical prompts sampled ``k`` times at once, then every env steps); the veRL agent
-loop (:mod:`genenv.trainer.engines.verl_ray.agent_loop`) plays one episode per ``run`` against veRL's server manager.
-Single-step envs are episodes of one turn.
+Drivers: :func:`play_episodes` plays many episodes through the policy's continuous batch where it has one
+(``policy.continuous``, :mod:`~genenv.runtime.continuous`: every unfinished episode decodes in one batch, a turn's
+end steps its env at once and the next prompt goes back into the episode's row), else in lock step (every round,
+the unfinished episodes' prompts are generated as batches, identical prompts sampled ``k`` times at once, then every
+env steps); the veRL agent loop (:mod:`genenv.trainer.engines.verl_ray.agent_loop`) plays one episode per ``run``
+against veRL's server manager. Single-step envs are episodes of one turn.
 
 A response budget (``max_response_tokens``, veRL's ``response_length``) bounds an episode's tokens after its first
 prompt, policy and environment tokens together: each turn may generate at most what is left, and an episode with
@@ -248,14 +250,16 @@ class Rollout:
 
 def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = RolloutSpec(), chunk_size: int = 16,
                   progress: Any = None) -> Rollout:
-    """Play ``spec.n`` episodes per task in lock step (any mix of benchmarks, single- and multi-step envs), on the
-    runner :func:`episode_runner` chooses for ``spec``.
+    """Play ``spec.n`` episodes per task (any mix of benchmarks, single- and multi-step envs) through the policy's
+    continuous batch, or in lock step where it has none (see the module docstring), on the runner
+    :func:`episode_runner` chooses for ``spec``.
 
     Args:
         tasks: the tasks.
         policy: generates the agent's text (and token ids, when local).
         spec: the sampling and env settings (:class:`RolloutSpec`; default: one greedy episode per task here).
-        chunk_size: prompts per policy call (progress granularity; an endpoint policy's requests in flight).
+        chunk_size: prompts per policy call (progress granularity; an endpoint policy's requests in flight); rows
+            of the continuous batch.
         progress: description for a tqdm progress bar, an open bar to advance by one per finished episode (the
             caller closes it), or ``None`` for none.
     Returns:
