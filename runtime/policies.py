@@ -335,7 +335,6 @@ class TransformersPolicy:
                 or sliding(growing_cache(self.model.config))
                 or getattr(self.model.config, "_attn_implementation", None) != NAME):
             return None
-        self.model.eval()
         return ContinuousBatch(self.model, self.tokenizer.stop_token_ids, temperature, max_new_tokens,
                                capacity or self.batch_size, self.precision, self.continuous_counters,
                                max_kv_tokens=self.prefix_cache.max_tokens)
