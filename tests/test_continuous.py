@@ -15,6 +15,14 @@ from genenv.runtime.policies import Prompt, TransformersPolicy
 from conftest import DATA_DIR
 
 
+def _next_turn(batch) -> list:
+    """Step ``batch`` until a turn ends; returns the ended turns."""
+    ended = []
+    while not ended:
+        ended = batch.step()
+    return ended
+
+
 def _streams(trajs):
     return [[(t.prompt_ids, t.response_ids, t.text, t.reward) for t in traj.turns] for traj in trajs]
 
@@ -53,13 +61,11 @@ def test_a_rewritten_history_continues_from_the_shared_prefix_only(policies):
     other = policy.encode_prompt([{"role": "user", "content": "Look around, then open the door to the kitchen."}])
     batch = policy.continuous(temperature=0.0, max_new_tokens=6, capacity=2)
     batch.add("a", first)
-    while not (ended := batch.step()):
-        pass
+    ended = _next_turn(batch)
     assert ended[0].key == "a" and ended[0].prompt_ids == first
     before = dict(batch.counters)
     batch.add("a", other)
-    while not (ended := batch.step()):
-        pass
+    ended = _next_turn(batch)
     shared = common_prefix(first, other)
     assert 0 < shared < len(first)
     assert batch.counters["reused_tokens"] - before["reused_tokens"] == shared
