@@ -191,8 +191,9 @@ class Packed:
 class Row:
     """One row of the batch: its sequence's ``key``, the token ``ids`` whose states are cached, the ``pending``
     prompt tokens still to prefill, the sampled ``token`` not yet fed (``None`` when the row is not decoding), the
-    turn's ``prompt`` and ``response``, its token ``limit``, the key of the row whose prefill of the same first
-    prompt it waits for (``leader``) and whether it took its states from one (``shared``)."""
+    turn's ``prompt`` and ``response`` with the sampler's log-prob of each response token (``logprobs``), its
+    token ``limit``, the key of the row whose prefill of the same first prompt it waits for (``leader``) and
+    whether it took its states from one (``shared``)."""
 
     key: Hashable
     ids: list[int] = field(default_factory=list)
@@ -200,6 +201,7 @@ class Row:
     token: int | None = None
     prompt: list[int] = field(default_factory=list)
     response: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
     limit: int = 0
     leader: Hashable | None = None
     shared: bool = False
@@ -208,13 +210,16 @@ class Row:
 @dataclass(frozen=True)
 class TurnOutput:
     """A finished turn: the sequence's ``key``, the ``prompt_ids`` it was given, its ``response_ids`` (ending with
-    the stop token when it stopped) and whether its prompt's prefill was another row's (``shared``: a sibling of
-    the same first prompt, counted once)."""
+    the stop token when it stopped), whether its prompt's prefill was another row's (``shared``: a sibling of
+    the same first prompt, counted once) and the sampler's log-probability of each response token
+    (``response_logprobs``, natural log, same length as ``response_ids``: ``log_softmax`` of the model's logits
+    before the temperature, the distribution the trainer's log-probs are taken from)."""
 
     key: Hashable
     prompt_ids: list[int]
     response_ids: list[int]
     shared: bool = False
+    response_logprobs: list[float] = field(default_factory=list)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -295,7 +300,7 @@ class ContinuousBatch:
             keep = min(common_prefix(row.ids, ids), len(ids) - 1)  # the last prompt token is fed: its logits start
             del row.ids[keep:]
             self.cache.fill[self.where[key]] = keep
-            row.pending, row.prompt, row.response, row.limit = ids[keep:], ids, [], limit
+            row.pending, row.prompt, row.response, row.logprobs, row.limit = ids[keep:], ids, [], [], limit
             row.leader, row.shared = None, False
             self._count(prompt_tokens=len(ids), reused_tokens=keep)
             return
@@ -416,17 +421,22 @@ class ContinuousBatch:
             slots.append(f)
         if not slots:
             return []
-        return self._accept(slots, sample_tokens(torch.cat(parts), self.temperature).tolist())
+        drawn = torch.cat(parts)
+        tokens = sample_tokens(drawn, self.temperature)
+        logprobs = torch.log_softmax(drawn, dim=-1).gather(1, tokens.reshape(-1, 1).to(drawn.device)).flatten()
+        return self._accept(slots, tokens.tolist(), logprobs.tolist())
 
-    def _accept(self, slots: list[int], tokens: list[int]) -> list[TurnOutput]:
-        """Append each slot's sampled token to its response; end the turns that stopped or reached their limit."""
+    def _accept(self, slots: list[int], tokens: list[int], logprobs: list[float]) -> list[TurnOutput]:
+        """Append each slot's sampled token and its log-prob to its response; end the turns that stopped or reached
+        their limit."""
         ended = []
-        for i, tok in zip(slots, tokens):
+        for i, tok, lp in zip(slots, tokens, logprobs):
             r = self.rows[i]
             r.response.append(int(tok))
+            r.logprobs.append(float(lp))
             if int(tok) in self.stops or len(r.response) >= r.limit:
                 r.token = None
-                ended.append(TurnOutput(r.key, list(r.prompt), list(r.response), r.shared))
+                ended.append(TurnOutput(r.key, list(r.prompt), list(r.response), r.shared, list(r.logprobs)))
             else:
                 r.token = int(tok)
         return ended

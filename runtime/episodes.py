@@ -354,7 +354,8 @@ def _play_continuous(episodes: list[Episode], policy: Policy, batch, runner: Epi
         policy.generate_seconds += t1 - t0
         if not ended:
             continue
-        generated = {out.key: policy.continuous_generation(out.prompt_ids, out.response_ids, out.shared)
+        generated = {out.key: policy.continuous_generation(out.prompt_ids, out.response_ids, out.shared,
+                                                          out.response_logprobs)
                      for out in ended}
         order = list(generated)
         t1 = time.perf_counter()

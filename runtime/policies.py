@@ -339,15 +339,17 @@ class TransformersPolicy:
                                capacity or self.batch_size, self.precision, self.continuous_counters,
                                max_kv_tokens=self.prefix_cache.max_tokens)
 
-    def continuous_generation(self, prompt_ids: Sequence[int], response_ids: Sequence[int], shared: bool
-                              ) -> Generation:
+    def continuous_generation(self, prompt_ids: Sequence[int], response_ids: Sequence[int], shared: bool,
+                              response_logprobs: Sequence[float] = ()) -> Generation:
         """A finished turn of a continuous batch as a :class:`Generation` (counted in ``generated_tokens``;
         ``shared``: its prompt's prefill was a sibling's, so it reports no prompt tokens, as :meth:`generate`
-        does for the second and later samples of a prompt)."""
+        does for the second and later samples of a prompt; ``response_logprobs``: the sampler's log-probs of
+        ``response_ids``, :class:`~genenv.runtime.continuous.TurnOutput`'s)."""
         resp = list(response_ids)
         self.generated_tokens += len(resp)
-        return Generation(self.tokenizer.decode(resp, skip_special_tokens=True), list(prompt_ids), resp, usage={
-            "prompt_tokens": 0 if shared else len(prompt_ids), "completion_tokens": len(resp)})
+        return Generation(self.tokenizer.decode(resp, skip_special_tokens=True), list(prompt_ids), resp,
+                          list(response_logprobs), usage={"prompt_tokens": 0 if shared else len(prompt_ids),
+                                                          "completion_tokens": len(resp)})
 
     def clear_prefix_cache(self) -> None:
         """Release the KV states kept between calls (the episode loop calls it when a rollout ends)."""

@@ -153,3 +153,30 @@ def test_the_kv_budget_holds_back_new_rows(policies):
         batch.step()
     batch.release("a")
     assert batch.free() == 4
+
+
+@pytest.mark.parametrize("dtype", [None, "bfloat16"])
+def test_the_update_reports_how_far_the_samplers_log_probs_lie_from_the_trainers(tiny_model_dir, dtype):
+    """Real TWX episodes through the local engine's continuous batch, then one agent update: every trained token
+    carries the sampler's log-prob, and the update reports the gap to the trainer's (veRL's debug metrics). In
+    float32 the sampler is the trained model itself, so the gap is rounding only; a bfloat16 sampling copy
+    differs by its rounding, and the gap says so."""
+    from genenv.trainer.engines.local import LocalBackend, RoleConfig
+    from genenv.trainer.updates.sample import agent_samples
+
+    roles = {role: RoleConfig.defaults(role, model=str(tiny_model_dir), lr=1e-4) for role in ("agent", "env_policy")}
+    backend = LocalBackend(roles, autocast_dtype=dtype, threads=1)
+    tasks = get_benchmark("twx", DATA_DIR).load(split="train")[:2]
+    torch.manual_seed(0)
+    rollout = backend.rollout(tasks, RolloutSpec(n=2, temperature=1.0, max_new_tokens=6))
+    samples = agent_samples(rollout.trajectories)
+    assert samples and all(len(s.rollout_logprobs) == len(s.response_ids) for s in samples)
+    assert all(lp <= 0.0 for s in samples for lp, m in zip(s.rollout_logprobs, s.response_mask) if m)
+    metrics = backend.update("agent", samples, "rwr")
+    assert metrics["rollout_probs_diff_valid"] == 1
+    gap = metrics["rollout_log_probs_diff_mean"]
+    if dtype is None:
+        assert gap < 1e-4 and abs(metrics["rollout_ratio_mean"] - 1.0) < 1e-4
+        assert metrics["rollout_actor_probs_pearson_corr"] > 0.9999
+    else:
+        assert 1e-4 < gap < 0.5 and metrics["rollout_probs_diff_max"] < 0.5

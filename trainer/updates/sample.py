@@ -15,7 +15,9 @@ class Sample:
 
     ``weight`` is used by RWR (``exp(λ·R)``); ``response_mask`` (multi-turn episodes) marks the policy's own
     tokens with 1 and environment tokens with 0 (``None``: every response token is the policy's); ``episode``
-    names the episode a per-turn sequence belongs to (GRPO counts an episode once; ``None``: its own episode).
+    names the episode a per-turn sequence belongs to (GRPO counts an episode once; ``None``: its own episode);
+    ``rollout_logprobs`` the sampler's log-prob of each response token (0.0 on environment tokens; ``None``: the
+    sampler reported none), compared with the trainer's in the update's metrics.
     """
 
     prompt_ids: list[int]
@@ -25,16 +27,18 @@ class Sample:
     weight: float = 1.0
     response_mask: list[int] | None = None
     episode: str | None = None
+    rollout_logprobs: list[float] | None = None
 
 
 def agent_samples(trajectories: Sequence["Trajectory"]) -> list[Sample]:
     """The agent's update samples: each episode's sequences (:meth:`~genenv.runtime.episodes.Trajectory.segments`),
     rewarded with its return, grouped by task (``uid`` = task id), one episode counted once (``episode`` =
-    ``<task id>#<sample index>``)."""
+    ``<task id>#<sample index>``), with the sampler's log-probs where the episode has them."""
     samples = []
     for t in trajectories:
         episode = f"{t.task.id}#{t.sample_index}"
         for seg in t.segments():
             samples.append(Sample(seg.prompt_ids, seg.response_ids, t.reward, t.task.id,
-                                  response_mask=seg.response_mask, episode=episode))
+                                  response_mask=seg.response_mask, episode=episode,
+                                  rollout_logprobs=list(seg.response_logprobs) or None))
     return samples

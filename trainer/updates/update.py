@@ -39,8 +39,9 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grp
 
     Returns:
         ``(batch, metrics)``: ``batch`` is the :func:`~genenv.trainer.updates.batch.build_batch` ``DataProto`` plus
-        ``advantages`` (``[B, R]``, float32) and the non-tensor ``uid``, or ``None`` when no sample carries
-        signal; ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
+        ``advantages`` (``[B, R]``, float32), the non-tensor ``uid`` and, when every kept sample carries the
+        sampler's log-probs, ``rollout_log_probs`` (``[B, R]``, float32, 0 past each response), or ``None`` when
+        no sample carries signal; ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
     Raises:
         ValueError: unknown ``estimator`` (see :data:`~genenv.trainer.updates.advantages.ADVANTAGES`).
     """
@@ -57,6 +58,11 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grp
                         response_masks=[s.response_mask for s in kept])
     mask = batch.batch["response_mask"].float()
     batch.batch["advantages"] = torch.tensor(advantages, dtype=torch.float32).unsqueeze(-1) * mask
+    if all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.response_ids) for s in kept):
+        rollout = torch.zeros_like(mask)
+        for i, s in enumerate(kept):
+            rollout[i, :len(s.rollout_logprobs)] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
+        batch.batch["rollout_log_probs"] = rollout
     return batch, metrics
 
 
@@ -78,7 +84,8 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
         kl_coef: weight of the ``low_var_kl`` penalty to the reference (the paper's KL leash).
     Returns:
         metrics: ``loss``, ``pg_loss``, ``kl``, ``samples``, ``groups_kept``, ``groups_dropped``, ``skipped``
-        (True when no sample carried signal), ``grad_norm``.
+        (True when no sample carried signal), ``grad_norm``; with the sampler's log-probs on every sample, the
+        sampler-vs-trainer gap (:func:`sampler_gap`).
     """
     from verl.trainer.ppo import core_algos
 
@@ -107,6 +114,7 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     policy_loss_fn = core_algos.get_policy_loss_fn("vanilla")
     model.train()
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0}
+    first_log_probs = []  # the trainer's log-probs before any step (first epoch), for the sampler gap
     for _ in range(ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
         for start in range(0, len(batch), micro_batch_size):
@@ -114,6 +122,8 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
             log_prob = response_logprobs(model, mb, micro_batch_size, grad=True, autocast_dtype=autocast_dtype)
             rmask = mb.batch["response_mask"].float()
             old_log_prob = log_prob.detach() if on_policy else mb.batch["old_log_probs"]
+            if len(first_log_probs) * micro_batch_size < len(batch):
+                first_log_probs.append(old_log_prob)
             pg_loss, _ = policy_loss_fn(old_log_prob=old_log_prob, log_prob=log_prob,
                                         advantages=mb.batch["advantages"], response_mask=rmask,
                                         loss_agg_mode="token-mean", config=cfg)
@@ -130,7 +140,38 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     model.eval()
     metrics.update({k: v / ppo_epochs for k, v in sums.items()}, grad_norm=float(grad_norm), skipped=False,
                    tokens=total_tokens, samples=len(batch))
+    if "rollout_log_probs" in batch.batch.keys():
+        metrics.update(sampler_gap(batch, torch.cat(first_log_probs)))
     return metrics
+
+
+def sampler_gap(batch, trainer_log_probs: torch.Tensor) -> dict[str, float]:
+    """How far the sampler's log-probs (``batch.batch["rollout_log_probs"]``, ``[B, R]``) lie from the trainer's
+    (``trainer_log_probs``, ``[B, R]``: the trained policy's before the step, as the update computes them) on the
+    trained tokens (``response_mask``).
+
+    veRL's own report (``verl.utils.debug.metrics.calculate_debug_metrics``, which veRL's trainer logs when its
+    rollout returns log-probs): ``rollout_probs_diff_{max,mean,std}``, the absolute difference of the two
+    *probabilities* per token, and ``rollout_actor_probs_pearson_corr``; plus ``rollout_log_probs_diff_mean``
+    (mean absolute difference of the log-probs, nats) and ``rollout_ratio_mean`` (mean of
+    ``exp(trainer - sampler)``, the importance ratio a sampler-corrected update would apply). ``{}`` when no
+    token is trained.
+    """
+    from verl import DataProto
+    from verl.utils.debug.metrics import calculate_debug_metrics
+
+    mask = batch.batch["response_mask"].bool()
+    if not bool(mask.any()):
+        return {}
+    rollout = batch.batch["rollout_log_probs"].to(trainer_log_probs.device)
+    trainer = trainer_log_probs.detach().float()
+    view = DataProto.from_single_dict({"rollout_log_probs": rollout, "old_log_probs": trainer,
+                                       "response_mask": batch.batch["response_mask"],
+                                       "responses": batch.batch["responses"]})
+    out = {k.split("/", 1)[-1]: float(v) for k, v in calculate_debug_metrics(view).items()}
+    delta = (trainer - rollout)[mask]
+    out.update(rollout_log_probs_diff_mean=float(delta.abs().mean()), rollout_ratio_mean=float(delta.exp().mean()))
+    return out
 
 
 def group_length_order(batch) -> torch.Tensor:
