@@ -32,13 +32,23 @@ response tokens whose KV states exist (the last sampled token is never fed), ``k
 rows that decoded longer), ``mask`` the row's ``[W]`` prompt attention mask, ``response`` its tokens."""
 
 
-def sample_tokens(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+def sample_tokens(logits: torch.Tensor, temperature: float, inverse_cdf: bool = False) -> torch.Tensor:
     """One token per row of ``logits`` (``[B, V]``, float32): ``argmax`` when ``temperature == 0``, else a draw
-    from ``softmax(logits / temperature)`` (``generate``'s sampling without top-k / top-p). Returns ``[B]`` (long)."""
+    from ``softmax(logits / temperature)`` (``generate``'s sampling without top-k / top-p). Returns ``[B]`` (long).
+
+    The draw is ``torch.multinomial``'s (as ``generate``), which spends one exponential random number per
+    vocabulary entry (SmolLM2: 49,152 a row; 7.4 ms for 9 rows on 2 cores), or with ``inverse_cdf`` one uniform
+    number per row looked up in the cumulative probabilities (``torch.searchsorted``, right side, so a token of
+    probability 0 is never drawn): the same distribution up to float32 rounding of the cumulative sum, other
+    random numbers."""
     if temperature <= 0:
         return logits.argmax(dim=-1)
     probs = torch.softmax(logits / temperature, dim=-1)
-    return torch.multinomial(probs, num_samples=1).squeeze(1)
+    if not inverse_cdf:
+        return torch.multinomial(probs, num_samples=1).squeeze(1)
+    cdf = probs.cumsum(dim=-1)
+    u = torch.rand((probs.shape[0], 1), device=probs.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=probs.shape[1] - 1)
 
 
 def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, cache, max_new_tokens: int,

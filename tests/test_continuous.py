@@ -180,3 +180,38 @@ def test_the_update_reports_how_far_the_samplers_log_probs_lie_from_the_trainers
         assert metrics["rollout_actor_probs_pearson_corr"] > 0.9999
     else:
         assert 1e-4 < gap < 0.5 and metrics["rollout_probs_diff_max"] < 0.5
+
+
+def test_inverse_cdf_draws_follow_the_softmax_and_never_a_zero_probability_token():
+    """20,000 draws from a 6-token distribution with two tokens at probability 0 (logit -inf) and a temperature:
+    each token's frequency lies within 4 standard errors of its softmax probability, as ``multinomial``'s."""
+    from genenv.runtime.decoding import sample_tokens
+
+    logits = torch.tensor([[-float("inf"), 1.0, 0.0, -float("inf"), 2.0, -1.0]]).repeat(20000, 1)
+    torch.manual_seed(0)
+    probs = torch.softmax(logits[0] / 0.7, dim=-1)
+    for inverse_cdf in (True, False):
+        counts = torch.bincount(sample_tokens(logits, 0.7, inverse_cdf=inverse_cdf), minlength=6).double() / 20000
+        assert counts[0] == 0 and counts[3] == 0
+        assert torch.all((counts - probs).abs() <= 4 * (probs * (1 - probs) / 20000).sqrt() + 1e-12)
+    assert sample_tokens(logits[:2], 0.0).tolist() == [4, 4]
+
+
+def test_bfloat16_packed_attention_over_the_whole_buffer_ignores_columns_past_each_rows_fill():
+    """A packed pass in bfloat16 (which reads every column of the buffers) gives the float32 pass's attention
+    (which reads only the filled columns) to bfloat16 precision, although the columns past each row's fill hold
+    large stale states."""
+    from genenv.runtime.continuous import Packed
+
+    torch.manual_seed(0)
+    rows, kv, heads, dim, capacity = 4, 3, 9, 16, 40
+    keys, values = torch.randn(rows, kv, capacity, dim), torch.randn(rows, kv, capacity, dim)
+    segments = [(0, 0, 1, 10), (2, 1, 1, 25), (3, 2, 3, 5)]  # (row, start, length, fill): two decode rows, a prompt
+    for row, _, n, fill in segments:
+        keys[row, :, fill + n:] = 50.0
+        values[row, :, fill + n:] = 1e4
+    query = torch.randn(1, heads, 5, dim)
+    layout = Packed(segments, rows)
+    exact = layout.attend(query, keys, values, None)
+    low = layout.attend(query.bfloat16(), keys.bfloat16(), values.bfloat16(), None).float()
+    assert torch.allclose(low, exact, atol=3e-2, rtol=3e-2) and exact.abs().max() < 10
