@@ -35,7 +35,11 @@ from its counters: a pass that feeds prompt tokens counts as a prefill pass, the
 ``lock-step``, one ``generate`` call per turn. ``longest episode tokens``: the most tokens one episode generated;
 its turns are sequential, so no loop decodes them in fewer passes, while the one-batch reference decodes only the
 mean: ``loop / engine (sequential)`` prices the longest episode's tokens at the reference's seconds per decoding
-step and the observation prefill as ``(work)`` does, over the loop's wall time.
+step and the observation prefill as ``(work)`` does, over the loop's wall time. ``engine at the episodes' lengths``
+measures that bound instead of pricing it: one batch of the same first prompts through the engine's decoding loop,
+each row generating exactly as many tokens as its episode did (:func:`engine_reference_lengths`; the same prompts
+and lengths, no episode logic, no observations to prefill), and ``loop / engine (lengths)`` is the loop's
+tokens/s over its.
 
 ``--held-out N`` also plays the first N test tasks of each benchmark (or of ``--held-out-benchmarks``) greedily through each path, as a held-out
 evaluation does (:func:`measure_held_out`), and prints their time and a digest of the responses.
@@ -138,6 +142,31 @@ def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens:
             "tokens_per_second": tokens / generate_s, "prefill_tokens_per_second": rows.numel() / prefill_s}
 
 
+def engine_reference_lengths(policy, first_prompts: Sequence[Sequence[int]], lengths: Sequence[int],
+                             temperature: float) -> dict[str, Any]:
+    """The engine alone on the rollout's prompts *and lengths*: one batch of every first prompt through the local
+    engine's decoding loop (:func:`~genenv.runtime.decoding.decode`, rows retire when done), row ``i`` generating
+    exactly ``lengths[i]`` tokens (its episode's generated tokens; no stop token ends it), no episode logic.
+    Returns ``seconds``, ``tokens`` and ``tokens_per_second``."""
+    import torch
+
+    from genenv.runtime.decoding import decode
+    from genenv.runtime.kv_cache import growing_cache
+    from genenv.runtime.policies import left_padded
+
+    model, tok = policy.model, policy.tokenizer
+    keep = [i for i, n in enumerate(lengths) if n > 0]
+    ids, mask = left_padded([first_prompts[i] for i in keep], tok.pad_token_id)
+    caps = [int(lengths[i]) for i in keep]
+    with torch.no_grad(), policy.precision():
+        t0 = time.perf_counter()
+        out = decode(model, ids.to(policy.device), mask.to(policy.device), growing_cache(model.config), max(caps),
+                     temperature, stop_ids=[], caps=caps)
+        seconds = time.perf_counter() - t0
+    tokens = sum(map(len, out))
+    return {"rows": len(keep), "seconds": seconds, "tokens": tokens, "tokens_per_second": tokens / seconds}
+
+
 def continuous_profile(counts: dict[str, float], generated: int, generate_seconds: float) -> dict[str, Any]:
     """:func:`profile`'s figures from a continuous batch's counters (``counts``: the change of
     ``policy.continuous_counters`` over the rollout, :data:`~genenv.runtime.continuous.COUNTERS`). Its passes
@@ -205,8 +234,13 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
            "loop_tokens_per_second": tokens / wall, "engine_tokens_per_second": tokens / engine if engine else 0.0,
            "profile": (continuous_profile(counts, tokens, generate_s) if path == "continuous"
                        else profile(calls, tokens, generate_s))}
-    firsts = [traj.turns[0].prompt_ids for traj in trajs if traj.turns and traj.turns[0].prompt_ids]
+    played = [traj for traj in trajs if traj.turns and traj.turns[0].prompt_ids]
+    firsts = [traj.turns[0].prompt_ids for traj in played]
     if reference and firsts and tokens:
+        own = engine_reference_lengths(policy, firsts, [sum(len(t.response_ids) for t in traj.turns)
+                                                        for traj in played], float(a.temperature))
+        row.update(reference_lengths=own,
+                   loop_over_engine_lengths=row["loop_tokens_per_second"] / own["tokens_per_second"])
         ref = engine_reference(policy, firsts, max(1, round(tokens / len(trajs))), float(a.temperature))
         first_tokens = sum(map(len, firsts))
         observation_tokens = max(0, row["profile"]["prefill_tokens"] - first_tokens)
@@ -265,14 +299,15 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     lines += ["", "| benchmark | path | decode steps | rows / step | useful decode rows | decode s | prefill tokens | "
               "padding | prefill s | prefill tok/s | generate outside model s | engine best tok/s (batch x tokens) | "
               "engine prefill tok/s | loop / engine | loop / engine (work) | longest episode tokens | "
-              "loop / engine (sequential) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "loop / engine (sequential) | engine at the episodes' lengths tok/s | loop / engine (lengths) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         p, ref = r["profile"], r.get("reference")
         best = (f"{ref['tokens_per_second']:.1f} ({ref['rows']} x {ref['new_tokens_per_row']}) | "
                 f"{ref['prefill_tokens_per_second']:.0f} | {r['loop_over_engine']:.2f} | "
                 f"{r['loop_over_engine_work']:.2f} | {r['longest_episode_tokens']} | "
-                f"{r['loop_over_engine_sequential']:.2f}") if ref else "— | — | — | — | — | —"
+                f"{r['loop_over_engine_sequential']:.2f} | {r['reference_lengths']['tokens_per_second']:.1f} | "
+                f"{r['loop_over_engine_lengths']:.2f}") if ref else "— | — | — | — | — | — | — | —"
         lines.append(f"| {r['benchmark']} | {r.get('path', 'lock-step')} | {p['decode_steps']} | {p['mean_rows_per_step']:.1f} | "
                      f"{100 * p['useful_decode_share']:.0f} % | {p['decode_seconds']:.1f} | {p['prefill_tokens']} | "
                      f"{100 * p['padding_share']:.0f} % | {p['prefill_seconds']:.1f} | "

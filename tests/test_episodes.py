@@ -169,6 +169,7 @@ def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_m
         profile = row["profile"]
         assert profile["decode_steps"] > 0 and profile["prefill_tokens"] > 0 and profile["decode_seconds"] > 0
         assert 0 < row["longest_episode_tokens"] <= row["tokens"]
+        assert row["reference_lengths"]["tokens"] == row["tokens"] and row["loop_over_engine_lengths"] > 0
     assert rows[0]["profile"]["padding_share"] == 0.0  # packed passes
     assert rows[0]["reused_prompt_share"] > 0.5 and rows[1]["reused_prompt_share"] > 0.5
     assert "| twx | continuous | 2 |" in table(rows) and "| twx | lock-step | 2 |" in table(rows)
