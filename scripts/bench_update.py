@@ -10,7 +10,10 @@ the outcome experiment), ``agent.n`` episodes each, played by the local engine's
 ``genenv-train`` configures it. Rewards are replaced by alternating 0/1 so that every group trains. Each repeat
 times, for both variants, the reference log-prob pass (no gradient) and the gradient pass (forward and backward
 over micro-batches of ``agent.policy.micro_batch_size``); the optimiser does not step, so every repeat sees the same
-weights. A first round of both variants warms up and is not timed. Prints the batch (samples, tokens, trained tokens) and per variant the mean seconds of each pass.
+weights. A first round of both variants warms up and is not timed. Prints the batch (samples, tokens, trained tokens), the
+gap between the sampler's log-probs and the trainer's on the trained tokens
+(:func:`~genenv.trainer.updates.update.sampler_gap`, as the update reports it) and per variant the mean seconds of
+each pass (``--repeats 0``: the gap only).
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from genenv.trainer.updates.sample import agent_samples
     from genenv.trainer.settings import run_settings
     from genenv.trainer.updates import batch as batches
-    from genenv.trainer.updates.update import group_length_order, prepare_update
+    from genenv.trainer.updates.update import group_length_order, prepare_update, sampler_gap
 
     overrides = args.overrides or ([FOUR_ROOMS] if args.benchmark == "twx" else [])
     cfg = compose_config([f"benchmark={args.benchmark}", *overrides])
@@ -65,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, ref = backend.models["agent"], backend.refs["agent"]
     mbs = st.roles["agent"].micro_batch_size
     amp = getattr(torch, backend.autocast_dtype) if backend.autocast_dtype else None
+    if "rollout_log_probs" in batch.batch.keys():  # what the update reports: sampler vs trainer, same tokens
+        gap = sampler_gap(batch, batches.response_logprobs(model, batch, mbs, autocast_dtype=amp))
+        print("sampler vs trainer: " + ", ".join(f"{k} {v:.4g}" for k, v in gap.items()), flush=True)
+    if args.repeats < 1:
+        return 0
     trained = batches.trained_columns
     variants = {"trained columns": trained,
                 "every column": lambda mb, r: torch.arange(r, device=mb.batch["response_mask"].device)}
