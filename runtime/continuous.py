@@ -159,8 +159,9 @@ class Packed:
         KV)``): token ``j`` of a segment sees its row's columns ``<= fill + j``. Single-token segments are
         computed together over every row's buffer (batched matmuls on views, scores and softmax in float32, as
         :func:`~genenv.runtime.attention.decode_attention`; the rows without such a token compute and drop
-        theirs; below float32 over the whole buffer, whose columns past a row's fill are masked), longer segments one by one with ``scaled_dot_product_attention`` and a causal mask offset by the
-        row's fill. Returns ``[1, T, H, D]``."""
+        theirs; below float32 over the whole buffer, whose columns past a row's fill are masked), longer
+        segments one by one with ``scaled_dot_product_attention`` and a causal mask offset by the row's fill.
+        Returns ``[1, T, H, D]``."""
         _, h, t, d = query.shape
         kv = keys.shape[1]
         g = h // kv

@@ -10,10 +10,10 @@ the outcome experiment), ``agent.n`` episodes each, played by the local engine's
 ``genenv-train`` configures it. Rewards are replaced by alternating 0/1 so that every group trains. Each repeat
 times, for both variants, the reference log-prob pass (no gradient) and the gradient pass (forward and backward
 over micro-batches of ``agent.policy.micro_batch_size``); the optimiser does not step, so every repeat sees the same
-weights. A first round of both variants warms up and is not timed. Prints the batch (samples, tokens, trained tokens), the
-gap between the sampler's log-probs and the trainer's on the trained tokens
-(:func:`~genenv.trainer.updates.update.sampler_gap`, as the update reports it) and per variant the mean seconds of
-each pass (``--repeats 0``: the gap only).
+weights. A first round of both variants warms up and is not timed. Prints the batch (samples, tokens, trained
+tokens), the gap between the sampler's log-probs and the trainer's on the trained tokens
+(:func:`~genenv.trainer.updates.update.sampler_gap`, as the update reports it) and per variant the mean seconds
+of each pass (``--repeats 0``: the gap only).
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     samples = agent_samples(trajs)
     for i, s in enumerate(samples):
         s.reward = float(i % 2)
-    batch, _ = prepare_update(samples, backend.tokenizers["agent"].pad_token_id, "grpo")
+    batch, _ = prepare_update(samples, backend.tokenizers["agent"].pad_token_id, "grpo", sampler_log_probs=True)
     batch.reorder(group_length_order(batch))
     mask = batch.batch["response_mask"]
     print(f"{len(batch)} samples, {int(batch.batch['attention_mask'].sum())} tokens, {int(mask.sum())} trained, "

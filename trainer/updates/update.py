@@ -33,15 +33,16 @@ from genenv.trainer.updates.batch import build_batch, place_batch, prompt_groups
 from genenv.trainer.updates.sample import Sample
 
 
-def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grpo"):
+def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grpo", sampler_log_probs: bool = False):
     """Steps 1-2 of an update, shared by every engine: the samples that carry signal, as one veRL batch with
     advantages.
 
     Returns:
         ``(batch, metrics)``: ``batch`` is the :func:`~genenv.trainer.updates.batch.build_batch` ``DataProto`` plus
-        ``advantages`` (``[B, R]``, float32), the non-tensor ``uid`` and, when every kept sample carries the
-        sampler's log-probs, ``rollout_log_probs`` (``[B, R]``, float32, 0 past each response), or ``None`` when
-        no sample carries signal; ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
+        ``advantages`` (``[B, R]``, float32), the non-tensor ``uid`` and, with ``sampler_log_probs`` when every
+        kept sample carries the sampler's log-probs, ``rollout_log_probs`` (``[B, R]``, float32, 0 past each
+        response; the local engine's gap report, :func:`sampler_gap`), or ``None`` when no sample carries signal;
+        ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
     Raises:
         ValueError: unknown ``estimator`` (see :data:`~genenv.trainer.updates.advantages.ADVANTAGES`).
     """
@@ -58,7 +59,8 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grp
                         response_masks=[s.response_mask for s in kept])
     mask = batch.batch["response_mask"].float()
     batch.batch["advantages"] = torch.tensor(advantages, dtype=torch.float32).unsqueeze(-1) * mask
-    if all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.response_ids) for s in kept):
+    if sampler_log_probs and all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.response_ids)
+                                 for s in kept):
         rollout = torch.zeros_like(mask)
         for i, s in enumerate(kept):
             rollout[i, :len(s.rollout_logprobs)] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
@@ -89,7 +91,7 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     """
     from verl.trainer.ppo import core_algos
 
-    batch, metrics = prepare_update(samples, pad_id, estimator)
+    batch, metrics = prepare_update(samples, pad_id, estimator, sampler_log_probs=True)
     if batch is None:
         return metrics
     place_batch(batch, model)  # advantages, masks and log-probs on the model's device
