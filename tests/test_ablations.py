@@ -62,30 +62,48 @@ def test_other_environment_rewards_score_generations_by_their_formulas(tmp_path,
 
 def test_multi_step_episodes_train_as_one_packed_sequence_each(tmp_path, tiny_model_dir):
     """TextWorldExpress keeps the whole conversation in the prompt, so the loop hands the agent update one
-    sequence per episode: the samples are exactly the rolled-out episodes, each starting at its first prompt,
-    and the environment's tokens between turns are masked out (mask 0) where an episode took several turns."""
+    sequence per episode whose next prompts carry its earlier tokens over, starting at its first prompt, with the
+    environment's tokens between turns masked out (mask 0); an episode whose reply did not survive decoding and
+    re-encoding (the next prompt rewrote the history) trains per turn instead. One-token replies of the tiny random
+    model, which nearly always re-encode to themselves, so that most episodes are packed."""
     cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=twx", "iterations=1", "tensorboard=false",
                           "threads=1", f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
-                          "task_source=static", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=6",
+                          "task_source=static", "agent.batch_tasks=2", "agent.n=2", "agent.max_new_tokens=1",
                           "agent.temperature=1.0", "benchmark.env_kwargs.max_steps=3",
                           "+benchmark.seed_options.episodes=4"])
     trainer = CoEvolutionTrainer(cfg)
-    seen, update = [], trainer.backend.update
+    seen, played = [], []
+    update, rollout = trainer.backend.update, trainer.backend.rollout
 
     def spy(role, samples, mode):
         if role == "agent":
             seen.append(list(samples))
         return update(role, samples, mode)
 
-    trainer.backend.update = spy
+    def spy_rollout(tasks, spec):
+        out = rollout(tasks, spec)
+        played.extend(out.trajectories)
+        return out
+
+    trainer.backend.update, trainer.backend.rollout = spy, spy_rollout
     row = trainer.run()[0]
     (samples,) = seen
-    assert row["agent/rollouts"] == 4 and len(samples) == 4 and len({s.episode for s in samples}) == 4
+    assert row["agent/rollouts"] == 4 and len(played) == 4 and len({s.episode for s in samples}) == 4
     assert row["time/env_steps"] > 0
-    several = [s for s in samples if 0 in s.response_mask]  # an episode of more than one turn
-    assert several
-    for s in several:
-        assert s.response_mask[0] == 1 and s.response_mask[-1] == 1 and len(s.response_mask) == len(s.response_ids)
+    packed = 0
+    for traj in played:
+        mine = [s for s in samples if s.episode == f"{traj.task.id}#{traj.sample_index}"]
+        turns = [t for t in traj.turns if t.response_ids]
+        carried = all(nxt.prompt_ids[:len(cur.prompt_ids) + len(cur.response_ids)] == cur.prompt_ids + cur.response_ids
+                      for cur, nxt in zip(turns, turns[1:]))
+        assert len(mine) == (1 if carried else len(turns))
+        assert mine[0].prompt_ids == turns[0].prompt_ids
+        if carried and len(turns) > 1:
+            packed += 1
+            (s,) = mine
+            assert 0 in s.response_mask and s.response_mask[0] == 1 and s.response_mask[-1] == 1
+            assert len(s.response_mask) == len(s.response_ids) and sum(s.response_mask) == len(turns)
+    assert packed >= 2
 
 
 def test_unknown_env_update_mode_is_a_clear_error(tmp_path, tiny_model_dir):
@@ -212,3 +230,16 @@ def test_the_replay_arm_leaves_the_writer_frozen(tmp_path, tiny_model_dir):
                "curriculum.k_min=1.0", "iterations=2")
     assert row["gen/generated"] == 2 and row["env_policy_update/skipped"] is True
     assert row["weights/env_policy_delta"] == 0.0
+
+
+
+
+
+
+
+
+
+
+
+
+

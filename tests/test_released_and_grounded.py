@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
+from genenv.runtime.episodes import Segment
 from genenv.runtime.policies import Generation
 from genenv.trainer.cli import compose_config
 from genenv.trainer.settings import ConfigError, run_settings
@@ -143,7 +144,7 @@ def test_grounded_source_rewards_the_probe_change_of_a_trial_update(bamboogle):
 
     def episodes(task, rewards):
         return [SimpleNamespace(task=task, reward=r, sample_index=k,
-                                segments=lambda: [SimpleNamespace(prompt_ids=[1], response_ids=[2], response_mask=None)])
+                                segments=lambda: [Segment(prompt_ids=[1], response_ids=[2], response_mask=[1])])
                 for k, r in enumerate(rewards)]
 
     records = [SimpleNamespace(task=written[0]), SimpleNamespace(task=None), SimpleNamespace(task=written[1]),
