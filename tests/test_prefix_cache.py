@@ -159,6 +159,27 @@ def test_decode_attention_is_sdpa_attention_on_grouped_heads_and_padding():
     assert torch.equal(got, want)
 
 
+def test_bfloat16_decode_attention_reads_a_cache_view_as_float32_attention_does():
+    """In bfloat16 ``decode_attention`` runs SDPA with grouped-query heads on the cache view (the first ``T`` columns
+    of a larger buffer whose later columns hold large stale states): the float32 matmul path's result, to
+    bfloat16 precision, padding masked."""
+    from genenv.runtime.attention import decode_attention
+
+    torch.manual_seed(0)
+    rows, kv, heads, dim, filled = 3, 2, 6, 16, 30
+    keys, values = torch.randn(rows, kv, 48, dim), torch.randn(rows, kv, 48, dim)
+    keys[:, :, filled:], values[:, :, filled:] = 40.0, 1e4
+    query = torch.randn(rows, heads, 1, dim)
+    mask = torch.ones(rows, 1, 1, filled, dtype=torch.bool)
+    mask[0, :, :, :7] = False  # a left-padded row
+    module = torch.nn.Module().eval()
+    exact, _ = decode_attention(module, query, keys[:, :, :filled], values[:, :, :filled], mask)
+    low, _ = decode_attention(module, query.bfloat16(), keys.bfloat16()[:, :, :filled],
+                              values.bfloat16()[:, :, :filled], mask)
+    assert low.dtype == torch.bfloat16 and low.shape == exact.shape == (rows, 1, heads, dim)
+    assert torch.allclose(low.float(), exact, atol=3e-2, rtol=3e-2) and exact.abs().max() < 10
+
+
 def test_sliding_window_models_are_not_stored():
     """A sliding-window layer keeps only its last window, so its positions cannot be matched to token ids: a
     generate call on such a model leaves the store empty (every prompt is then prefilled in full)."""
