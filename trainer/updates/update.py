@@ -117,14 +117,14 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
     model.train()
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0}
     first_log_probs = []  # the trainer's log-probs before any step (first epoch), for the sampler gap
-    for _ in range(ppo_epochs):
+    for epoch in range(ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
         for start in range(0, len(batch), micro_batch_size):
             mb = batch.slice(start, start + micro_batch_size)
             log_prob = response_logprobs(model, mb, micro_batch_size, grad=True, autocast_dtype=autocast_dtype)
             rmask = mb.batch["response_mask"].float()
             old_log_prob = log_prob.detach() if on_policy else mb.batch["old_log_probs"]
-            if len(first_log_probs) * micro_batch_size < len(batch):
+            if epoch == 0:
                 first_log_probs.append(old_log_prob)
             pg_loss, _ = policy_loss_fn(old_log_prob=old_log_prob, log_prob=log_prob,
                                         advantages=mb.batch["advantages"], response_mask=rmask,
