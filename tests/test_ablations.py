@@ -188,7 +188,8 @@ def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny
                           "threads=1", f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
                           "task_source=static", "agent.batch_tasks=3", "agent.n=3", "agent.max_new_tokens=6",
                           "agent.temperature=1.0", "reward.free_text_metric=fuzz",
-                          "agent.filter_groups.enable=true", "agent.filter_groups.max_rollouts=24"])
+                          "agent.filter_groups.enable=true", "agent.filter_groups.max_rollouts=24",
+                          "agent.filter_groups.prior_share=1.0"])  # the first round holds batch_tasks groups
     trainer = CoEvolutionTrainer(cfg)
     update, rollout = trainer.backend.update, trainer.backend.rollout
 
@@ -218,6 +219,61 @@ def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny
         by_group.setdefault(s.uid, []).append(s.reward)
     assert len(by_group) == 3 and all(max(r) > min(r) for r in by_group.values())
     assert not set(by_group) & set(rolled[1::2])  # no zeroed (equal-reward) task was trained on
+
+
+def test_the_first_round_holds_the_groups_the_expected_share_needs():
+    """The first round's extra pool groups (:meth:`AgentBatch.early_groups`) on real Bamboogle tasks:
+    ``ceil(batch_tasks / share) - len(batch)`` within the rollout cap, the share being the prior before any group,
+    then the previous iteration's informative share, never below ``MIN_SHARE``."""
+    from collections import Counter
+
+    from genenv.trainer.strategies.agent_batches import MIN_SHARE
+
+    assert MIN_SHARE == 0.25
+    batch, loop, rolled, _ = _refill_stub(lambda t, i: 0.0, 4, 2, 40, "agent.filter_groups.prior_share=0.5")
+    loop.counters = Counter()
+    four = loop.pool.sample(4, loop.rng)
+    assert batch.early_groups(loop, [], four) == 4  # ceil(4 / 0.5) - 4
+    loop.counters.update(groups_rolled_last=10, groups_informative_last=1)  # 0.1 seen: floored at 0.25
+    assert batch.early_groups(loop, [], four) == 12
+    loop.counters.update(groups_informative_last=7)  # 8 of 10 informative: ceil(4 / 0.8) = 5 groups
+    assert batch.early_groups(loop, [], four) == 1
+    loop.counters.update(groups_informative_last=2)  # all 10 informative: the batch alone
+    assert batch.early_groups(loop, [], four) == 0
+    loop.counters.update(groups_informative_last=-10)  # none informative: the floor again
+    assert batch.early_groups(loop, [], four) == 12
+    small, _, _, _ = _refill_stub(lambda t, i: 0.0, 4, 2, 30, "agent.filter_groups.prior_share=0.25",
+                                  "generation.rollouts_per_task=6")
+    loop.counters = Counter()
+    # two new tasks with 6 rollouts each and two pool tasks with 2: 16 of the 30 spent, room for 7 groups of 2
+    assert small.early_groups(loop, four[:2], four) == 7
+    loop.counters.update(groups_rolled_last=4, groups_informative_last=4)
+    assert small.early_groups(loop, four[:2], four) == 0
+
+
+def test_an_informative_batch_spends_its_refills_in_its_first_round(tmp_path, tiny_model_dir):
+    """The informative-batch run of the test above with the default prior share (0.25): one rollout call holds
+    every group the refills would have drawn (no refill round), within the same cap; the loop keeps the
+    iteration's group counts for the next first round."""
+    calls = []
+    cfg = compose_config([f"run_dir={tmp_path}/run", "benchmark=bamboogle", "iterations=1", "tensorboard=false",
+                          "threads=1", f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
+                          "task_source=static", "agent.batch_tasks=3", "agent.n=3", "agent.max_new_tokens=6",
+                          "agent.temperature=1.0", "reward.free_text_metric=fuzz",
+                          "agent.filter_groups.enable=true", "agent.filter_groups.max_rollouts=24"])
+    trainer = CoEvolutionTrainer(cfg)
+    rollout = trainer.backend.rollout
+
+    def spy_rollout(tasks, spec):
+        calls.append(len(tasks))
+        return rollout(tasks, spec)
+
+    trainer.backend.rollout = spy_rollout
+    row = trainer.run()[0]
+    assert calls[0] == 24 // 3 and row["agent/refill_rounds"] == 0  # ceil(3 / 0.25) = 12 groups, capped at 8
+    assert row["agent/rollouts"] == 24 and row["agent/tasks"] == 8
+    assert trainer.counters["groups_rolled_last"] == 8
+    assert trainer.counters["groups_informative_last"] == row["agent/groups_informative"]
 
 
 def test_the_replay_arm_leaves_the_writer_frozen(tmp_path, tiny_model_dir):

@@ -155,6 +155,41 @@ def test_the_kv_budget_holds_back_new_rows(policies):
     assert batch.free() == 4
 
 
+def test_the_buffers_hold_the_longest_rows_fill_plus_a_step_and_shrink_when_it_ends(policies):
+    """The KV buffers' columns follow :func:`buffer_columns` of the longest row: they grow in steps of
+    ``COLUMN_STEP`` while it decodes, are cut once it is released, and the short row's greedy response is the one a
+    fresh ``generate`` gives, before and after the cut."""
+    from genenv.runtime.continuous import COLUMN_STEP, buffer_columns
+
+    policy = policies[True]
+    short = policy.encode_prompt([{"role": "user", "content": "Hi"}])
+    long = policy.encode_prompt([{"role": "user", "content": " ".join(["north east south west"] * 60)}])
+    assert len(long) > len(short) + 3 * COLUMN_STEP
+    batch = policy.continuous(temperature=0.0, max_new_tokens=4, capacity=8)
+    batch.add("long", long)
+    batch.add("short", short)
+    for k in range(5):  # idle rows keep the batch from dropping the long row's slot when it is released
+        batch.add(k, short)
+    got = {}
+    while batch.busy():
+        for out in batch.step():
+            got[out.key] = out.response_ids
+            assert batch.cache.keys[0].shape[2] == buffer_columns(len(long))  # one growth covered the prompt
+    width = int(batch.cache.fill.max())
+    assert buffer_columns(width) == batch.cache.keys[0].shape[2] and width < batch.cache.keys[0].shape[2]
+    batch.release("long")
+    assert batch.free() == 2  # its filled columns no longer hold new rows back
+    batch.add("short", list(short) + got["short"] + short)
+    while batch.busy():
+        for out in batch.step():
+            got["again"] = out.response_ids
+    width, columns = int(batch.cache.fill.max()), batch.cache.keys[0].shape[2]  # cut at the step the turn began
+    assert width < columns <= buffer_columns(width) < buffer_columns(len(long))
+    fresh = policies[False].generate_from_ids([short, list(short) + got["short"] + short], temperature=0.0,
+                                              max_new_tokens=4)
+    assert [got["short"], got["again"]] == [g[0].response_ids for g in fresh]
+
+
 @pytest.mark.parametrize("dtype", [None, "bfloat16"])
 def test_the_update_reports_how_far_the_samplers_log_probs_lie_from_the_trainers(tiny_model_dir, dtype):
     """Real TWX episodes through the local engine's continuous batch, then one agent update: every trained token

@@ -150,9 +150,10 @@ class AgentSettings:
         batch_tasks, n: tasks per iteration and rollouts per task (the GRPO group size).
         temperature, max_new_tokens: sampling per turn.
         response_budget: tokens per episode after its first prompt (:func:`response_budget`).
-        filter_groups, max_rollouts, generated_share: ``agent.filter_groups`` (informative batches: refill until
-            ``batch_tasks`` groups have unequal rewards, at most ``max_rollouts`` rollouts an iteration, generated
-            tasks at most this share of the trained groups).
+        filter_groups, max_rollouts, generated_share, prior_share: ``agent.filter_groups`` (informative batches:
+            refill until ``batch_tasks`` groups have unequal rewards, at most ``max_rollouts`` rollouts an
+            iteration, generated tasks at most this share of the trained groups; the informative share the first
+            round assumes before any group is seen).
     """
 
     batch_tasks: int
@@ -163,6 +164,7 @@ class AgentSettings:
     filter_groups: bool
     max_rollouts: int
     generated_share: float
+    prior_share: float
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,8 @@ def run_settings(cfg) -> RunSettings:
             strategies, :mod:`genenv.trainer.strategies`, before any model loads); ``generation.every``, ``keep_checkpoints``,
             ``iterations``, ``save_every``, ``probe.tasks``, ``probe.n``, ``agent.batch_tasks``, ``agent.n`` or
             ``agent.filter_groups.max_rollouts`` below 1; ``pool.temperature`` ≤ 0; ``pool.staleness`` or
-            ``agent.filter_groups.generated_share`` outside [0, 1]. The message names the key.
+            ``agent.filter_groups.generated_share`` outside [0, 1]; ``agent.filter_groups.prior_share`` outside
+            (0, 1]. The message names the key.
     """
     data_dir = read_key(cfg, "data_dir")
     iterations = int(read_key(cfg, "iterations"))
@@ -300,7 +303,8 @@ def run_settings(cfg) -> RunSettings:
                             n=n, temperature=float(read_key(cfg, "agent.temperature")),
                             max_new_tokens=int(read_key(cfg, "agent.max_new_tokens")), response_budget=response_budget(cfg),
                             filter_groups=bool(read_key(cfg, f"{fg}.enable")), max_rollouts=int(read_key(cfg, f"{fg}.max_rollouts")),
-                            generated_share=float(read_key(cfg, f"{fg}.generated_share"))),
+                            generated_share=float(read_key(cfg, f"{fg}.generated_share")),
+                            prior_share=float(read_key(cfg, f"{fg}.prior_share"))),
         pool=_block(PoolSettings, cfg, "pool"),
         probe=_block(ProbeSettings, cfg, "probe"),
         env_update_mode=str(read_key(cfg, "env_policy.update_mode")),
@@ -321,6 +325,8 @@ def run_settings(cfg) -> RunSettings:
             raise ConfigError(f"config key {key!r} is {value}; it must be at least 1")
     if not 0 <= settings.agent.generated_share <= 1:
         raise ConfigError(f"config key '{fg}.generated_share' is {settings.agent.generated_share}; it must be in [0, 1]")
+    if not 0 < settings.agent.prior_share <= 1:
+        raise ConfigError(f"config key '{fg}.prior_share' is {settings.agent.prior_share}; it must be in (0, 1]")
     if settings.pool.temperature <= 0 or not 0 <= settings.pool.staleness <= 1:
         raise ConfigError(f"config keys 'pool.temperature' ({settings.pool.temperature}) and 'pool.staleness' "
                           f"({settings.pool.staleness}): the temperature must be > 0 and the staleness in [0, 1]")

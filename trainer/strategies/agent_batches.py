@@ -15,7 +15,11 @@ Newly admitted tasks get ``generation.rollouts_per_task`` episodes each, pool ta
 ``agent.filter_groups.enable`` (informative batches: DAPO's dynamic sampling, Yu et al. 2025; veRL's
 ``algorithm.filter_groups``) every drawing batch refills with more pool tasks until ``agent.batch_tasks`` groups
 have unequal rewards or ``agent.filter_groups.max_rollouts`` rollouts are spent (:meth:`AgentBatch.refill`), and
-the update trains on those groups only (:meth:`AgentBatch.trained_groups`).
+the update trains on those groups only (:meth:`AgentBatch.trained_groups`). The first round already holds the
+groups the informative share expected from the previous iteration says it will need (:meth:`AgentBatch.early_groups`;
+``agent.filter_groups.prior_share`` before any group is seen), as veRL draws a ``gen_batch_size`` larger than its
+train batch: the rollouts spent are those the refills would spend, in one batch that decodes together instead of
+rounds that each wait for their longest episode.
 
 A new batch subclasses :class:`AgentBatch` (overriding :meth:`~AgentBatch.select` or :meth:`~AgentBatch.draw`) and is
 registered with :func:`~genenv.trainer.strategies.register_agent_batch`.
@@ -31,6 +35,10 @@ from genenv.runtime.episodes import RolloutTimings, Trajectory
 from genenv.trainer.settings import RunSettings
 from genenv.trainer.strategies.state import LoopState
 from genenv.trainer.updates.advantages import informative_task_ids
+
+MIN_SHARE = 0.25
+"""The informative share a refill round assumes at least (a round draws the missing groups divided by it): a batch
+of mostly equal groups refills in few rounds."""
 
 
 @dataclass
@@ -85,12 +93,17 @@ class AgentBatch:
         """Step 3: roll out :meth:`select`'s batch (:meth:`roll_out_tasks`), refill it to informative groups when
         ``agent.filter_groups.enable`` (:meth:`refill`), and name the groups the update trains on."""
         batch = self.select(loop, new_tasks)
+        informative_batch = self.trains and self.settings.agent.filter_groups
+        if informative_batch:
+            batch += self.draw(loop, self.early_groups(loop, new_tasks, batch), exclude=[t.id for t in batch])
         trajs, timings = self.roll_out_tasks(loop, new_tasks, batch)
         rolled = RolledBatch(batch, trajs, timings)
         if not self.trains:
             return rolled
-        if self.settings.agent.filter_groups:
+        if informative_batch:
             self.refill(loop, rolled)
+            loop.counters["groups_rolled_last"] = len({t.task.id for t in rolled.trajectories})
+            loop.counters["groups_informative_last"] = len(informative_task_ids(rolled.trajectories))
             rolled.trained = self.trained_groups(rolled.trajectories)
             keep = set(rolled.trained)
             rolled.update_trajectories = [t for t in rolled.trajectories if t.task.id in keep]
@@ -112,12 +125,27 @@ class AgentBatch:
         more = loop.rollout([t for t in batch if t.id not in new_ids])
         return new.trajectories + more.trajectories, new.timings + more.timings
 
+    def early_groups(self, loop: LoopState, new_tasks: list[Task], batch: list[Task]) -> int:
+        """Pool groups the first round of an informative batch adds to ``batch`` (:meth:`select`'s tasks, the new
+        ones among them with ``generation.rollouts_per_task`` rollouts): ``ceil(agent.batch_tasks / s) -
+        len(batch)``, at least 0 and within ``agent.filter_groups.max_rollouts``, where ``s`` is the share of
+        informative groups among those rolled out in the previous iteration (``loop.counters``
+        ``groups_informative_last`` / ``groups_rolled_last``; ``agent.filter_groups.prior_share`` before any),
+        at least :data:`MIN_SHARE` as a refill round assumes."""
+        a = self.settings.agent
+        rolled, informative = loop.counters.get("groups_rolled_last", 0), loop.counters.get("groups_informative_last", 0)
+        share = max(MIN_SHARE, informative / rolled if rolled else a.prior_share)
+        new_ids = {t.id for t in new_tasks}
+        spent = sum(self.settings.generation.rollouts_per_task if t.id in new_ids else a.n for t in batch)
+        room = (a.max_rollouts - spent) // a.n
+        return max(0, min(room, math.ceil(a.batch_tasks / share - 1e-9) - len(batch)))
+
     def refill(self, loop: LoopState, rolled: RolledBatch) -> None:
         """Informative batches: while fewer than ``agent.batch_tasks`` of the rolled-out groups have unequal
         rewards, draw more pool tasks not yet rolled out this iteration (:meth:`draw`) and roll them out,
         ``agent.n`` episodes each, never past ``agent.filter_groups.max_rollouts`` rollouts in the iteration. Each
         round draws the missing number of groups divided by the informative share seen so far (at least 1/4),
-        so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks, episodes, timings
+        (:data:`MIN_SHARE`), so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks, episodes, timings
         and rounds."""
         a = self.settings.agent
         k, n, cap = a.batch_tasks, a.n, a.max_rollouts
@@ -128,7 +156,7 @@ class AgentBatch:
             if informative >= k or room <= 0:
                 return
             share = informative / groups if groups else 1.0
-            more = self.draw(loop, min(room, math.ceil((k - informative) / max(share, 0.25))),
+            more = self.draw(loop, min(room, math.ceil((k - informative) / max(share, MIN_SHARE))),
                              exclude=[t.id for t in rolled.tasks])
             if not more:
                 return
