@@ -6,12 +6,13 @@ another one side by side (a benchmark script that prints figures, not a test).
 
 Each run is ``genenv-train`` with :data:`POWERED` (the settings of the shipped powered experiment,
 ``results/twx_informative.tar.xz``: 4-room Coin Collector games, 4 tasks x 4 rollouts with informative refills up
-to 48 rollouts, GRPO on R_env for the environment policy) and ``iterations=1``, seed 0, in a fresh run folder: one
-iteration from the same iteration 0 (task writing, agent rollouts, environment-policy update, agent update) and the
-held-out evaluation that ends a run (20 dev games, greedy). The two trees run interleaved (arm by arm: this tree,
-then ``--before``, ``--repeats`` times), each in its own process with the same installed dependencies: the other
-tree's package is put first on ``PYTHONPATH`` under the name ``genenv``. Phase seconds are the run's own
-``metrics.jsonl`` (``time/*``), plus ``time/heldout_eval``.
+to 48 rollouts, GRPO on R_env for the environment policy) and ``iterations=1`` at each of ``--seeds`` (default 0),
+in a fresh run folder: one iteration from the same iteration 0 (task writing, agent rollouts, environment-policy
+update, agent update) and the held-out evaluation that ends a run (20 dev games, greedy). The two trees run
+interleaved (seed by seed and arm by arm: this tree, then ``--before``, ``--repeats`` times), each in its own process
+with the same installed dependencies: the other tree's package is put first on ``PYTHONPATH`` under the name
+``genenv``. Phase seconds are the run's own ``metrics.jsonl`` (``time/*``), plus ``time/heldout_eval``; the script
+ends with each arm's ratio of the summed loop seconds (:func:`ratios`).
 """
 from __future__ import annotations
 
@@ -32,23 +33,23 @@ POWERED = ["benchmark=twx", "+benchmark.seed_options.params.coin='numLocations=4
            "agent.max_new_tokens=16", "agent.policy.lr=1e-5", "env_policy.update_mode=grpo",
            "env_policy.policy.lr=2e-5", "env_policy.policy.kl_coef=0.01", "agent.policy.prefix_cache_tokens=65536",
            "env_policy.policy.prefix_cache_tokens=65536", "eval.every=2", "eval.limit=20", "tensorboard=false",
-           "iterations=1", "seed=0"]
+           "iterations=1"]
 """``genenv-train`` overrides of the powered TextWorldExpress experiment, one iteration."""
 
 PHASES = ("task_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval")
 
 
-def run_once(tree: Path | None, arm: str, workdir: Path) -> dict[str, Any]:
-    """One ``iterations=1`` run of ``arm`` with the package at ``tree`` (``None``: the installed one); returns its
-    phase seconds, the loop's total (``time/total``), the process wall time and the iteration's agent reward,
-    generated tokens and rollouts."""
+def run_once(tree: Path | None, arm: str, workdir: Path, seed: int = 0) -> dict[str, Any]:
+    """One ``iterations=1`` run of ``arm`` at ``seed`` with the package at ``tree`` (``None``: the installed one);
+    returns its phase seconds, the loop's total (``time/total``), the process wall time and the iteration's agent
+    reward, generated tokens, rollouts and trained tokens (``agent_update/tokens``)."""
     env = dict(os.environ)
     if tree is not None:
         shim = Path(tempfile.mkdtemp(dir=workdir))
         (shim / "genenv").symlink_to(tree.resolve())
         env["PYTHONPATH"] = os.pathsep.join([str(shim), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     run_dir = Path(tempfile.mkdtemp(dir=workdir)) / "run"
-    cmd = [sys.executable, "-m", "genenv.trainer.cli", *POWERED, f"arm={arm}", f"run_dir={run_dir}"]
+    cmd = [sys.executable, "-m", "genenv.trainer.cli", *POWERED, f"arm={arm}", f"run_dir={run_dir}", f"seed={seed}"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=tree or Path.cwd(), capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -59,18 +60,33 @@ def run_once(tree: Path | None, arm: str, workdir: Path) -> dict[str, Any]:
     out = {p: float(row.get(f"time/{p}", 0.0)) for p in PHASES}
     out.update(loop=float(row.get("time/total", 0.0)), process_wall=wall,
                agent_reward=row.get("agent/reward_mean", row.get("agent/reward")),
-               generated_tokens=row.get("agent/generated_tokens"), rollouts=row.get("agent/rollouts"))
+               generated_tokens=row.get("agent/generated_tokens"), rollouts=row.get("agent/rollouts"),
+               trained_tokens=row.get("agent_update/tokens", 0), seed=seed)
     return out
 
 
 def table(results: Sequence[dict[str, Any]]) -> str:
     """Markdown: one row per run."""
-    lines = ["| arm | tree | " + " | ".join(PHASES) + " | loop s | agent reward | rollouts | generated tokens |",
-             "|---|---|" + "---|" * (len(PHASES) + 4)]
+    lines = ["| arm | seed | tree | " + " | ".join(PHASES) + " | loop s | agent reward | rollouts | generated tokens "
+             "| trained tokens |", "|---|---|---|" + "---|" * (len(PHASES) + 5)]
     for r in results:
-        lines.append(f"| {r['arm']} | {r['tree']} | " + " | ".join(f"{r[p]:.1f}" for p in PHASES)
-                     + f" | {r['loop']:.1f} | {r['agent_reward']} | {r['rollouts']} | {r['generated_tokens']} |")
+        lines.append(f"| {r['arm']} | {r.get('seed', 0)} | {r['tree']} | " + " | ".join(f"{r[p]:.1f}" for p in PHASES)
+                     + f" | {r['loop']:.1f} | {r['agent_reward']} | {r['rollouts']} | {r['generated_tokens']} "
+                     f"| {r.get('trained_tokens', '')} |")
     return "\n".join(lines)
+
+
+def ratios(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per arm, this tree's loop seconds over the other tree's, summed over the seeds and repeats both ran
+    (``loop``), and the same for the agent rollouts alone (``agent_rollout``): a seed's iteration trains on the
+    groups it happened to sample, so one seed's update time says more about its episodes than about the code."""
+    out: dict[str, dict[str, float]] = {}
+    for arm in dict.fromkeys(r["arm"] for r in results):
+        runs = {t: [r for r in results if r["arm"] == arm and r["tree"] == t] for t in ("this", "before")}
+        if runs["this"] and runs["before"]:
+            out[arm] = {k: sum(r[k] for r in runs["this"]) / max(1e-9, sum(r[k] for r in runs["before"]))
+                        for k in ("loop", "agent_rollout")}
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,19 +95,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--before", type=Path, default=None, help="another source tree of the package (e.g. a worktree)")
     p.add_argument("--arms", default="genenv,static")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--seeds", default="0", help="comma-separated seeds, each run by every arm and tree")
     p.add_argument("--out", default=None, help="a .json file for the runs")
     args = p.parse_args(argv)
     trees: list[tuple[str, Path | None]] = [("this", None)] + ([("before", args.before)] if args.before else [])
     results = []
     with tempfile.TemporaryDirectory() as work:
         for _ in range(args.repeats):
-            for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
-                for name, tree in trees:
-                    results.append({"arm": arm, "tree": name, **run_once(tree, arm, Path(work))})
-                    print(table(results[-1:]), flush=True)
+            for seed in [int(x) for x in args.seeds.split(",") if x.strip()]:
+                for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
+                    for name, tree in trees:
+                        results.append({"arm": arm, "tree": name, **run_once(tree, arm, Path(work), seed)})
+                        print(table(results[-1:]), flush=True)
     print("\n" + table(results))
+    summary = ratios(results)
+    for arm, r in summary.items():
+        print(f"{arm}: this / before, summed over the runs: loop {r['loop']:.2f}, agent rollouts {r['agent_rollout']:.2f}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"overrides": POWERED, "runs": results}, indent=1) + "\n")
+        Path(args.out).write_text(json.dumps({"overrides": POWERED, "runs": results, "ratios": summary}, indent=1)
+                                  + "\n")
     return 0
 
 
