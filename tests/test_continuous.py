@@ -232,6 +232,31 @@ def test_inverse_cdf_draws_follow_the_softmax_and_never_a_zero_probability_token
     assert sample_tokens(logits[:2], 0.0).tolist() == [4, 4]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_prompt_segments_attend_as_grouped_query_attention(dtype):
+    """Two prompt segments with grouped-query heads (9 over 3) beside a decoding row: every token's output is
+    softmax(q k^T / sqrt(d)) v over its own row's columns up to its position, with query head h reading KV head
+    h // 3, computed here in float64 from the definition."""
+    from genenv.runtime.continuous import Packed
+
+    torch.manual_seed(0)
+    rows, kv, heads, dim, capacity = 3, 3, 9, 16, 160
+    long = 69
+    segments = [(0, 0, 7, 20), (1, 7, 1, 30), (2, 8, long, 11)]  # (row, start, length, fill)
+    t = 8 + long
+    keys, values = torch.randn(rows, kv, capacity, dim), torch.randn(rows, kv, capacity, dim)
+    query = torch.randn(1, heads, t, dim)
+    got = Packed(segments, rows).attend(query.to(dtype), keys.to(dtype), values.to(dtype), None).double()
+    q, k, v = query.to(dtype).double(), keys.to(dtype).double(), values.to(dtype).double()
+    for row, start, n, fill in segments:
+        for j in range(n):
+            for head in range(heads):
+                scores = k[row, head // 3, :fill + j + 1] @ q[0, head, start + j] / dim ** 0.5
+                want = torch.softmax(scores, dim=0) @ v[row, head // 3, :fill + j + 1]
+                tol = 1e-5 if dtype == torch.float32 else 3e-2
+                assert torch.allclose(got[0, start + j, head], want, atol=tol, rtol=tol), (row, j, head)
+
+
 def test_bfloat16_packed_attention_over_the_whole_buffer_ignores_columns_past_each_rows_fill():
     """A packed pass in bfloat16 (which reads every column of the buffers) gives the float32 pass's attention
     (which reads only the filled columns) to bfloat16 precision, although the columns past each row's fill hold
