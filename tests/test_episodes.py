@@ -110,6 +110,24 @@ def test_segments_pack_an_append_only_conversation():
         ([1, 2, 3], [10, 11, 2], [1, 1, 1]), ([1, 2, 9], [12, 2], [1, 1])]
 
 
+def test_a_broken_chain_packs_the_runs_on_either_side_of_the_break():
+    """Turns 0-1 extend each other, turn 2's prompt re-encodes turn 1's response (the chain breaks), turn 3 extends
+    turn 2: two sequences, each with its own prompt, environment tokens masked 0 and the sampler's log-probs on
+    the policy's tokens only; no turn's tokens trained twice."""
+    t0 = Turn([], "a", 0.0, [1, 2], [10, 2], response_logprobs=[-0.1, -0.2])
+    t1 = Turn([], "b", 0.0, [1, 2, 10, 2, 7], [11, 2], response_logprobs=[-0.3, -0.4])
+    t2 = Turn([], "c", 0.0, [1, 2, 10, 2, 7, 99, 2, 8], [12, 2], response_logprobs=[-0.5, -0.6])
+    t3 = Turn([], "d", 1.0, [1, 2, 10, 2, 7, 99, 2, 8, 12, 2, 6, 6], [13], response_logprobs=[-0.7])
+    traj = Trajectory(None, 0, [], "", 1.0, True, {}, [t0, t1, t2, t3])
+    first, second = traj.segments()
+    assert (first.prompt_ids, first.response_ids, first.response_mask) == ([1, 2], [10, 2, 7, 11, 2], [1, 1, 0, 1, 1])
+    assert first.response_logprobs == [-0.1, -0.2, 0.0, -0.3, -0.4]
+    assert second.prompt_ids == t2.prompt_ids and second.response_ids == [12, 2, 6, 6, 13]
+    assert second.response_mask == [1, 1, 0, 0, 1] and second.response_logprobs == [-0.5, -0.6, 0.0, 0.0, -0.7]
+    trained = sum(sum(s.response_mask) for s in traj.segments())
+    assert trained == sum(len(t.response_ids) for t in traj.turns)
+
+
 def test_response_budget_stops_before_overflow_and_rewards_only_trained_tokens(tokenizer):
     tasks = sample_tasks("twx", 1)
     kwargs: dict[str, Any] = {"twx": {"data_dir": DATA_DIR}}
