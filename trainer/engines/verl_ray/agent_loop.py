@@ -28,8 +28,9 @@ the batch's ``rollout_log_probs``.
 Output: veRL's :class:`AgentLoopOutput` with the episode's first update sequence
 (:meth:`~genenv.runtime.episodes.Trajectory.segments`: the packed conversation, ``response_mask`` 0 on
 environment tokens, its ``response_logprobs`` when every turn has them) and ``reward_score`` = the episode's
-return; ``extra_fields["segments"]`` holds every update sequence (one per turn when a prompt window rewrote the
-history), which the ``verl_ray`` engine trains on.
+return; ``extra_fields["segments"]`` holds every update sequence (a new one wherever a prompt did not extend the
+previous prompt and response, e.g. each turn once a prompt window rewrites the history), which the ``verl_ray``
+engine trains on.
 
 On a GPU cluster ``server_manager`` is veRL's vLLM client; here :class:`LocalGenerateClient` stands in for it with
 batched ``transformers.generate`` (concurrent requests of one event-loop tick form one batch).
