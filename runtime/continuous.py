@@ -19,8 +19,8 @@ CPU decoding attention, :func:`~genenv.runtime.attention.decode_attention`, whic
 The KV layout (:class:`RowCache`): per layer one buffer ``[R, kv_heads, capacity, head_dim]``, row ``r`` holding
 its sequence's states in columns ``[0, fill[r])``; a token's position id is its column, as when its sequence is
 fed in one piece. The buffers hold the longest row's columns plus one or two steps of :data:`COLUMN_STEP`, and are
-cut when the rows that filled them end. The ``n`` episodes of one task that start from the same prompt share one prefill: the states
-are copied to the sibling rows and each samples its own tokens from the same logits.
+cut when the rows that filled them end. The ``n`` episodes of one task that start from the same prompt share one
+prefill: the states are copied to the sibling rows and each samples its own tokens from the same logits.
 
 Sampling is :func:`~genenv.runtime.decoding.sample_tokens` (as ``generate``: float32 logits / temperature,
 softmax; ``argmax`` at 0), drawn by the inverse cumulative distribution (one uniform number a row instead of

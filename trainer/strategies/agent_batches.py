@@ -16,10 +16,10 @@ Newly admitted tasks get ``generation.rollouts_per_task`` episodes each, pool ta
 ``algorithm.filter_groups``) every drawing batch refills with more pool tasks until ``agent.batch_tasks`` groups
 have unequal rewards or ``agent.filter_groups.max_rollouts`` rollouts are spent (:meth:`AgentBatch.refill`), and
 the update trains on those groups only (:meth:`AgentBatch.trained_groups`). The first round already holds the
-groups the informative share expected from the previous iteration says it will need (:meth:`AgentBatch.early_groups`;
-``agent.filter_groups.prior_share`` before any group is seen), as veRL draws a ``gen_batch_size`` larger than its
-train batch: the rollouts spent are those the refills would spend, in one batch that decodes together instead of
-rounds that each wait for their longest episode.
+groups that the informative share expected from the previous iteration says it will need
+(:meth:`AgentBatch.early_groups`; ``agent.filter_groups.prior_share`` before any group is seen), as veRL draws a
+``gen_batch_size`` larger than its train batch: the rollouts spent are those the refills would spend, in one batch
+that decodes together instead of rounds that each wait for their longest episode.
 
 A new batch subclasses :class:`AgentBatch` (overriding :meth:`~AgentBatch.select` or :meth:`~AgentBatch.draw`) and is
 registered with :func:`~genenv.trainer.strategies.register_agent_batch`.
@@ -133,7 +133,8 @@ class AgentBatch:
         ``groups_informative_last`` / ``groups_rolled_last``; ``agent.filter_groups.prior_share`` before any),
         at least :data:`MIN_SHARE` as a refill round assumes."""
         a = self.settings.agent
-        rolled, informative = loop.counters.get("groups_rolled_last", 0), loop.counters.get("groups_informative_last", 0)
+        rolled = loop.counters.get("groups_rolled_last", 0)
+        informative = loop.counters.get("groups_informative_last", 0)
         share = max(MIN_SHARE, informative / rolled if rolled else a.prior_share)
         new_ids = {t.id for t in new_tasks}
         spent = sum(self.settings.generation.rollouts_per_task if t.id in new_ids else a.n for t in batch)
@@ -144,9 +145,9 @@ class AgentBatch:
         """Informative batches: while fewer than ``agent.batch_tasks`` of the rolled-out groups have unequal
         rewards, draw more pool tasks not yet rolled out this iteration (:meth:`draw`) and roll them out,
         ``agent.n`` episodes each, never past ``agent.filter_groups.max_rollouts`` rollouts in the iteration. Each
-        round draws the missing number of groups divided by the informative share seen so far (at least 1/4),
-        (:data:`MIN_SHARE`), so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks, episodes, timings
-        and rounds."""
+        round draws the missing number of groups divided by the informative share seen so far (at least
+        :data:`MIN_SHARE`), so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks,
+        episodes, timings and rounds."""
         a = self.settings.agent
         k, n, cap = a.batch_tasks, a.n, a.max_rollouts
         while True:
