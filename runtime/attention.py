@@ -59,15 +59,15 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     b, h, q, d = query.shape
     kv, k_len = key.shape[1], key.shape[2]
     scale = d ** -0.5 if scaling is None else scaling
+    mask = attention_mask[:, :, :, -k_len:] if attention_mask is not None else None  # [B, 1, 1, K]
     if query.dtype != torch.float32:  # a bf16 cache view: SDPA reads it in place, the matmuls would copy it first
-        mask = attention_mask[:, :, :, -k_len:] if attention_mask is not None else None
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale,
                                                                enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
     groups = h // kv
     scores = torch.matmul(query.reshape(b, kv, groups, d), key.transpose(-1, -2)).float() * scale  # [B, KV, G, K]
-    if attention_mask is not None:
-        mask = attention_mask[:, :, :, -k_len:].reshape(attention_mask.shape[0], 1, 1, k_len)
+    if mask is not None:
+        mask = mask.reshape(mask.shape[0], 1, 1, k_len)
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
         else:

@@ -206,7 +206,7 @@ class Packed:
         scale = d ** -0.5 if scaling is None else scaling
         out = query.new_empty((1, t, h, d))
         if self._single is not None:
-            rows, tokens, lengths = self._single
+            rows, tokens, _ = self._single
             # float32 matmuls read a slice of the columns in place; in lower precision (oneDNN's bf16 kernels) a
             # slice makes both operands be copied first, so the whole buffer is read and the masked columns drop
             # out of the softmax (measured, 16 rows x 1,500 of 2,304 columns, bf16 on AMX: 3.3 ms -> 1.6 ms a layer)

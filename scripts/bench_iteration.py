@@ -70,9 +70,9 @@ def table(results: Sequence[dict[str, Any]]) -> str:
     lines = ["| arm | seed | tree | " + " | ".join(PHASES) + " | loop s | agent reward | rollouts | generated tokens "
              "| trained tokens |", "|---|---|---|" + "---|" * (len(PHASES) + 5)]
     for r in results:
-        lines.append(f"| {r['arm']} | {r.get('seed', 0)} | {r['tree']} | " + " | ".join(f"{r[p]:.1f}" for p in PHASES)
+        lines.append(f"| {r['arm']} | {r['seed']} | {r['tree']} | " + " | ".join(f"{r[p]:.1f}" for p in PHASES)
                      + f" | {r['loop']:.1f} | {r['agent_reward']} | {r['rollouts']} | {r['generated_tokens']} "
-                     f"| {r.get('trained_tokens', '')} |")
+                     f"| {r['trained_tokens']} |")
     return "\n".join(lines)
 
 

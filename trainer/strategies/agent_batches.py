@@ -102,7 +102,7 @@ class AgentBatch:
             return rolled
         if informative_batch:
             self.refill(loop, rolled)
-            loop.counters["groups_rolled_last"] = len({t.task.id for t in rolled.trajectories})
+            loop.counters["groups_rolled_last"] = len(rolled.tasks)  # distinct: refills exclude rolled tasks
             loop.counters["groups_informative_last"] = len(informative_task_ids(rolled.trajectories))
             rolled.trained = self.trained_groups(rolled.trajectories)
             keep = set(rolled.trained)
