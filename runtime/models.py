@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import logging
 import os
 from pathlib import Path
@@ -55,7 +56,12 @@ def checkpoint_folder(name: str | Path, role: str = "agent") -> Path | None:
     ``name`` may be a run dir, its ``checkpoints`` folder, the ``checkpoints/latest`` pointer file (all three: the
     newest complete checkpoint) or one ``checkpoints/iter-N`` folder. The folder holds full weights
     (``config.json``) or, for a LoRA run, an adapter (``adapter_config.json``) whose base model is named in the
-    checkpoint's ``backend.json``.
+    checkpoint's ``backend.json``. A role the checkpoint records as never trained (``saved: false``: no folder,
+    :meth:`~genenv.trainer.engines.local.LocalBackend.save`) gives the folder of the ``model`` it records
+    (:func:`resolve_model_path`).
+
+    Raises:
+        ModelNotFound: a never-trained role whose recorded ``model`` resolves to no folder.
     """
     path = Path(name).expanduser()
     if (path / "checkpoints").is_dir():
@@ -64,8 +70,13 @@ def checkpoint_folder(name: str | Path, role: str = "agent") -> Path | None:
         path = path / "latest"
     if path.is_file() and path.name == "latest":
         path = path.parent / path.read_text().strip()
-    if (path / "backend.json").is_file() and (path / role).is_dir():
+    if not (path / "backend.json").is_file():
+        return None
+    if (path / role).is_dir():
         return path / role
+    recorded = json.loads((path / "backend.json").read_text()).get(role)
+    if isinstance(recorded, dict) and recorded.get("saved") is False:
+        return resolve_model_path(recorded["model"], role)
     return None
 
 
@@ -78,8 +89,6 @@ def adapter_base(folder: str | Path) -> str | None:
         KeyError: the checkpoint's ``backend.json`` records no model for that role.
         FileNotFoundError: an adapter folder with no ``backend.json`` beside it.
     """
-    import json
-
     folder = Path(folder)
     if not (folder / "adapter_config.json").is_file():
         return None

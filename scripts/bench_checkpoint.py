@@ -4,15 +4,18 @@ with an unchanged role's files shared (a benchmark script that prints figures, n
     python scripts/bench_checkpoint.py                      # the CPU profile's policies (SmolLM2-135M)
     python scripts/bench_checkpoint.py agent.policy.lora_r=16 env_policy.policy.lora_r=16
 
-It builds the local engine as ``genenv-train`` configures it (``overrides`` as on its command line), gives each
-role AdamW moments with one update on two short samples, then times
+It builds the local engine as ``genenv-train`` configures it (``overrides`` as on its command line), gives the
+agent, then the environment policy, AdamW moments with one update on two short samples, and times
 :func:`~genenv.trainer.checkpoint.save_checkpoint`:
 
+- ``env policy never updated``: only the agent updated so far (a frozen task source: ``random_env``, ``envgen``,
+  ``static``, ``static_aug``, ``genenv_released``; or ``genenv`` before its first in-band group): a full
+  fine-tune still holding its model file's weights writes no files (``saved: false`` in ``backend.json``);
 - ``full``: every role written (what every iteration cost before unchanged roles were shared, and what an
   iteration that updated both roles costs now);
-- ``agent only``: the agent updated, the environment policy not (an iteration whose generated groups all fell
-  outside the difficulty band, or any iteration of a frozen task source: ``random_env``, ``envgen``, ``static``):
-  the environment policy's files are hard links into the previous checkpoint;
+- ``agent only``: the agent updated, the environment policy not since the previous checkpoint (an iteration whose
+  generated groups all fell outside the difficulty band): the environment policy's files are hard links into the
+  previous checkpoint;
 - ``load``: :func:`~genenv.trainer.checkpoint.load_checkpoint` of the last one.
 
 ``disk`` is what the checkpoint folder holds with ``keep_checkpoints`` folders kept (linked files counted once).
@@ -79,8 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prompt = tok.encode("Write a task for the agent.")
     samples = [Sample(prompt, tok.encode(" first answer") + [2], 1.0, "g"),
                Sample(prompt, tok.encode(" second answer") + [2], 0.0, "g")]
-    for role in ("agent", "env_policy"):
-        backend.update(role, samples, "grpo")
+    backend.update("agent", samples, "grpo")
     rng = random.Random(0)
     root = Path(args.dir or tempfile.mkdtemp(prefix="bench-ckpt-"))
     rows = []
@@ -94,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return path
 
     try:
+        save(root / "frozen", 1, "agent only (env policy never updated: no files)", keep=1)
+        backend.update("env_policy", samples, "grpo")
         save(root / "before", 1, "full (every iteration before)", keep=2)
         backend.update("agent", samples, "grpo")
         (root / "before" / "latest").unlink()  # no previous checkpoint to share with: the former behaviour

@@ -1,6 +1,9 @@
 """The GRPO and RWR updates (veRL functions) on a tiny random model: direction, group dropping, KL leash."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -122,6 +125,7 @@ def test_a_role_not_updated_since_the_last_checkpoint_shares_its_files(backend, 
 
     samples = [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")]
     backend.update("agent", samples, "grpo")
+    backend.update("env_policy", samples, "grpo")
     backend.save(tmp_path / "iter-1")
     backend.update("agent", samples, "grpo")
     backend.save(tmp_path / "iter-2", previous=tmp_path / "iter-1")
@@ -137,7 +141,7 @@ def test_a_role_not_updated_since_the_last_checkpoint_shares_its_files(backend, 
     fresh = LocalBackend({r: backend.roles[r] for r in ("agent", "env_policy")}, threads=1)
     fresh.load(tmp_path / "iter-2")
     assert {r: fresh.fingerprint(r) for r in ("agent", "env_policy")} == fp
-    assert fresh.steps == {"agent": 2, "env_policy": 0}
+    assert fresh.steps == {"agent": 2, "env_policy": 1}
     k = next(iter(moments))
     assert torch.equal(fresh.optimizers["agent"].state_dict()["state"][k]["exp_avg_sq"], moments[k]["exp_avg_sq"])
     fresh.update("agent", samples, "grpo")  # the next checkpoint writes the agent, links the env policy again
@@ -150,6 +154,34 @@ def test_a_role_not_updated_since_the_last_checkpoint_shares_its_files(backend, 
     changed = fresh.fingerprint("env_policy")
     fresh.load(tmp_path / "iter-4")
     assert fresh.fingerprint("env_policy") == changed
+
+def test_a_role_never_trained_writes_no_files_and_loads_from_its_model(backend, tmp_path, tiny_model_dir):
+    """A full fine-tune never updated (a frozen task source's environment policy) writes no folder and is recorded
+    ``saved: false``; a resumed run rebuilds it from its model (the same weights, a fresh AdamW), the evaluation's
+    :func:`checkpoint_folder` gives that model's folder, and once the role changes it is written in full."""
+    from genenv.runtime.models import checkpoint_folder
+
+    samples = [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")]
+    backend.update("agent", samples, "grpo")
+    fp = {r: backend.fingerprint(r) for r in ("agent", "env_policy")}
+    backend.save(tmp_path / "iter-1")
+    assert not (tmp_path / "iter-1" / "env_policy").exists()
+    assert (tmp_path / "iter-1" / "agent" / "model.safetensors").is_file()
+    recorded = json.loads((tmp_path / "iter-1" / "backend.json").read_text())
+    assert recorded["env_policy"]["saved"] is False and recorded["agent"]["saved"] is True
+    assert checkpoint_folder(tmp_path / "iter-1", "env_policy") == Path(tiny_model_dir)
+    assert checkpoint_folder(tmp_path / "iter-1", "agent") == tmp_path / "iter-1" / "agent"
+    fresh = LocalBackend({r: backend.roles[r] for r in ("agent", "env_policy")}, threads=1)
+    fresh.load(tmp_path / "iter-1")
+    assert {r: fresh.fingerprint(r) for r in ("agent", "env_policy")} == fp
+    assert fresh.steps == {"agent": 1, "env_policy": 0} and not fresh.optimizers["env_policy"].state_dict()["state"]
+    assert fresh.untrained("env_policy") and not fresh.untrained("agent")
+    with torch.no_grad():  # changed outside an update: no longer the model file's weights, so it is written
+        next(p for p in fresh.models["env_policy"].parameters() if p.requires_grad).add_(0.1)
+    fresh.save(tmp_path / "iter-2", previous=tmp_path / "iter-1")
+    assert (tmp_path / "iter-2" / "env_policy" / "model.safetensors").is_file()
+    assert checkpoint_folder(tmp_path / "iter-2", "env_policy") == tmp_path / "iter-2" / "env_policy"
+
 
 def test_lora_backend_updates_only_the_adapter(tiny_model_dir, tmp_path):
     rc = RoleConfig.defaults("agent", model=str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)

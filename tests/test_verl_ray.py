@@ -211,11 +211,14 @@ def test_a_local_checkpoint_as_a_roles_model_gives_verl_that_roles_weights_or_ad
     from genenv.trainer.task_pool import TaskPool
     from genenv.trainer.checkpoint import save_checkpoint
     from genenv.trainer.engines.local import build_local_backend
+    from genenv.trainer.updates import Sample
 
     run = tmp_path / "run"
     roles = [f"agent.policy.model={tiny_model_dir}", f"env_policy.policy.model={tiny_model_dir}",
              "env_policy.policy.lora_r=4", "threads=1"]
     backend = build_local_backend(run_settings(compose_config(roles)))
+    save_checkpoint(tmp_path / "untrained" / "checkpoints", 1, backend, TaskPool(), {}, random.Random(0), keep=1)
+    backend.update("agent", [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")], "grpo")
     save_checkpoint(run / "checkpoints", 3, backend, TaskPool(), {}, random.Random(0), keep=1)
     newest = run / "checkpoints" / "iter-00003"
     assert (newest / "agent" / "config.json").is_file() and (newest / "env_policy" / "adapter_config.json").is_file()
@@ -226,6 +229,9 @@ def test_a_local_checkpoint_as_a_roles_model_gives_verl_that_roles_weights_or_ad
 
     _, agent = model("agent", f"agent.policy.model={run}")
     assert (agent.path, agent.lora_adapter_path) == (str(newest / "agent"), None)
+    _, agent = model("agent", f"agent.policy.model={tmp_path / 'untrained'}")  # never updated: no folder, its model
+    assert not (tmp_path / "untrained" / "checkpoints" / "iter-00001" / "agent").exists()
+    assert (agent.path, agent.lora_adapter_path) == (str(Path(tiny_model_dir).resolve()), None)
     rcfg, env = model("env_policy", f"env_policy.policy.model={run}", "env_policy.policy.lora_r=4")
     assert (env.path, env.lora_adapter_path) == (str(tiny_model_dir), str(newest / "env_policy"))
     assert ref_in_actor(env)

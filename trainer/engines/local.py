@@ -64,6 +64,7 @@ class LocalBackend:
         self.memory_plan = None  # on a GPU: the roles' RolePlans, checked before anything loads
         self.steps = {role: 0 for role in roles}  # updates applied per role (a checkpoint reuses unchanged roles)
         self._fingerprints: dict[str, tuple[tuple[int, int], float]] = {}  # role -> (weights version, value)
+        self._loaded: dict[str, tuple[int, int] | None] = {}  # role -> weights version as loaded from its model
         if str(device).startswith("cuda"):
             from genenv.trainer.engines.memory import check_fits
 
@@ -98,6 +99,8 @@ class LocalBackend:
         model.eval()
         self.models[role], self.tokenizers[role] = model, tok
         self._fingerprints.pop(role, None)  # a new model object: its id may be a freed one's
+        # a full fine-tune loaded from its model file is rebuilt exactly from it (a LoRA adapter starts random)
+        self._loaded[role] = weights_version(model) if weights is None and rc.lora_r == 0 else None
         self.optimizers[role] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rc.lr,
                                                   weight_decay=0.0)
         if rc.lora_r > 0 or not self.autocast_dtype:
@@ -167,15 +170,28 @@ class LocalBackend:
             self.steps[role] = steps
             self.sync_rollout_weights(role)
 
+    def untrained(self, role: str) -> bool:
+        """Whether ``role`` still holds the weights it was loaded with from its ``model`` (a full fine-tune never
+        updated and never changed otherwise: a frozen task source's environment policy, or the agent of
+        ``agent_batch=frozen``), so a checkpoint needs none of its bytes: its weights are the model file's and its
+        AdamW holds no moments. A LoRA role is never untrained here (its adapter starts from random numbers)."""
+        loaded = self._loaded.get(role)
+        return loaded is not None and self.steps[role] == 0 and weights_version(self.models[role]) == loaded
+
     def save(self, path: Path, previous: Path | None = None) -> None:
         """Write ``<path>/<role>/`` (weights or LoRA adapter as safetensors, tokenizer, ``optimizer.pt``: AdamW's
-        float32 moments, what exact resume needs) and ``backend.json`` (each role's settings, update ``step`` and
-        weights' ``fingerprint``). A role whose step and fingerprint are those recorded in ``previous`` (the last
-        checkpoint) shares its files by hard link (:func:`~genenv.trainer.engines.base.reuse_saved_role`)."""
+        float32 moments, what exact resume needs) and ``backend.json`` (each role's settings, update ``step``,
+        weights' ``fingerprint`` and ``saved``). A role whose step and fingerprint are those recorded in
+        ``previous`` (the last checkpoint) shares its files by hard link
+        (:func:`~genenv.trainer.engines.base.reuse_saved_role`). An :meth:`untrained` role writes no folder
+        (``saved: false``): :meth:`load` and :func:`~genenv.runtime.models.checkpoint_folder` take its weights from
+        its ``model``. SmolLM2-135M: 0.54 GB of float32 weights not written for a frozen environment policy."""
         path.mkdir(parents=True, exist_ok=True)
-        marks = {role: {"step": self.steps[role], "fingerprint": self.fingerprint(role)} for role in self.models}
+        marks = {role: {"step": self.steps[role], "saved": False} if self.untrained(role) else
+                 {"step": self.steps[role], "fingerprint": self.fingerprint(role), "saved": True}
+                 for role in self.models}
         for role, model in self.models.items():
-            if reuse_saved_role(previous, path, role, marks[role]):
+            if not marks[role]["saved"] or reuse_saved_role(previous, path, role, marks[role]):
                 continue
             model.save_pretrained(path / role)
             self.tokenizers[role].save_pretrained(path / role)
@@ -184,11 +200,16 @@ class LocalBackend:
             {r: {**vars(rc), **marks[r]} for r, rc in self.roles.items()}, indent=1))
 
     def load(self, path: Path) -> None:
-        """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model)."""
+        """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model); a
+        role saved without files (``saved: false``, :meth:`save`) is rebuilt from its ``model`` with a fresh
+        AdamW, as it was when the run started."""
         saved = json.loads((path / "backend.json").read_text())
         for role, rc in self.roles.items():
-            self._build(role, rc, weights=path / role)
-            self.optimizers[role].load_state_dict(torch.load(path / role / "optimizer.pt", weights_only=True))
+            if saved[role].get("saved", True):
+                self._build(role, rc, weights=path / role)
+                self.optimizers[role].load_state_dict(torch.load(path / role / "optimizer.pt", weights_only=True))
+            else:
+                self._build(role, rc, weights=None)
             self.steps[role] = int(saved[role].get("step", 0))
 
     def fingerprint(self, role: str) -> float:
