@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return path
 
     try:
-        save(root / "frozen", 1, "agent only (env policy never updated: no files)", keep=1)
+        save(root / "frozen", 1, "agent only (env policy never updated)", keep=1)
         backend.update("env_policy", samples, "grpo")
         save(root / "before", 1, "full (every iteration before)", keep=2)
         backend.update("agent", samples, "grpo")
