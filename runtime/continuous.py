@@ -48,6 +48,7 @@ import torch
 from transformers import DynamicCache
 
 from genenv.runtime.decoding import sample_tokens
+from genenv.runtime.prefix_cache import common_prefix
 
 COUNTERS = ("passes", "decode_rows", "prefill_passes", "prefill_tokens", "prompt_tokens", "reused_tokens",
             "decode_seconds", "prefill_seconds")
@@ -261,15 +262,6 @@ class TurnOutput:
     response_ids: list[int]
     shared: bool = False
     response_logprobs: list[float] = field(default_factory=list)
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """The number of leading tokens ``a`` and ``b`` share."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 class ContinuousBatch:

@@ -44,6 +44,13 @@ from genenv.runtime.kv_cache import growing_cache
 from genenv.runtime.models import model_device, weights_version
 
 
+def common_prefix(a: Sequence[int] | np.ndarray, b: Sequence[int] | np.ndarray) -> int:
+    """The number of leading tokens ``a`` and ``b`` (token ids: lists or integer arrays) share."""
+    m = min(len(a), len(b))
+    diff = np.flatnonzero(np.asarray(a[:m]) != np.asarray(b[:m]))
+    return int(diff[0]) if diff.size else m
+
+
 @dataclass
 class Entry:
     """One stored row: ``ids`` (``[L]`` token ids) and per layer ``keys`` / ``values`` (``[kv_heads, L, head_dim]``)."""
@@ -100,8 +107,7 @@ class PrefixCache:
             m = min(len(entry.ids), len(query) - 1)
             if m <= best_n:
                 continue
-            diff = np.flatnonzero(entry.ids[:m] != query[:m])
-            n = int(diff[0]) if diff.size else m
+            n = common_prefix(entry.ids[:m], query[:m])
             if n > best_n:
                 best, best_n = key, n
         if count:

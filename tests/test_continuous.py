@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.runtime.continuous import ContinuousBatch, common_prefix
+from genenv.runtime.continuous import ContinuousBatch
+from genenv.runtime.prefix_cache import common_prefix
 from genenv.runtime.episodes import RolloutSpec, play_episodes
 from genenv.runtime.policies import Prompt, TransformersPolicy
 
