@@ -4,7 +4,7 @@ The update of the TextWorldExpress environment-policy experiment (docs/results.m
 each with ``--group-size`` responses of ``--response-tokens`` tokens (random tokens: only the cost matters), on
 the embedded SmolLM2-135M-Instruct (``genenv.trainer.updates.policy_update``, micro-batches of 4, with the
 reference pass). "separate" runs every sample's prompt itself (the behaviour before
-:func:`genenv.trainer.updates.batch.shared_prompt_logits`); "shared" is the default. Prints the median of
+:func:`genenv.trainer.updates.batch.shared_prompt_logprobs`); "shared" is the default. Prints the median of
 ``--repeats`` updates each, alternating, and the weights' difference between the two after one update.
 
 Usage: ``python scripts/bench_shared_prompt.py --threads 1``
@@ -50,18 +50,22 @@ def main(argv: list[str] | None = None) -> None:
             n = max(1, args.response_tokens + (k % 3 - 1) * 10)
             samples.append(Sample(prompt, torch.randint(10, 40000, (n,)).tolist() + [2], float(k % 2), f"p{g}"))
 
-    def separate(model, rows, r):
+    def separate(model, rows, r, keep=None, response_mask=None):
         """Every sample runs its own prompt: the full forward over prompt + the first r response tokens."""
-        end = rows["prompts"].shape[1] + r
-        return model(input_ids=rows["input_ids"][:, :end], attention_mask=rows["attention_mask"][:, :end],
-                     position_ids=rows["position_ids"][:, :end], use_cache=False,
-                     logits_to_keep=r + 1).logits[:, :-1, :]
+        from verl.utils.torch_functional import logprobs_from_logits
+
+        P = rows["prompts"].shape[1]
+        keep = torch.arange(r) if keep is None else keep
+        logits = model(input_ids=rows["input_ids"][:, :P + r], attention_mask=rows["attention_mask"][:, :P + r],
+                       position_ids=rows["position_ids"][:, :P + r], use_cache=False,
+                       logits_to_keep=keep + P - 1).logits  # position P-1+j predicts response token j
+        return logprobs_from_logits(logits.float(), rows["input_ids"][:, P + keep])
 
     def one_update(shared: bool) -> tuple[float, torch.nn.Module]:
         policy = copy.deepcopy(model)
         optimizer = torch.optim.SGD(policy.parameters(), lr=1e-3)
         ctx = (contextlib.nullcontext() if shared
-               else mock.patch.object(batch_module, "shared_prompt_logits", separate))
+               else mock.patch.object(batch_module, "shared_prompt_logprobs", separate))
         with ctx:
             start = time.perf_counter()
             policy_update(policy, ref, optimizer, samples, 0, kl_coef=0.001, micro_batch_size=4)

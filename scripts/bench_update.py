@@ -1,16 +1,23 @@
-"""What computing logits only where an update trains saves: the agent update's reference pass and gradient pass on
-real multi-turn episodes, with logits at the trained response columns
-(:func:`~genenv.trainer.updates.batch.trained_columns`, the default) against logits at every response column,
-alternated in one process (a benchmark script that prints figures, not a test).
+"""What the agent update's passes cost on real multi-turn episodes, two or more ways alternated in one process (a
+benchmark script that prints figures, not a test): the reference pass and the gradient pass.
 
     python scripts/bench_update.py --tasks 8 --repeats 3
+    python scripts/bench_update.py --compare passes --tasks 4 --repeats 1 agent.n=4 ...
+
+``--compare columns`` (default): logits at the trained response columns
+(:func:`~genenv.trainer.updates.batch.trained_columns`, the default) against logits at every response column.
+``--compare passes``: a group's responses over its shared prompt's cache on transformers' SDPA with the mask in
+one pass (the models switched to ``sdpa``), on the CPU attention's causal kernel
+(:func:`~genenv.runtime.attention.causal_attention`) in one pass, in one pass per response, and by the padding rule
+of :func:`~genenv.trainer.updates.batch.shared_prompt_logprobs` (the default); it also prints the response tokens
+the groups' passes feed in one pass and one pass each.
 
 The episodes: the first ``--tasks`` seed tasks of ``--benchmark`` (default TextWorldExpress with the 4-room games of
 the outcome experiment), ``agent.n`` episodes each, played by the local engine's bf16 sampling copy as
 ``genenv-train`` configures it. Rewards are replaced by alternating 0/1 so that every group trains. Each repeat
-times, for both variants, the reference log-prob pass (no gradient) and the gradient pass (forward and backward
+times, for every variant, the reference log-prob pass (no gradient) and the gradient pass (forward and backward
 over micro-batches of ``agent.policy.micro_batch_size``); the optimiser does not step, so every repeat sees the same
-weights. A first round of both variants warms up and is not timed. Prints the batch (samples, tokens, trained
+weights. A first round of the variants warms up and is not timed. Prints the batch (samples, tokens, trained
 tokens), the gap between the sampler's log-probs and the trainer's on the trained tokens
 (:func:`~genenv.trainer.updates.update.sampler_gap`, as the update reports it) and per variant the mean seconds
 of each pass (``--repeats 0``: the gap only).
@@ -18,14 +25,67 @@ of each pass (``--repeats 0``: the gap only).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
 from typing import Sequence
+from unittest import mock
 
 import torch
 
 FOUR_ROOMS = "+benchmark.seed_options.params={coin: 'numLocations=4,numDistractorItems=0,includeDoors=0'}"
+
+
+def columns(batches, model, ref) -> dict:
+    """Logits at the trained columns (:func:`~genenv.trainer.updates.batch.trained_columns`) or at every column."""
+    every = lambda mb, r: torch.arange(r, device=mb.batch["response_mask"].device)  # noqa: E731
+    return {"trained columns": contextlib.nullcontext,
+            "every column": lambda: mock.patch.object(batches, "trained_columns", every)}
+
+
+def passes(batches, model, ref) -> dict:
+    """How a group's responses run over its prompt's cache: transformers' SDPA with the mask in one pass (the
+    models switched to ``sdpa``), or the CPU attention's causal kernel in one pass, in one pass per response, or by
+    the padding rule (:data:`~genenv.trainer.updates.batch.PASS_TOKENS`, the default)."""
+    from genenv.runtime.attention import NAME
+
+    models = [m for m in (model, ref) if m is not None]
+
+    @contextlib.contextmanager
+    def variant(attention: str, pass_tokens: float):
+        for m in models:
+            m.set_attn_implementation(attention)
+        try:
+            with mock.patch.object(batches, "PASS_TOKENS", pass_tokens):
+                yield
+        finally:
+            for m in models:
+                m.set_attn_implementation(NAME)
+    return {"mask, one pass": lambda: variant("sdpa", float("inf")),
+            "causal, one pass": lambda: variant(NAME, float("inf")),
+            "causal, a pass each": lambda: variant(NAME, 0),
+            f"causal, rule ({batches.PASS_TOKENS})": lambda: variant(NAME, batches.PASS_TOKENS)}
+
+
+COMPARISONS = {"columns": columns, "passes": passes}
+
+
+def tail_tokens(batches, batch, mbs: int) -> dict[str, int]:
+    """Response tokens fed over the shared prompts' caches, summed over the micro-batches' groups of several
+    samples: in one pass per group (every response padded to the group's last trained token) and in one pass
+    per response (each up to its own)."""
+    one, each = 0, 0
+    P = batch.batch["prompts"].shape[1]
+    for start in range(0, len(batch), mbs):
+        mb = batch.slice(start, start + mbs)
+        for rows in batches.prompt_groups(mb.batch["prompts"], mb.batch["attention_mask"][:, :P]):
+            if len(rows) < 2:
+                continue
+            trained = mb.batch["response_mask"][rows].bool()
+            ends = [int(t.nonzero()[-1]) if bool(t.any()) else 0 for t in trained]
+            one, each = one + len(rows) * max(ends), each + sum(ends)
+    return {"one pass per group": one, "one pass each": each}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--benchmark", default="twx")
     p.add_argument("--tasks", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--compare", choices=sorted(COMPARISONS), default="columns",
+                   help="columns: logits at the trained columns or at every column; passes: a group's responses "
+                        "on SDPA with the mask in one pass, or on the CPU attention's causal kernel in one pass, "
+                        "in one pass each, or by the padding rule (PASS_TOKENS)")
     p.add_argument("overrides", nargs="*", help="genenv-train overrides (default for twx: the 4-room games)")
     args = p.parse_args(argv)
 
@@ -67,21 +131,21 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"longest response {mask.shape[1]}", flush=True)
     model, ref = backend.models["agent"], backend.refs["agent"]
     mbs = st.roles["agent"].micro_batch_size
+    if args.compare == "passes":
+        print("response tokens the groups' passes feed: " + ", ".join(
+            f"{k} {v}" for k, v in tail_tokens(batches, batch, mbs).items()), flush=True)
     amp = getattr(torch, backend.autocast_dtype) if backend.autocast_dtype else None
     if "rollout_log_probs" in batch.batch.keys():  # what the update reports: sampler vs trainer, same tokens
         gap = sampler_gap(batch, batches.response_logprobs(model, batch, mbs, autocast_dtype=amp))
         print("sampler vs trainer: " + ", ".join(f"{k} {v:.4g}" for k, v in gap.items()), flush=True)
     if args.repeats < 1:
         return 0
-    trained = batches.trained_columns
-    variants = {"trained columns": trained,
-                "every column": lambda mb, r: torch.arange(r, device=mb.batch["response_mask"].device)}
+    variants = COMPARISONS[args.compare](batches, model, ref)
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)  # GPU kernels run async
     times: dict[str, dict[str, list[float]]] = {v: {"reference": [], "gradient": []} for v in variants}
-    try:
-        for repeat in range(args.repeats + 1):  # round 0 warms up (kernels, allocator) and is not timed
-            for name, columns in variants.items():
-                batches.trained_columns = columns
+    for repeat in range(args.repeats + 1):  # round 0 warms up (kernels, allocator) and is not timed
+        for name, variant in variants.items():
+            with variant():
                 t0 = time.perf_counter()
                 if ref is not None:
                     batches.response_logprobs(ref, batch, mbs, autocast_dtype=amp)
@@ -95,12 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sync()
                 model.zero_grad(set_to_none=True)
                 model.eval()
-                if repeat:
-                    times[name]["reference"].append(t1 - t0)
-                    times[name]["gradient"].append(time.perf_counter() - t1)
-    finally:
-        batches.trained_columns = trained
-    print("| logits at | reference pass s | gradient pass s |\n|---|---|---|")
+            if repeat:
+                times[name]["reference"].append(t1 - t0)
+                times[name]["gradient"].append(time.perf_counter() - t1)
+    print(f"| {args.compare} | reference pass s | gradient pass s |\n|---|---|---|")
     for name, t in times.items():
         print(f"| {name} | {statistics.mean(t['reference']):.2f} | {statistics.mean(t['gradient']):.2f} |")
     return 0

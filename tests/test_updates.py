@@ -329,3 +329,78 @@ def test_update_order_keeps_a_prompts_samples_together_longest_first():
     responses = [[40, 2], [41] * 6 + [2], [42] * 3 + [2], [43] * 5 + [2], [44, 2]]
     batch = build_batch([short, long_, short, long_, short], responses, 0)
     assert group_length_order(batch).tolist() == [1, 3, 2, 0, 4]
+
+
+def test_causal_attention_is_sdpa_under_the_causal_mask_aligned_to_the_last_key():
+    """``attention.causal_attention`` (the update's pass over a shared prompt's cache): the output and the
+    gradients of query, key and value equal SDPA's under an explicit causal mask aligned to the last key, for
+    grouped-query heads and for as many queries as keys; more queries than keys is refused."""
+    from genenv.runtime.attention import causal_attention
+
+    torch.manual_seed(0)
+    for heads, kv, q, k in ((6, 2, 7, 19), (4, 4, 11, 11)):
+        tensors = [torch.randn(2, heads, q, 16), torch.randn(2, kv, k, 16), torch.randn(2, kv, k, 16)]
+        grads = []
+        for fast in (True, False):
+            query, key, value = (t.clone().requires_grad_() for t in tensors)
+            if fast:
+                out = causal_attention(query, key, value)
+            else:
+                mask = torch.ones(q, k, dtype=torch.bool).tril(k - q)
+                rep = heads // kv
+                out = torch.nn.functional.scaled_dot_product_attention(
+                    query, key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1), attn_mask=mask
+                ).transpose(1, 2)
+            assert out.shape == (2, q, heads, 16)
+            (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+            grads.append((out.detach(), query.grad, key.grad, value.grad))
+        for got, want in zip(*grads):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="the queries must be the last keys"):
+        causal_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
+
+
+@pytest.mark.parametrize("pass_tokens, passes, causal_calls", [(256, [4, 5], 2), (0, [4, 5, 5, 1], 4)])
+def test_a_group_on_the_cpu_attention_runs_its_responses_causally_up_to_their_last_trained_token(
+        tiny_model_dir, monkeypatch, pass_tokens, passes, causal_calls):
+    """A GRPO group of multi-turn responses whose last tokens are the environment's (never trained): on the CPU
+    attention (``use_decode_attention``, as the local engine sets its models) the responses' passes compute
+    :func:`~genenv.runtime.attention.causal_attention` without the mask and stop at the last trained token, in one
+    pass or, where padding would cost more than a pass (``PASS_TOKENS`` 0 here), one pass per response (a
+    one-token tail takes the single-token path); the log-probs and the gradient are those of the same model on
+    transformers' SDPA with the mask."""
+    from unittest import mock
+
+    from transformers import AutoModelForCausalLM
+
+    from genenv.runtime import attention
+    from genenv.runtime.attention import NAME, use_decode_attention
+    from genenv.trainer.updates import batch as batches
+
+    responses = [[40, 2, 50, 51, 41, 2, 52, 53], [42, 43, 2, 54, 44, 2, 55, 56, 57], [45, 2, 58, 59]]
+    masks = [[1, 1, 0, 0, 1, 1, 0, 0], [1, 1, 1, 0, 1, 1, 0, 0, 0], [1, 1, 0, 0]]
+    batch = build_batch([[1, 5, 6, 7]] * 3, responses, 0, response_masks=masks)
+    mask = batch.batch["response_mask"].bool()
+    monkeypatch.setattr(batches, "PASS_TOKENS", pass_tokens)
+    results = []
+    for fast in (False, True):
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
+        if fast:
+            use_decode_attention(model)
+            assert model.config._attn_implementation == NAME
+        lengths = []
+        hook = model.register_forward_pre_hook(lambda module, args, kw: lengths.append(kw["input_ids"].shape[1]),
+                                               with_kwargs=True)
+        with mock.patch.object(attention, "causal_attention", wraps=attention.causal_attention) as spy:
+            lp = response_logprobs(model, batch, micro_batch_size=3, grad=True, autocast_dtype=None)
+        hook.remove()
+        (lp * mask).sum().backward()
+        assert lengths == passes  # the prompt once; the responses up to column 5, the last trained token's input
+        assert spy.call_count == (causal_calls if fast else 0)  # each layer of a pass of several tokens
+        results.append((lp.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (want, want_grad), (got, got_grad) = results
+    torch.testing.assert_close(got[mask], want[mask], rtol=1e-5, atol=1e-6)
+    assert torch.all(got[:, [3, 6, 7, 8]] == 0)  # the columns no sample trains on
+    for name, grad in want_grad.items():
+        scale = max(1.0, float(grad.abs().max()))
+        torch.testing.assert_close(got_grad[name], grad, rtol=1e-4, atol=1e-5 * scale, msg=name)

@@ -22,6 +22,7 @@ import torch
 
 from genenv.envs.task import Task
 from genenv.trainer.engines.base import reuse_saved_role
+from genenv.runtime.attention import use_decode_attention
 from genenv.runtime.episodes import Rollout, RolloutSpec, play_episodes
 from genenv.runtime.models import low_precision_copy, weights_version
 from genenv.runtime.policies import TransformersPolicy
@@ -97,6 +98,9 @@ class LocalBackend:
                 model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(self.device)
                 model.generation_config.pad_token_id = tok.pad_token_id
         model.eval()
+        for m in (model, self.refs[role]):  # the update's passes over a shared prompt's cache: the fused causal kernel
+            if m is not None:
+                use_decode_attention(m)
         self.models[role], self.tokenizers[role] = model, tok
         self._fingerprints.pop(role, None)  # a new model object: its id may be a freed one's
         # a full fine-tune loaded from its model file is rebuilt exactly from it (a LoRA adapter starts random)

@@ -83,9 +83,10 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
     Each micro-batch runs on :func:`unpadded_span` of its columns only (the columns every one of its samples
     pads are dropped), so a micro-batch of short samples costs what its own tokens cost, not the batch's
     longest sample. Samples of a micro-batch that share their prompt (a GRPO group: one prompt, several
-    responses) run the prompt once (:func:`shared_prompt_logits`: its key/value cache is repeated for each
-    response), so a group costs one prompt plus its responses. Both give the full-width result (padding is
-    masked out of attention) up to floating-point rounding; gradients flow through the shared prompt once.
+    responses) run the prompt once (:func:`shared_prompt_logprobs`: the responses run on its key/value cache, up
+    to their last trained token), so a group costs one prompt plus its responses. Both give the full-width result
+    (padding is masked out of attention) up to floating-point rounding; gradients flow through the shared prompt
+    once.
 
     For a gradient step call it per micro-batch yourself (pass a sliced batch) so activations stay bounded.
     """
@@ -110,11 +111,13 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
             for rows in [g for g in groups if len(g) > 1] + ([torch.cat(alone)] if alone else []):
                 sub = {k: v[rows] for k, v in t.items()}
                 if len(rows) > 1 and bool((sub["prompts"] == sub["prompts"][:1]).all()):
-                    logits = shared_prompt_logits(model, sub, r, keep)
-                else:  # input column P-1+j (P-1+j-first within the span) predicts response token j
-                    logits = model(input_ids=sub["input_ids"][:, cols], attention_mask=sub["attention_mask"][:, cols],
-                                   position_ids=sub["position_ids"][:, cols], use_cache=False,
-                                   logits_to_keep=keep + (P - 1 - cols.start)).logits
+                    parts.append((rows, shared_prompt_logprobs(model, sub, r, keep,
+                                                               mb.batch["response_mask"][rows])))
+                    continue
+                # input column P-1+j (P-1+j-first within the span) predicts response token j
+                logits = model(input_ids=sub["input_ids"][:, cols], attention_mask=sub["attention_mask"][:, cols],
+                               position_ids=sub["position_ids"][:, cols], use_cache=False,
+                               logits_to_keep=keep + (P - 1 - cols.start)).logits
                 targets = mb.batch["responses"][rows][:, keep]
                 parts.append((rows, logprobs_from_logits(logits.float(), targets)))
             if len(parts) == 1:
@@ -144,33 +147,80 @@ def prompt_groups(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> list[torc
     return [torch.tensor(rows, dtype=torch.long, device=prompts.device) for rows in keys.values()]
 
 
-def shared_prompt_logits(model, rows: dict[str, torch.Tensor], r: int, keep: torch.Tensor | None = None
-                         ) -> torch.Tensor:
-    """Logits that predict the response tokens ``keep`` (ascending columns below ``r``; ``None``: all ``r``) of
-    samples sharing one prompt (``[n, len(keep), V]``).
+PASS_TOKENS = 256
+"""About what one more forward pass costs, in tokens fed: a pass reads every weight whatever it carries (the fit in
+``docs/training.md``, "Where a pass's time goes": 52.7 ms a pass against 0.23 ms a prompt token). A group's
+responses run one pass each when batching them would pad more than ``PASS_TOKENS`` cells per extra pass."""
+
+
+def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: torch.Tensor | None = None,
+                           response_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Log-probs of the response tokens ``keep`` (ascending columns below ``r``; ``None``: all ``r``) of samples
+    sharing one prompt (``[n, len(keep)]``, float32; mask them with ``response_mask``: a column that no sample of
+    the group trains on is 0, and one that only another sample trains on may hold any finite value).
 
     ``rows``: ``input_ids``, ``attention_mask``, ``position_ids`` (``[n, P+R]``) and ``prompts`` (``[n, P]``)
-    of ``n`` samples whose prompts are identical (:func:`prompt_groups`). The prompt runs once with
-    ``use_cache=True``; its cache is repeated ``n`` times (``DynamicCache.batch_repeat_interleave``) and the
-    responses run on it. Position ``P-1`` of the prompt predicts response token 0; response positions ``0..r-2``
-    predict tokens ``1..r-1``: the same logits as a full forward over ``prompt ⧺ response``.
+    of ``n`` samples whose prompts are identical (:func:`prompt_groups`); ``response_mask``: their ``[n, R]``
+    trained tokens (``None``: every response token up to each sample's length). The prompt runs once with
+    ``use_cache=True``; the responses run on its key/value cache. Position ``P-1`` of the prompt predicts response
+    token 0; response positions ``0..r-2`` predict tokens ``1..r-1``: the same log-probs as a full forward over
+    ``prompt ⧺ response`` (veRL's ``logprobs_from_logits``).
+
+    The responses run up to the last position a trained token reads, in one pass (the cache repeated for each,
+    ``DynamicCache.batch_repeat_interleave``, shorter ones right-padded), or one pass each when the padding would
+    cost more than the extra passes (:data:`PASS_TOKENS`); a pass of its own computes logits only at its
+    sample's trained tokens. The prompt is unpadded and responses only right-padded, so the passes tell the
+    attention that their mask is the causal one (``genenv_causal``: on the CPU attention,
+    :func:`~genenv.runtime.attention.causal_attention`, the fused causal kernel without a mask; other attention
+    functions ignore it and apply the mask). Gradients flow through the shared prompt once.
     """
+    from transformers import DynamicCache
+    from verl.utils.torch_functional import logprobs_from_logits
+
     n, P = rows["prompts"].shape
+    ids = rows["input_ids"]
+    keep = torch.arange(r, device=ids.device) if keep is None else keep
+    lengths = rows["attention_mask"][:, P:P + r].sum(dim=1)
+    trained = (response_mask[:, :r] if response_mask is not None
+               else (torch.arange(r, device=ids.device) < lengths[:, None])).bool()
+    trained = trained & torch.zeros(r, dtype=torch.bool, device=ids.device).index_fill(0, keep, True)
     used = rows["attention_mask"][0, :P].nonzero()
     first = int(used[0]) if len(used) else P - 1
-    head = model(input_ids=rows["input_ids"][:1, first:P], attention_mask=rows["attention_mask"][:1, first:P],
+    head = model(input_ids=ids[:1, first:P], attention_mask=rows["attention_mask"][:1, first:P],
                  position_ids=rows["position_ids"][:1, first:P], use_cache=True, logits_to_keep=1)
-    cache = head.past_key_values
-    cache.batch_repeat_interleave(n)
-    keep = torch.arange(r, device=rows["input_ids"].device) if keep is None else keep
-    parts = [head.logits[:, -1:, :].expand(n, -1, -1)] if int(keep[0]) == 0 else []
-    later = keep[keep > 0] - 1  # response column j >= 1 is predicted by the tail's position j-1
-    if len(later):
-        parts.append(model(input_ids=rows["input_ids"][:, P:P + r - 1],
-                           attention_mask=rows["attention_mask"][:, first:P + r - 1],
-                           position_ids=rows["position_ids"][:, P:P + r - 1], past_key_values=cache, use_cache=True,
-                           logits_to_keep=later).logits)
-    return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+    head_lp = logprobs_from_logits(head.logits[:, -1, :].float().expand(n, -1), ids[:, P])  # response token 0
+    ends = [int(row.nonzero()[-1]) if bool(row.any()) else 0 for row in trained]  # each tail's length
+    width = max(ends)
+    first_col = [head_lp[:, None]] if int(keep[0]) == 0 else []
+    later = keep[(keep > 0) & (keep <= width)]
+    if not len(later):  # no sample trains past response token 0
+        return torch.cat(first_col + [head_lp.new_zeros(n, len(keep) - len(first_col))], dim=1)
+
+    def tail(select: slice, end: int, cols: torch.Tensor, cache) -> torch.Tensor:
+        """Log-probs of response columns ``cols`` (>= 1) of rows ``select``, from their tail up to column ``end``."""
+        out = model(input_ids=ids[select, P:P + end], attention_mask=rows["attention_mask"][select, first:P + end],
+                    position_ids=rows["position_ids"][select, P:P + end], past_key_values=cache, use_cache=True,
+                    logits_to_keep=cols - 1, genenv_causal=True)
+        return logprobs_from_logits(out.logits.float(), ids[select, P + cols])
+
+    if n == 1 or n * width - sum(ends) <= PASS_TOKENS * (n - 1):  # one pass, the cache repeated for each row
+        cache = head.past_key_values
+        cache.batch_repeat_interleave(n)
+        past = head_lp.new_zeros(n, int((keep > width).sum()))  # columns only other groups train
+        return torch.cat(first_col + [tail(slice(None), width, later, cache), past], dim=1)
+    layers = [(layer.keys, layer.values) for layer in head.past_key_values.layers]
+    out = []
+    for i in range(n):
+        row = head_lp.new_zeros(len(keep))
+        own = trained[i].nonzero().flatten()
+        if ends[i] > 0:
+            later = own[own > 0]
+            cache = DynamicCache(layers, config=model.config)
+            row = row.index_copy(0, torch.searchsorted(keep, later), tail(slice(i, i + 1), ends[i], later, cache)[0])
+        if len(own) and int(own[0]) == 0:
+            row = row.index_copy(0, keep.new_zeros(1), head_lp[i:i + 1])
+        out.append(row)
+    return torch.stack(out)
 
 
 def unpadded_span(batch) -> tuple[slice, int]:
