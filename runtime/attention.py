@@ -49,8 +49,9 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
             is unused.
         genenv_causal (keyword): ``True`` when the mask is the causal one aligned to the last key (the queries are
             the last ``Q`` of the ``K`` positions, every row unpadded before its own queries; padding after a row's
-            last token is allowed, as its outputs are never read); such a call with ``Q > 1`` is
-            :func:`causal_attention` (not with a sliding window, or dropout in training).
+            last token is allowed, as its outputs are never read); such a call with ``1 < Q`` and ``2 K <= 3 Q``
+            is :func:`causal_attention` (not with a sliding window, or dropout in training): past that its zero
+            rows cost more than the mask saves (``scripts/bench_causal_attention.py``).
     Returns:
         ``(out [B, Q, H, D], None)``.
     """
@@ -59,8 +60,8 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     packed = kwargs.get("genenv_packed")
     if packed is not None:  # a continuous batch's pass: several rows' tokens in one sequence
         return packed.attend(query, key, value, scaling), None
-    if (kwargs.get("genenv_causal") and query.shape[2] > 1 and getattr(module, "sliding_window", None) is None
-            and not (module.training and dropout > 0)):
+    if (kwargs.get("genenv_causal") and query.shape[2] > 1 and 2 * key.shape[2] <= 3 * query.shape[2]
+            and getattr(module, "sliding_window", None) is None and not (module.training and dropout > 0)):
         return causal_attention(query, key, value, scaling), None
     if query.shape[2] != 1 or query.device.type != "cpu" or (module.training and dropout > 0):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
@@ -93,9 +94,9 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
     SDPA's ``is_causal`` aligns the mask to the first key, so the queries are preceded by ``K - Q`` zero rows
     whose outputs are dropped (their gradient is zero). With an explicit mask the CPU flash kernel computes every
-    block above the diagonal too: measured on this 2-core CPU, one layer's forward and backward for 4 responses
-    of 600-1,220 tokens after a 300-token prompt (9 query heads over 3 KV heads of 64) took 639 ms with the mask
-    (float32) and 337 ms this way, one row at a time (bf16: 464 and 275 ms).
+    block above the diagonal too (``Q·K`` scores), the causal kernel about ``K²/2`` with the zero rows. So it pays
+    where the queries are most of the keys (a long response after a short prompt) and costs more where the cache
+    is long (``scripts/bench_causal_attention.py`` prints both per layer).
 
     Args:
         query: ``[B, H, Q, D]``; key / value: ``[B, KV, K, D]``, ``K >= Q``, ``H`` a multiple of ``KV``.

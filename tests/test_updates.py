@@ -360,15 +360,17 @@ def test_causal_attention_is_sdpa_under_the_causal_mask_aligned_to_the_last_key(
         causal_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
 
 
-@pytest.mark.parametrize("pass_tokens, passes, causal_calls", [(256, [4, 5], 2), (0, [4, 5, 5, 1], 4)])
+@pytest.mark.parametrize("prompt, pass_tokens, passes, causal_calls", [
+    ([1, 5], 256, [2, 5], 2), ([1, 5], 0, [2, 5, 5, 1], 4), ([1, 5, 6, 7, 8, 9, 10, 11], 256, [8, 5], 0)])
 def test_a_group_on_the_cpu_attention_runs_its_responses_causally_up_to_their_last_trained_token(
-        tiny_model_dir, monkeypatch, pass_tokens, passes, causal_calls):
+        tiny_model_dir, monkeypatch, prompt, pass_tokens, passes, causal_calls):
     """A GRPO group of multi-turn responses whose last tokens are the environment's (never trained): on the CPU
-    attention (``use_decode_attention``, as the local engine sets its models) the responses' passes compute
-    :func:`~genenv.runtime.attention.causal_attention` without the mask and stop at the last trained token, in one
-    pass or, where padding would cost more than a pass (``PASS_TOKENS`` 0 here), one pass per response (a
-    one-token tail takes the single-token path); the log-probs and the gradient are those of the same model on
-    transformers' SDPA with the mask."""
+    attention (``use_decode_attention``, as the local engine sets its models) the responses' passes stop at the
+    last trained token, in one pass or, where padding would cost more than a pass (``PASS_TOKENS`` 0 here), one
+    pass per response, and compute :func:`~genenv.runtime.attention.causal_attention` without the mask where the
+    queries are most of the keys (a one-token tail takes the single-token path; after the 8-token prompt, SDPA
+    with the mask); the log-probs and the gradient are those of the same model on transformers' SDPA with the
+    mask."""
     from unittest import mock
 
     from transformers import AutoModelForCausalLM
@@ -379,7 +381,7 @@ def test_a_group_on_the_cpu_attention_runs_its_responses_causally_up_to_their_la
 
     responses = [[40, 2, 50, 51, 41, 2, 52, 53], [42, 43, 2, 54, 44, 2, 55, 56, 57], [45, 2, 58, 59]]
     masks = [[1, 1, 0, 0, 1, 1, 0, 0], [1, 1, 1, 0, 1, 1, 0, 0, 0], [1, 1, 0, 0]]
-    batch = build_batch([[1, 5, 6, 7]] * 3, responses, 0, response_masks=masks)
+    batch = build_batch([prompt] * 3, responses, 0, response_masks=masks)
     mask = batch.batch["response_mask"].bool()
     monkeypatch.setattr(batches, "PASS_TOKENS", pass_tokens)
     results = []
