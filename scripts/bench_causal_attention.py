@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> None:
             fn()
         return (time.perf_counter() - start) / args.repeats
 
-    print(f"torch threads {torch.get_num_threads()}\n| rows | prompt | response | K / Q | mask ms | causal ms | ratio |\n"
-          "|---|---|---|---|---|---|---|")
+    print(f"torch threads {torch.get_num_threads()}")
+    print("| rows | prompt | response | K / Q | mask ms | causal ms | ratio |\n|---|---|---|---|---|---|---|")
     for n, prompt, response in SHAPES:
         torch.manual_seed(0)
         q = torch.randn(n, heads, response, dim, requires_grad=True)

@@ -6,11 +6,11 @@ benchmark script that prints figures, not a test): the reference pass and the gr
 
 ``--compare columns`` (default): logits at the trained response columns
 (:func:`~genenv.trainer.updates.batch.trained_columns`, the default) against logits at every response column.
-``--compare passes``: a group's responses over its shared prompt's cache on transformers' SDPA with the mask in
-one pass (the models switched to ``sdpa``), on the CPU attention's causal kernel
-(:func:`~genenv.runtime.attention.causal_attention`) in one pass, in one pass per response, and by the padding rule
-of :func:`~genenv.trainer.updates.batch.shared_prompt_logprobs` (the default); it also prints the response tokens
-the groups' passes feed in one pass and one pass each.
+``--compare passes``: each micro-batch's groups (over their shared prompt's cache) and samples with prompts of
+their own on transformers' SDPA with the mask in one pass (the models switched to ``sdpa``), on the CPU attention
+(:func:`~genenv.runtime.attention.causal_attention` where it pays) in one pass, in one pass per sample, and by the
+padding rule (:data:`~genenv.trainer.updates.batch.PASS_TOKENS`, the default); it also prints the tokens the passes
+feed in one pass and one pass each.
 
 The episodes: the first ``--tasks`` seed tasks of ``--benchmark`` (default TextWorldExpress with the 4-room games of
 the outcome experiment), ``agent.n`` episodes each, played by the local engine's bf16 sampling copy as
@@ -45,9 +45,10 @@ def columns(batches, model, ref) -> dict:
 
 
 def passes(batches, model, ref) -> dict:
-    """How a group's responses run over its prompt's cache: transformers' SDPA with the mask in one pass (the
-    models switched to ``sdpa``), or the CPU attention's causal kernel in one pass, in one pass per response, or by
-    the padding rule (:data:`~genenv.trainer.updates.batch.PASS_TOKENS`, the default)."""
+    """How a micro-batch's samples run: transformers' SDPA with the mask in one pass per group and one for the
+    samples with prompts of their own (the models switched to ``sdpa``), or the CPU attention in such passes, in
+    one pass per sample, or by the padding rule (:data:`~genenv.trainer.updates.batch.PASS_TOKENS`, the
+    default)."""
     from genenv.runtime.attention import NAME
 
     models = [m for m in (model, ref) if m is not None]
@@ -64,7 +65,7 @@ def passes(batches, model, ref) -> dict:
                 m.set_attn_implementation(NAME)
     return {"mask, one pass": lambda: variant("sdpa", float("inf")),
             "causal, one pass": lambda: variant(NAME, float("inf")),
-            "causal, a pass each": lambda: variant(NAME, 0),
+            "causal, one pass each": lambda: variant(NAME, 0),
             f"causal, rule ({batches.PASS_TOKENS})": lambda: variant(NAME, batches.PASS_TOKENS)}
 
 
@@ -72,20 +73,26 @@ COMPARISONS = {"columns": columns, "passes": passes}
 
 
 def tail_tokens(batches, batch, mbs: int) -> dict[str, int]:
-    """Response tokens fed over the shared prompts' caches, summed over the micro-batches' groups of several
-    samples: in one pass per group (every response padded to the group's last trained token) and in one pass
-    per response (each up to its own)."""
+    """Tokens the micro-batches' passes feed, summed: for a group sharing a prompt its responses after the prompt
+    (in one pass, every response padded to the group's last trained token; in one pass each, every response up to
+    its own), and for the samples with prompts of their own their prompts and responses (in one pass, the
+    micro-batch's unpadded span for each; in one pass each, every sample up to its last trained token)."""
     one, each = 0, 0
     P = batch.batch["prompts"].shape[1]
     for start in range(0, len(batch), mbs):
         mb = batch.slice(start, start + mbs)
+        cols, r = batches.unpadded_span(mb)
+        alone = []
         for rows in batches.prompt_groups(mb.batch["prompts"], mb.batch["attention_mask"][:, :P]):
-            if len(rows) < 2:
-                continue
-            trained = mb.batch["response_mask"][rows].bool()
+            trained = mb.batch["response_mask"][rows, :r].bool()
             ends = [int(t.nonzero()[-1]) if bool(t.any()) else 0 for t in trained]
-            one, each = one + len(rows) * max(ends), each + sum(ends)
-    return {"one pass per group": one, "one pass each": each}
+            if len(rows) > 1:
+                one, each = one + len(rows) * max(ends), each + sum(ends)
+                continue
+            first = int(mb.batch["attention_mask"][rows[0], :P].nonzero()[0])
+            alone.append(P + ends[0] - first)
+        one, each = one + len(alone) * (cols.stop - cols.start), each + sum(alone)
+    return {"one pass": one, "one pass each": each}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,9 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tasks", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--compare", choices=sorted(COMPARISONS), default="columns",
-                   help="columns: logits at the trained columns or at every column; passes: a group's responses "
-                        "on SDPA with the mask in one pass, or on the CPU attention's causal kernel in one pass, "
-                        "in one pass each, or by the padding rule (PASS_TOKENS)")
+                   help="columns: logits at the trained columns or at every column; passes: a micro-batch's "
+                        "samples on SDPA with the mask in one pass per group, or on the CPU attention in such "
+                        "passes, in one pass each, or by the padding rule (PASS_TOKENS)")
     p.add_argument("overrides", nargs="*", help="genenv-train overrides (default for twx: the 4-room games)")
     args = p.parse_args(argv)
 
@@ -132,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, ref = backend.models["agent"], backend.refs["agent"]
     mbs = st.roles["agent"].micro_batch_size
     if args.compare == "passes":
-        print("response tokens the groups' passes feed: " + ", ".join(
+        print("tokens the passes feed (prompts of groups left out): " + ", ".join(
             f"{k} {v}" for k, v in tail_tokens(batches, batch, mbs).items()), flush=True)
     amp = getattr(torch, backend.autocast_dtype) if backend.autocast_dtype else None
     if "rollout_log_probs" in batch.batch.keys():  # what the update reports: sampler vs trainer, same tokens

@@ -254,13 +254,19 @@ def test_response_logprobs_of_a_micro_batch_equal_its_full_width_forward(tiny_mo
     assert (cols.start, cols.stop, r) == (21 - 3, 21 + 2, 2)
 
 
-def test_multi_turn_log_probs_are_computed_only_where_a_sample_trains_and_equal_the_full_forward(tiny_model_dir):
+@pytest.mark.parametrize("pass_tokens", [256, 0])
+def test_multi_turn_log_probs_are_computed_only_where_a_sample_trains_and_equal_the_full_forward(
+        tiny_model_dir, monkeypatch, pass_tokens):
     """Multi-turn responses (the environment's tokens masked out): the log-probs of every trained token and the
     gradient equal those of a forward that computes logits everywhere (``logits_to_keep=0``), for samples with
-    prompts of their own and for a group sharing one; columns no sample of the micro-batch trains on are 0."""
+    prompts of their own and for a group sharing one, in one pass or one pass per sample (``PASS_TOKENS`` 0);
+    columns no sample of the micro-batch trains on are 0."""
     from transformers import AutoModelForCausalLM
 
+    from genenv.trainer.updates import batch as batches
     from genenv.trainer.updates.batch import trained_columns
+
+    monkeypatch.setattr(batches, "PASS_TOKENS", pass_tokens)
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, torch_dtype=torch.float32)
     responses = [[40, 2, 50, 51, 52, 41, 2], [42, 43, 2, 53, 54, 44, 2], [45, 2, 55, 56, 57, 58, 46, 47, 2]]

@@ -82,16 +82,15 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
 
     Each micro-batch runs on :func:`unpadded_span` of its columns only (the columns every one of its samples
     pads are dropped), so a micro-batch of short samples costs what its own tokens cost, not the batch's
-    longest sample. Samples of a micro-batch that share their prompt (a GRPO group: one prompt, several
-    responses) run the prompt once (:func:`shared_prompt_logprobs`: the responses run on its key/value cache, up
-    to their last trained token), so a group costs one prompt plus its responses. Both give the full-width result
-    (padding is masked out of attention) up to floating-point rounding; gradients flow through the shared prompt
-    once.
+    longest sample; samples whose padding would cost more than more passes run one pass each, up to their last
+    trained token (:func:`own_prompt_logprobs`, :data:`PASS_TOKENS`). Samples of a micro-batch that share their
+    prompt (a GRPO group: one prompt, several responses) run the prompt once (:func:`shared_prompt_logprobs`: the
+    responses run on its key/value cache, up to their last trained token), so a group costs one prompt plus its
+    responses. Both give the full-width result (padding is masked out of attention) up to floating-point
+    rounding; gradients flow through the shared prompt once.
 
     For a gradient step call it per micro-batch yourself (pass a sliced batch) so activations stay bounded.
     """
-    from verl.utils.torch_functional import logprobs_from_logits
-
     outs = []
     R = batch.batch["responses"].shape[1]
     device = place_batch(batch, model).batch.device
@@ -113,13 +112,9 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
                 if len(rows) > 1 and bool((sub["prompts"] == sub["prompts"][:1]).all()):
                     parts.append((rows, shared_prompt_logprobs(model, sub, r, keep,
                                                                mb.batch["response_mask"][rows])))
-                    continue
-                # input column P-1+j (P-1+j-first within the span) predicts response token j
-                logits = model(input_ids=sub["input_ids"][:, cols], attention_mask=sub["attention_mask"][:, cols],
-                               position_ids=sub["position_ids"][:, cols], use_cache=False,
-                               logits_to_keep=keep + (P - 1 - cols.start)).logits
-                targets = mb.batch["responses"][rows][:, keep]
-                parts.append((rows, logprobs_from_logits(logits.float(), targets)))
+                else:
+                    parts.append((rows, own_prompt_logprobs(model, sub, cols, keep,
+                                                            mb.batch["response_mask"][rows])))
             if len(parts) == 1:
                 lp = parts[0][1]
             else:
@@ -149,8 +144,9 @@ def prompt_groups(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> list[torc
 
 PASS_TOKENS = 256
 """About what one more forward pass costs, in tokens fed: a pass reads every weight whatever it carries (the fit in
-``docs/training.md``, "Where a pass's time goes": 52.7 ms a pass against 0.23 ms a prompt token). A group's
-responses run one pass each when batching them would pad more than ``PASS_TOKENS`` cells per extra pass."""
+``docs/training.md``, "Where a pass's time goes": 52.7 ms a pass against 0.23 ms a prompt token). Samples run one
+pass each (:func:`shared_prompt_logprobs`, :func:`own_prompt_logprobs`) when batching them would pad more than
+``PASS_TOKENS`` cells per extra pass."""
 
 
 def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: torch.Tensor | None = None,
@@ -219,6 +215,46 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
             row = row.index_copy(0, torch.searchsorted(keep, later), tail(slice(i, i + 1), ends[i], later, cache)[0])
         if len(own) and int(own[0]) == 0:
             row = row.index_copy(0, keep.new_zeros(1), head_lp[i:i + 1])
+        out.append(row)
+    return torch.stack(out)
+
+
+def own_prompt_logprobs(model, rows: dict[str, torch.Tensor], cols: slice, keep: torch.Tensor,
+                        response_mask: torch.Tensor) -> torch.Tensor:
+    """Log-probs of the response tokens ``keep`` (ascending columns) of samples with prompts of their own
+    (``[n, len(keep)]``, float32; mask them with ``response_mask``, ``[n, R]``, as for
+    :func:`shared_prompt_logprobs`).
+
+    ``rows``: ``input_ids``, ``attention_mask``, ``position_ids`` (``[n, P+R]``) and ``prompts`` (``[n, P]``);
+    ``cols``: the columns some of them fill (:func:`unpadded_span`). They run in one pass over ``cols`` (input
+    column ``P-1+j`` predicts response token ``j``; left-padded prompts and right-padded responses, under the
+    mask), or one pass each, every sample on its own tokens up to its last trained one, when the padding would
+    cost more than the extra passes (:data:`PASS_TOKENS`): without padding a pass needs no mask, and SDPA runs
+    its fused causal kernel.
+    """
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    n, P = rows["prompts"].shape
+    ids = rows["input_ids"]
+    trained = response_mask[:, :cols.stop - P].bool()
+    trained = trained & torch.zeros(trained.shape[1], dtype=torch.bool, device=ids.device).index_fill(0, keep, True)
+    starts = [int(m.nonzero()[0]) if bool(m.any()) else P for m in rows["attention_mask"][:, :P]]
+    ends = [P + int(t.nonzero()[-1]) if bool(t.any()) else None for t in trained]  # inputs up to the last trained
+    fed = [end - start for start, end in zip(starts, ends) if end is not None]
+    if n == 1 or n * (cols.stop - cols.start) - sum(fed) <= PASS_TOKENS * (len(fed) - 1):
+        logits = model(input_ids=ids[:, cols], attention_mask=rows["attention_mask"][:, cols],
+                       position_ids=rows["position_ids"][:, cols], use_cache=False,
+                       logits_to_keep=keep + (P - 1 - cols.start)).logits
+        return logprobs_from_logits(logits.float(), ids[:, P + keep])
+    out = []
+    for i, (start, end) in enumerate(zip(starts, ends)):
+        row = torch.zeros(len(keep), device=ids.device)
+        if end is not None:
+            own = trained[i].nonzero().flatten()
+            logits = model(input_ids=ids[i:i + 1, start:end], position_ids=rows["position_ids"][i:i + 1, start:end],
+                           use_cache=False, logits_to_keep=own + (P - 1 - start)).logits
+            lp = logprobs_from_logits(logits.float(), ids[i:i + 1, P + own])[0]
+            row = row.index_copy(0, torch.searchsorted(keep, own), lp)
         out.append(row)
     return torch.stack(out)
 
