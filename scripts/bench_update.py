@@ -84,8 +84,8 @@ def tail_tokens(batches, batch, mbs: int) -> dict[str, int]:
         cols, r = batches.unpadded_span(mb)
         alone = []
         for rows in batches.prompt_groups(mb.batch["prompts"], mb.batch["attention_mask"][:, :P]):
-            trained = mb.batch["response_mask"][rows, :r].bool()
-            ends = [int(t.nonzero()[-1]) if bool(t.any()) else 0 for t in trained]
+            _, last = batches.trained_tokens(mb.batch["response_mask"][rows, :r], batches.trained_columns(mb, r))
+            ends = [c or 0 for c in last]
             if len(rows) > 1:
                 one, each = one + len(rows) * max(ends), each + sum(ends)
                 continue

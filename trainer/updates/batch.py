@@ -149,15 +149,35 @@ pass each (:func:`shared_prompt_logprobs`, :func:`own_prompt_logprobs`) when bat
 ``PASS_TOKENS`` cells per extra pass."""
 
 
-def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: torch.Tensor | None = None,
-                           response_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Log-probs of the response tokens ``keep`` (ascending columns below ``r``; ``None``: all ``r``) of samples
+def trained_tokens(response_mask: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, list[int | None]]:
+    """The tokens each sample trains on among the columns ``keep`` (``[n, r]`` bool, from ``response_mask``'s
+    first ``r`` columns) and each sample's last such column (``None`` where it trains on none)."""
+    r = response_mask.shape[1]
+    trained = response_mask.bool() & torch.zeros(r, dtype=torch.bool, device=keep.device).index_fill(0, keep, True)
+    return trained, [int(t.nonzero()[-1]) if bool(t.any()) else None for t in trained]
+
+
+def one_pass(rows: int, width: int, fed: Sequence[int]) -> bool:
+    """Whether ``rows`` samples run in one pass padded to ``width`` tokens each rather than one pass each for those
+    that feed tokens (``fed``, tokens each): the padding costs no more than :data:`PASS_TOKENS` per extra pass."""
+    return rows * width - sum(fed) <= PASS_TOKENS * (len(fed) - 1)
+
+
+def placed(values: torch.Tensor, columns: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """A ``[len(keep)]`` row with ``values`` (``[m]``) at the positions of ``columns`` (ascending, a subset of
+    ``keep``) and 0 elsewhere; differentiable in ``values``."""
+    return values.new_zeros(len(keep)).index_copy(0, torch.searchsorted(keep, columns), values)
+
+
+def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: torch.Tensor,
+                           response_mask: torch.Tensor) -> torch.Tensor:
+    """Log-probs of the response tokens ``keep`` (ascending columns below ``r``) of samples
     sharing one prompt (``[n, len(keep)]``, float32; mask them with ``response_mask``: a column that no sample of
     the group trains on is 0, and one that only another sample trains on may hold any finite value).
 
     ``rows``: ``input_ids``, ``attention_mask``, ``position_ids`` (``[n, P+R]``) and ``prompts`` (``[n, P]``)
     of ``n`` samples whose prompts are identical (:func:`prompt_groups`); ``response_mask``: their ``[n, R]``
-    trained tokens (``None``: every response token up to each sample's length). The prompt runs once with
+    trained tokens. The prompt runs once with
     ``use_cache=True``; the responses run on its key/value cache. Position ``P-1`` of the prompt predicts response
     token 0; response positions ``0..r-2`` predict tokens ``1..r-1``: the same log-probs as a full forward over
     ``prompt ⧺ response`` (veRL's ``logprobs_from_logits``).
@@ -175,17 +195,13 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
 
     n, P = rows["prompts"].shape
     ids = rows["input_ids"]
-    keep = torch.arange(r, device=ids.device) if keep is None else keep
-    lengths = rows["attention_mask"][:, P:P + r].sum(dim=1)
-    trained = (response_mask[:, :r] if response_mask is not None
-               else (torch.arange(r, device=ids.device) < lengths[:, None])).bool()
-    trained = trained & torch.zeros(r, dtype=torch.bool, device=ids.device).index_fill(0, keep, True)
+    trained, last = trained_tokens(response_mask[:, :r], keep)
     used = rows["attention_mask"][0, :P].nonzero()
     first = int(used[0]) if len(used) else P - 1
     head = model(input_ids=ids[:1, first:P], attention_mask=rows["attention_mask"][:1, first:P],
                  position_ids=rows["position_ids"][:1, first:P], use_cache=True, logits_to_keep=1)
     head_lp = logprobs_from_logits(head.logits[:, -1, :].float().expand(n, -1), ids[:, P])  # response token 0
-    ends = [int(row.nonzero()[-1]) if bool(row.any()) else 0 for row in trained]  # each tail's length
+    ends = [c or 0 for c in last]  # each tail's length: up to the input that predicts the last trained token
     width = max(ends)
     first_col = [head_lp[:, None]] if int(keep[0]) == 0 else []
     later = keep[(keep > 0) & (keep <= width)]
@@ -199,7 +215,7 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
                     logits_to_keep=cols - 1, genenv_causal=True)
         return logprobs_from_logits(out.logits.float(), ids[select, P + cols])
 
-    if n == 1 or n * width - sum(ends) <= PASS_TOKENS * (n - 1):  # one pass, the cache repeated for each row
+    if one_pass(n, width, ends):  # one pass, the cache repeated for each row
         cache = head.past_key_values
         cache.batch_repeat_interleave(n)
         past = head_lp.new_zeros(n, int((keep > width).sum()))  # columns only other groups train
@@ -207,15 +223,12 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
     layers = [(layer.keys, layer.values) for layer in head.past_key_values.layers]
     out = []
     for i in range(n):
-        row = head_lp.new_zeros(len(keep))
         own = trained[i].nonzero().flatten()
+        later = own[own > 0]
+        lp = head_lp[i:i + 1] if len(own) and int(own[0]) == 0 else head_lp.new_zeros(0)
         if ends[i] > 0:
-            later = own[own > 0]
-            cache = DynamicCache(layers, config=model.config)
-            row = row.index_copy(0, torch.searchsorted(keep, later), tail(slice(i, i + 1), ends[i], later, cache)[0])
-        if len(own) and int(own[0]) == 0:
-            row = row.index_copy(0, keep.new_zeros(1), head_lp[i:i + 1])
-        out.append(row)
+            lp = torch.cat([lp, tail(slice(i, i + 1), ends[i], later, DynamicCache(layers, config=model.config))[0]])
+        out.append(placed(lp, own, keep))
     return torch.stack(out)
 
 
@@ -236,26 +249,24 @@ def own_prompt_logprobs(model, rows: dict[str, torch.Tensor], cols: slice, keep:
 
     n, P = rows["prompts"].shape
     ids = rows["input_ids"]
-    trained = response_mask[:, :cols.stop - P].bool()
-    trained = trained & torch.zeros(trained.shape[1], dtype=torch.bool, device=ids.device).index_fill(0, keep, True)
+    trained, last = trained_tokens(response_mask[:, :cols.stop - P], keep)
     starts = [int(m.nonzero()[0]) if bool(m.any()) else P for m in rows["attention_mask"][:, :P]]
-    ends = [P + int(t.nonzero()[-1]) if bool(t.any()) else None for t in trained]  # inputs up to the last trained
+    ends = [None if c is None else P + c for c in last]  # inputs up to the one that predicts the last trained
     fed = [end - start for start, end in zip(starts, ends) if end is not None]
-    if n == 1 or n * (cols.stop - cols.start) - sum(fed) <= PASS_TOKENS * (len(fed) - 1):
+    if n == 1 or one_pass(n, cols.stop - cols.start, fed):
         logits = model(input_ids=ids[:, cols], attention_mask=rows["attention_mask"][:, cols],
                        position_ids=rows["position_ids"][:, cols], use_cache=False,
                        logits_to_keep=keep + (P - 1 - cols.start)).logits
         return logprobs_from_logits(logits.float(), ids[:, P + keep])
     out = []
     for i, (start, end) in enumerate(zip(starts, ends)):
-        row = torch.zeros(len(keep), device=ids.device)
-        if end is not None:
-            own = trained[i].nonzero().flatten()
-            logits = model(input_ids=ids[i:i + 1, start:end], position_ids=rows["position_ids"][i:i + 1, start:end],
-                           use_cache=False, logits_to_keep=own + (P - 1 - start)).logits
-            lp = logprobs_from_logits(logits.float(), ids[i:i + 1, P + own])[0]
-            row = row.index_copy(0, torch.searchsorted(keep, own), lp)
-        out.append(row)
+        own = trained[i].nonzero().flatten()
+        if end is None:
+            out.append(torch.zeros(len(keep), device=ids.device))
+            continue
+        logits = model(input_ids=ids[i:i + 1, start:end], position_ids=rows["position_ids"][i:i + 1, start:end],
+                       use_cache=False, logits_to_keep=own + (P - 1 - start)).logits
+        out.append(placed(logprobs_from_logits(logits.float(), ids[i:i + 1, P + own])[0], own, keep))
     return torch.stack(out)
 
 
