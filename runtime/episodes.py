@@ -220,6 +220,10 @@ class RolloutSpec:
 
     Attributes:
         n: episodes per task (the GRPO group size).
+        group_sizes: episodes of each task in task order, where tasks differ in group size (e.g. newly admitted
+            tasks with ``generation.rollouts_per_task`` episodes beside pool tasks with ``agent.n``): all of them
+            decode in one batch instead of one rollout per size; ``None``: ``n`` for every task
+            (:meth:`sizes`).
         temperature: sampling temperature (0: greedy).
         max_new_tokens: tokens the policy may generate per turn.
         max_response_tokens: each episode's response budget after its first prompt, policy and environment tokens
@@ -231,12 +235,36 @@ class RolloutSpec:
     """
 
     n: int = 1
+    group_sizes: tuple[int, ...] | None = None
     temperature: float = 0.0
     max_new_tokens: int = 256
     max_response_tokens: int | None = None
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     env_server: str | None = None
     env_workers: int | None = None
+
+    def sizes(self, tasks: int) -> list[int]:
+        """The episodes of each of ``tasks`` tasks, in task order: ``group_sizes``, or ``n`` for each
+        (:func:`per_task`).
+
+        Raises:
+            ValueError: ``group_sizes`` does not have one size per task, or a size is below 1.
+        """
+        return per_task(self.n if self.group_sizes is None else self.group_sizes, tasks)
+
+
+def per_task(n: int | Sequence[int], tasks: int) -> list[int]:
+    """Episodes of each of ``tasks`` tasks: ``n`` for each, or ``n`` itself where it gives one count per task.
+
+    Raises:
+        ValueError: ``n`` has not one count per task, or a count is below 1.
+    """
+    sizes = [int(n)] * tasks if isinstance(n, int) else [int(k) for k in n]
+    if len(sizes) != tasks:
+        raise ValueError(f"{len(sizes)} group sizes for {tasks} tasks")
+    if any(k < 1 for k in sizes):
+        raise ValueError(f"every task needs at least one episode, got group sizes {sizes}")
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -254,8 +282,8 @@ class RolloutTimings:
 
 @dataclass(frozen=True)
 class Rollout:
-    """What a rollout returns: the ``trajectories`` (``len(tasks) * n``, grouped by task in input order) and the
-    :class:`RolloutTimings` it took."""
+    """What a rollout returns: the ``trajectories`` (each task's group size of them, grouped by task in input
+    order) and the :class:`RolloutTimings` it took."""
 
     trajectories: list[Trajectory]
     timings: RolloutTimings = RolloutTimings()
@@ -263,9 +291,9 @@ class Rollout:
 
 def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = RolloutSpec(), chunk_size: int = 16,
                   progress: Any = None) -> Rollout:
-    """Play ``spec.n`` episodes per task (any mix of benchmarks, single- and multi-step envs) through the policy's
-    continuous batch, or in lock step where it has none (see the module docstring), on the runner
-    :func:`episode_runner` chooses for ``spec``.
+    """Play ``spec.n`` episodes per task (or ``spec.group_sizes``: :meth:`RolloutSpec.sizes`; any mix of
+    benchmarks, single- and multi-step envs) through the policy's continuous batch, or in lock step where it has
+    none (see the module docstring), on the runner :func:`episode_runner` chooses for ``spec``.
 
     Args:
         tasks: the tasks.
@@ -276,12 +304,15 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = Rol
         progress: description for a tqdm progress bar, an open bar to advance by one per finished episode (the
             caller closes it), or ``None`` for none.
     Returns:
-        the :class:`Rollout`: ``len(tasks) * spec.n`` trajectories, grouped by task in input order, and timings.
+        the :class:`Rollout`: ``len(tasks) * spec.n`` trajectories (the sum of the group sizes), grouped by task
+        in input order, and timings.
+    Raises:
+        ValueError: ``spec.group_sizes`` does not fit ``tasks`` (:meth:`RolloutSpec.sizes`).
     """
     runner = episode_runner(spec.env_server, spec.env_workers)
     encode = encoder_of(policy)
     episodes = [Episode(t, k, encode, spec.max_new_tokens, spec.max_response_tokens)
-                for t in tasks for k in range(spec.n)]
+                for t, size in zip(tasks, spec.sizes(len(tasks))) for k in range(size)]
     bar = None if isinstance(progress, str) else progress
     timings = RolloutTimings()
     try:

@@ -128,9 +128,9 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
         KeyError: an unknown benchmark. DataError: missing or malformed data. ValueError: unknown ``parsing``, or
         ``spec`` asks for more than one episode per task or a nonzero temperature.
     """
-    if spec.n != 1 or spec.temperature != 0.0:
-        raise ValueError(f"evaluation plays one greedy episode per task, not n={spec.n} at temperature "
-                         f"{spec.temperature}")
+    if spec.n != 1 or spec.group_sizes is not None or spec.temperature != 0.0:
+        raise ValueError(f"evaluation plays one greedy episode per task, not n={spec.n} (group sizes "
+                         f"{spec.group_sizes}) at temperature {spec.temperature}")
     result = EvalResult(policy=getattr(policy, "name", type(policy).__name__))
     per_call = max(16, int(getattr(policy, "concurrency", 0) or 0), int(getattr(policy, "batch_size", 0) or 0))
     for bench in benchmarks:

@@ -53,6 +53,27 @@ def test_greedy_episodes_equal_the_lock_step_loop(policies, bench, n, chunk, bud
     assert counts["reused_tokens"] > 0 and counts["prefill_tokens"] < counts["prompt_tokens"]
 
 
+def test_groups_of_different_sizes_decode_in_one_batch(policies):
+    """``RolloutSpec.group_sizes``: greedy float32 episodes of three TWX games with 2, 1 and 3 episodes, played in
+    one batch, are each game's own rollout of that size, token for token, in task order with per-task episode
+    indices, in both loops; a size list that does not fit the tasks raises before any env opens."""
+    tasks = get_benchmark("twx", DATA_DIR).load(split="train")[:3]
+    spec = RolloutSpec(group_sizes=(2, 1, 3), temperature=0.0, max_new_tokens=8)
+    for policy in policies.values():
+        together = play_episodes(tasks, policy, spec).trajectories
+        assert [(t.task.id, t.sample_index) for t in together] == [
+            (tasks[0].id, 0), (tasks[0].id, 1), (tasks[1].id, 0), (tasks[2].id, 0), (tasks[2].id, 1), (tasks[2].id, 2)]
+        apart = [traj for task, size in zip(tasks, (2, 1, 3))
+                 for traj in play_episodes([task], policy, RolloutSpec(n=size, temperature=0.0,
+                                                                       max_new_tokens=8)).trajectories]
+        assert _streams(together) == _streams(apart)
+        assert max(len(t.turns) for t in together) >= 2
+    with pytest.raises(ValueError, match="3 group sizes for 2 tasks"):
+        play_episodes(tasks[:2], policies[True], spec)
+    with pytest.raises(ValueError, match="at least one episode"):
+        RolloutSpec(group_sizes=(2, 0)).sizes(2)
+
+
 def test_a_rewritten_history_continues_from_the_shared_prefix_only(policies):
     """A row's next prompt that departs from its cached tokens early: only the shared prefix is kept and the
     greedy response equals a fresh ``generate`` of that prompt."""

@@ -114,11 +114,25 @@ def test_frozen_agent_rolls_out_only_new_tasks_and_never_updates(tmp_path, tiny_
 
 
 def test_rollouts_per_generated_task_are_decoupled_from_the_agents_batch(tmp_path, tiny_model_dir):
+    """New tasks get ``generation.rollouts_per_task`` episodes, pool tasks ``agent.n``, all in one engine rollout
+    (one count per task) so that they decode in one batch."""
     cfg = _tiny_twx(tmp_path, tiny_model_dir, "iterations=1", "generation.rollouts_per_task=3")
-    row = CoEvolutionTrainer(cfg).run()[0]
+    trainer = CoEvolutionTrainer(cfg)
+    rollout, specs = trainer.backend.rollout, []
+
+    def spy_rollout(tasks, spec):
+        specs.append((list(tasks), spec))
+        return rollout(tasks, spec)
+
+    trainer.backend.rollout = spy_rollout
+    row = trainer.run()[0]
     new = row["gen/admitted"]
     pool = max(0, 3 - new)
     assert row["agent/tasks"] == new + pool and row["agent/rollouts"] == 3 * new + 2 * pool
+    assert len(specs) == 1
+    tasks, spec = specs[0]
+    assert spec.sizes(len(tasks)) == [3 if t.origin == "generated" else 2 for t in tasks]
+    assert sum(spec.sizes(len(tasks))) == row["agent/rollouts"]
 
 
 def test_twx_steps_field_pins_the_gold_length_the_policy_writes():

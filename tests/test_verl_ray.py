@@ -467,10 +467,14 @@ def test_verls_agent_loop_worker_with_a_cpu_model(paper_cfg, tiny_model_dir, tmp
     policy = TransformersPolicy(str(tiny_model_dir), batch_size=8)
     config = _worker_config(max_new_tokens=6)
     tasks = sample_tasks("bamboogle", 2) + sample_tasks("api_bank_plan", 1)
-    batch = tasks_to_batch(tasks, 2, policy.tokenizer, config.data, tmp_path / "rows.parquet")
+    sizes = [2, 1, 3]  # one count per task: every group in one batch
+    batch = tasks_to_batch(tasks, sizes, policy.tokenizer, config.data, tmp_path / "rows.parquet")
+    assert list(batch.non_tensor_batch["uid"]) == [t.id for t, k in zip(tasks, sizes) for _ in range(k)]
     output = asyncio.run(GymAgentLoopWorker(config, LocalGenerateClient(policy)).generate_sequences(batch))
-    trajs = trajectories_from_output(tasks, 2, output)
-    assert [t.task.id for t in trajs] == [t.id for t in tasks for _ in range(2)]
+    trajs = trajectories_from_output(tasks, sizes, output)
+    assert [(t.task.id, t.sample_index) for t in trajs] == [(t.id, i) for t, k in zip(tasks, sizes) for i in range(k)]
+    with pytest.raises(ValueError, match="2 group sizes for 3 tasks"):
+        trajectories_from_output(tasks, sizes[:2], output)
     for t in trajs:  # genenv.max_new_tokens caps every turn (veRL's worker sends no max_tokens)
         assert 0.0 <= t.reward <= 1.0 and t.turns
         assert all(0 < len(turn.response_ids) <= 6 for turn in t.turns), [len(u.response_ids) for u in t.turns]

@@ -35,7 +35,7 @@ import random
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -160,14 +160,21 @@ class CoEvolutionTrainer:
             return [], Counter()
         return self.task_source.write(self, it)
 
-    def rollout(self, tasks, n: int | None = None) -> Rollout:
-        """``n`` (default ``agent.n``) agent episodes on each of ``tasks`` through the engine, sampled as the run's
-        settings say (:class:`~genenv.runtime.episodes.RolloutSpec`); the agent batch's one way to play
-        episodes. Returns the trajectories and their timings."""
+    def rollout(self, tasks, n: int | Sequence[int] | None = None) -> Rollout:
+        """``n`` (default ``agent.n``; or one count per task, all decoded in one batch) agent episodes on each of
+        ``tasks`` through the engine, sampled as the run's settings say
+        (:class:`~genenv.runtime.episodes.RolloutSpec`); the agent batch's one way to play episodes. Returns the
+        trajectories and their timings.
+
+        Raises:
+            ValueError: ``n`` gives counts, but not one per task (:meth:`RolloutSpec.sizes`).
+        """
         if not tasks:
             return Rollout([])
         a = self.settings.agent
-        spec = RolloutSpec(n=int(n or a.n), temperature=a.temperature, max_new_tokens=a.max_new_tokens,
+        sizes = None if n is None or isinstance(n, int) else tuple(int(k) for k in n)
+        spec = RolloutSpec(n=int(a.n if n is None or sizes is not None else n), group_sizes=sizes,
+                           temperature=a.temperature, max_new_tokens=a.max_new_tokens,
                            max_response_tokens=a.response_budget, env_kwargs=self.env_kwargs,
                            env_server=self.settings.engine.env_server)
         return self.backend.rollout(tasks, spec)

@@ -29,9 +29,9 @@ class Backend(Protocol):
         """A :class:`~genenv.runtime.policies.Policy` that samples from the role's current weights."""
 
     def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
-        """``spec.n`` agent episodes per task through the one episode loop, sampled as ``spec`` says; returns the
-        trajectories and the seconds spent generating and stepping envs (together as ``generate_seconds`` where
-        the engine cannot separate them)."""
+        """``spec.n`` agent episodes per task (``spec.group_sizes`` where tasks differ: one batch) through the one
+        episode loop, sampled as ``spec`` says; returns the trajectories and the seconds spent generating and
+        stepping envs (together as ``generate_seconds`` where the engine cannot separate them)."""
 
     def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One update of ``role`` on scored samples (``estimator``: a registered advantage estimator, ``grpo`` or ``rwr``), then

@@ -114,16 +114,16 @@ class AgentBatch:
 
     def roll_out_tasks(self, loop: LoopState, new_tasks: list[Task], batch: list[Task]
                        ) -> tuple[list[Trajectory], RolloutTimings]:
-        """The episodes of ``batch``: the newly admitted tasks with ``generation.rollouts_per_task`` episodes each
-        when it differs from ``agent.n``, the rest with ``agent.n``; the timings of both calls added up."""
-        n_gen = self.settings.generation.rollouts_per_task
-        if n_gen == self.settings.agent.n:
+        """The episodes of ``batch`` in one rollout: the newly admitted tasks with ``generation.rollouts_per_task``
+        episodes each when it differs from ``agent.n``, the rest with ``agent.n`` (one count per task, so that
+        every episode decodes in one batch instead of two rollouts that each wait for their longest episode)."""
+        n_gen, n = self.settings.generation.rollouts_per_task, self.settings.agent.n
+        if n_gen == n:
             rollout = loop.rollout(batch)
-            return rollout.trajectories, rollout.timings
-        new_ids = {t.id for t in new_tasks}
-        new = loop.rollout([t for t in batch if t.id in new_ids], n_gen)
-        more = loop.rollout([t for t in batch if t.id not in new_ids])
-        return new.trajectories + more.trajectories, new.timings + more.timings
+        else:
+            new_ids = {t.id for t in new_tasks}
+            rollout = loop.rollout(batch, [n_gen if t.id in new_ids else n for t in batch])
+        return rollout.trajectories, rollout.timings
 
     def early_groups(self, loop: LoopState, new_tasks: list[Task], batch: list[Task]) -> int:
         """Pool groups the first round of an informative batch adds to ``batch`` (:meth:`select`'s tasks, the new

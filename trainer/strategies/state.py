@@ -38,6 +38,6 @@ class LoopState(Protocol):
     run_dir: Path
     counters: Counter
 
-    def rollout(self, tasks: Sequence[Task], n: int | None = None) -> Rollout:
-        """``n`` (default ``agent.n``) agent episodes per task, sampled as the run's settings say; the
-        trajectories and their timings."""
+    def rollout(self, tasks: Sequence[Task], n: int | Sequence[int] | None = None) -> Rollout:
+        """``n`` (default ``agent.n``; or one count per task, all decoded in one batch) agent episodes per task,
+        sampled as the run's settings say; the trajectories and their timings."""

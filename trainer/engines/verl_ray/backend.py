@@ -205,10 +205,11 @@ class VerlRayBackend:
         return metrics
 
     def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
-        """``spec.n`` episodes per task through veRL's ``AgentLoopManager`` and
-        :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` on the cluster (the one episode loop); the
-        agent-loop workers are (re)started when ``spec.max_new_tokens`` or ``spec.env_kwargs`` change. The
-        timings hold everything as ``generate_seconds`` (generation and env steps interleave on the workers).
+        """``spec.n`` episodes per task (or ``spec.group_sizes``, in one batch) through veRL's
+        ``AgentLoopManager`` and :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` on the cluster
+        (the one episode loop); the agent-loop workers are (re)started when ``spec.max_new_tokens`` or
+        ``spec.env_kwargs`` change. The timings hold everything as ``generate_seconds`` (generation and env steps
+        interleave on the workers).
 
         Raises:
             ValueError: ``spec.temperature`` is not the agent's configured rollout temperature (the update computes
@@ -224,7 +225,8 @@ class VerlRayBackend:
         start = time.perf_counter()
         rt = self.roles["agent"]
         rollout_cfg = rt.config.actor_rollout_ref.rollout
-        n, budget = spec.n, spec.max_response_tokens
+        n = spec.n if spec.group_sizes is None else spec.sizes(len(tasks))  # every group in one batch
+        budget = spec.max_response_tokens
         if not math.isclose(float(spec.temperature), float(rollout_cfg.temperature)):
             raise ValueError(f"agent rollouts run at actor_rollout_ref.rollout.temperature={rollout_cfg.temperature}, "
                              f"asked for {spec.temperature}")

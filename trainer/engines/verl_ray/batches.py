@@ -11,19 +11,22 @@ import torch
 from genenv.envs.task import Task
 from genenv.envs.verl_rows import write_verl_parquet
 from genenv.trainer.engines.verl_ray.agent_loop import trajectory_of
-from genenv.runtime.episodes import Trajectory
+from genenv.runtime.episodes import Trajectory, per_task
 
 
-def tasks_to_batch(tasks: Sequence[Task], n: int, tokenizer, data_config, path: Path):
+def tasks_to_batch(tasks: Sequence[Task], n: int | Sequence[int], tokenizer, data_config, path: Path):
     """The agent's rollout batch through veRL's own data path: ``tasks`` written as veRL parquet rows
     (:func:`~genenv.envs.task.write_verl_parquet`), read back by veRL's ``RLHFDataset`` with ``data_config``
     (veRL's ``data`` section) and the policy's tokenizer, collated with veRL's ``collate_fn``, ``uid`` = task id
-    (the GRPO group), repeated ``n`` times interleaved (``[t0, t0, ..., t1, ...]``, as ``RayPPOTrainer.fit``).
+    (the GRPO group), repeated ``n`` times interleaved (``[t0, t0, ..., t1, ...]``, as ``RayPPOTrainer.fit``); ``n``
+    may give each task its own count (``DataProto.select_idxs`` over the repeated row indices).
 
     Returns:
-        a ``DataProto`` of ``len(tasks) * n`` rows (non-tensor: the parquet columns, ``raw_prompt``, ``uid``).
+        a ``DataProto`` of ``len(tasks) * n`` rows (``sum(n)`` for counts per task; non-tensor: the parquet
+        columns, ``raw_prompt``, ``uid``).
     Raises:
-        ValueError: ``RLHFDataset`` dropped or reordered rows (e.g. ``data.filter_overlong_prompts``).
+        ValueError: ``RLHFDataset`` dropped or reordered rows (e.g. ``data.filter_overlong_prompts``), or ``n`` has
+            not one count per task (:func:`~genenv.runtime.episodes.per_task`).
     """
     from verl import DataProto
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
@@ -38,31 +41,33 @@ def tasks_to_batch(tasks: Sequence[Task], n: int, tokenizer, data_config, path: 
                          "check data.max_prompt_length / data.filter_overlong_prompts")
     batch = DataProto.from_single_dict(collate_fn(rows))
     batch.non_tensor_batch["uid"] = np.array([t.id for t in tasks], dtype=object)
-    return batch.repeat(repeat_times=n, interleave=True)
+    if isinstance(n, int):
+        return batch.repeat(repeat_times=n, interleave=True)
+    return batch.select_idxs(np.repeat(np.arange(len(tasks)), per_task(n, len(tasks))))
 
 
-def trajectories_from_output(tasks: Sequence[Task], n: int, output) -> list[Trajectory]:
+def trajectories_from_output(tasks: Sequence[Task], n: int | Sequence[int], output) -> list[Trajectory]:
     """Trajectories from the ``DataProto`` veRL's agent-loop workers return for :func:`tasks_to_batch` rows played
     by :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` (``rm_scores`` = the episode's return on the last
     response token; its extra fields ``success``, ``info``, ``turns``, ``segments`` as non-tensor columns), in the
-    order of the input rows.
+    order of the input rows (``n``: episodes per task, or one count per task, as given to :func:`tasks_to_batch`).
 
     Returns:
-        ``len(tasks) * n`` trajectories like :func:`~genenv.runtime.episodes.play_episodes`'.
+        ``len(tasks) * n`` (or ``sum(n)``) trajectories like :func:`~genenv.runtime.episodes.play_episodes`'.
     Raises:
         ValueError: the output rows do not match the tasks (count or task ids).
     """
     nt = output.non_tensor_batch
-    if len(output) != len(tasks) * n:
-        raise ValueError(f"{len(output)} agent-loop outputs for {len(tasks)} tasks x {n}")
+    rows = [(task, index) for task, size in zip(tasks, per_task(n, len(tasks))) for index in range(size)]
+    if len(output) != len(rows):
+        raise ValueError(f"{len(output)} agent-loop outputs for {len(rows)} episodes of {len(tasks)} tasks")
     trajs = []
-    for i in range(len(output)):
-        task = tasks[i // n]
+    for i, (task, index) in enumerate(rows):
         if nt["extra_info"][i]["task_id"] != task.id:
             raise ValueError(f"output row {i} is task {nt['extra_info'][i]['task_id']!r}, expected {task.id!r}")
         fields = {k: nt[k][i] for k in ("success", "info", "turns")}
         fields["reward_score"] = float(output.batch["rm_scores"][i].sum())
-        trajs.append(trajectory_of(task, i % n, fields))
+        trajs.append(trajectory_of(task, index, fields))
     return trajs
 
 
