@@ -74,17 +74,36 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale,
                                                                enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
-    groups = h // kv
-    scores = torch.matmul(query.reshape(b, kv, groups, d), key.transpose(-1, -2)).float() * scale  # [B, KV, G, K]
     if mask is not None:
         mask = mask.reshape(mask.shape[0], 1, 1, k_len)
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        else:
-            scores = scores + mask.float()
-    probs = torch.softmax(scores, dim=-1).to(value.dtype)
-    out = torch.matmul(probs, value)  # [B, KV, G, D]
+    blocked = ~mask if mask is not None and mask.dtype == torch.bool else None
+    bias = mask if mask is not None and mask.dtype != torch.bool else None
+    out = grouped_attention(query.reshape(b, kv, h // kv, d), key, value, scale, blocked, bias)  # [B, KV, G, D]
     return out.reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
+
+
+def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
+                      blocked: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """One query token per row and grouped-query head as two matmuls and a softmax, the scores and the softmax in
+    float32 (the single-token path of :func:`decode_attention` and of a continuous batch's packed pass,
+    :meth:`~genenv.runtime.continuous.Packed.attend`).
+
+    Args:
+        query: ``[B, KV, G, D]`` (the ``G`` query heads that read each KV head); key / value: ``[B, KV, K, D]``,
+            views allowed.
+        scale: the score scale.
+        blocked: a boolean mask broadcast to ``[B, KV, G, K]``, True where a key is not attended, or ``None``.
+        bias: an additive float mask broadcast to the scores, or ``None``.
+    Returns:
+        ``[B, KV, G, D]`` in ``value``'s dtype.
+    """
+    scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale  # [B, KV, G, K]
+    if blocked is not None:
+        scores = scores.masked_fill(blocked, float("-inf"))
+    if bias is not None:
+        scores = scores + bias.float()
+    probs = torch.softmax(scores, dim=-1).to(value.dtype)
+    return torch.matmul(probs, value)
 
 
 def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -47,6 +47,7 @@ from typing import Any, Hashable, Sequence
 import torch
 from transformers import DynamicCache
 
+from genenv.runtime.attention import grouped_attention
 from genenv.runtime.decoding import sample_tokens
 from genenv.runtime.prefix_cache import common_prefix
 
@@ -196,10 +197,10 @@ class Packed:
         """Attention of the packed ``query`` (``[1, H, T, D]``) over each token's own row of ``keys`` /
         ``values`` (``[R, KV, capacity, D]``, ``H`` a multiple of ``KV``: head ``h`` reads KV head ``h // (H /
         KV)``): token ``j`` of a segment sees its row's columns ``<= fill + j``. Single-token segments are
-        computed together over every row's buffer (batched matmuls on views, scores and softmax in float32, as
-        :func:`~genenv.runtime.attention.decode_attention`; the rows without such a token compute and drop
-        theirs; below float32 over the whole buffer, whose columns past a row's fill are masked), longer
-        segments one by one with ``scaled_dot_product_attention`` and a causal mask offset by the row's fill.
+        computed together over every row's buffer (:func:`~genenv.runtime.attention.grouped_attention`, as
+        :func:`~genenv.runtime.attention.decode_attention` computes single tokens; the rows without such a token
+        compute and drop theirs; below float32 over the whole buffer, whose columns past a row's fill are
+        masked), longer segments one by one with ``scaled_dot_product_attention`` and a causal mask offset by the row's fill.
         Returns ``[1, T, H, D]``."""
         _, h, t, d = query.shape
         kv = keys.shape[1]
@@ -214,10 +215,8 @@ class Packed:
             width = self._longest if keys.dtype == torch.float32 else keys.shape[2]
             q = query.new_zeros((self.rows, kv, g, d))
             q[rows] = query[0, :, tokens].transpose(0, 1).reshape(len(tokens), kv, g, d)
-            scores = torch.matmul(q, keys[:self.rows, :, :width].transpose(-1, -2)).float() * scale  # [R, KV, G, W]
-            scores = scores.masked_fill(self._single_mask(width), float("-inf"))
-            probs = torch.softmax(scores, dim=-1).to(values.dtype)
-            ctx = torch.matmul(probs, values[:self.rows, :, :width])  # [R, KV, G, D]
+            ctx = grouped_attention(q, keys[:self.rows, :, :width], values[:self.rows, :, :width], scale,
+                                    self._single_mask(width))  # [R, KV, G, D]
             out[0, tokens] = ctx[rows].reshape(len(tokens), h, d)
         for (row, start, n, fill), mask in zip(self.segments, self._causal):
             if mask is None:
