@@ -200,7 +200,8 @@ class Packed:
         computed together over every row's buffer (:func:`~genenv.runtime.attention.grouped_attention`, as
         :func:`~genenv.runtime.attention.decode_attention` computes single tokens; the rows without such a token
         compute and drop theirs; below float32 over the whole buffer, whose columns past a row's fill are
-        masked), longer segments one by one with ``scaled_dot_product_attention`` and a causal mask offset by the row's fill.
+        masked), longer segments one by one with ``scaled_dot_product_attention`` and a causal mask offset by the
+        row's fill.
         Returns ``[1, T, H, D]``."""
         _, h, t, d = query.shape
         kv = keys.shape[1]

@@ -32,6 +32,7 @@ conversation's history again only where it broke. Of 16 powered TWX episodes (``
 """
 from __future__ import annotations
 
+import numbers
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -254,12 +255,13 @@ class RolloutSpec:
 
 
 def per_task(n: int | Sequence[int], tasks: int) -> list[int]:
-    """Episodes of each of ``tasks`` tasks: ``n`` for each, or ``n`` itself where it gives one count per task.
+    """Episodes of each of ``tasks`` tasks: ``n`` for each (any integer, numpy's too), or ``n`` itself where it
+    gives one count per task.
 
     Raises:
         ValueError: ``n`` has not one count per task, or a count is below 1.
     """
-    sizes = [int(n)] * tasks if isinstance(n, int) else [int(k) for k in n]
+    sizes = [int(n)] * tasks if isinstance(n, numbers.Integral) else [int(k) for k in n]
     if len(sizes) != tasks:
         raise ValueError(f"{len(sizes)} group sizes for {tasks} tasks")
     if any(k < 1 for k in sizes):

@@ -4,13 +4,14 @@ refilled rows and shared first prompts included), a prompt that rewrites a row's
 shared prefix only, sampled groups differ and reproduce under a seed, and bad calls raise clear errors."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
 from genenv.runtime.continuous import ContinuousBatch
 from genenv.runtime.prefix_cache import common_prefix
-from genenv.runtime.episodes import RolloutSpec, play_episodes
+from genenv.runtime.episodes import RolloutSpec, per_task, play_episodes
 from genenv.runtime.policies import Prompt, TransformersPolicy
 
 from conftest import DATA_DIR
@@ -56,7 +57,8 @@ def test_greedy_episodes_equal_the_lock_step_loop(policies, bench, n, chunk, bud
 def test_groups_of_different_sizes_decode_in_one_batch(policies):
     """``RolloutSpec.group_sizes``: greedy float32 episodes of three TWX games with 2, 1 and 3 episodes, played in
     one batch, are each game's own rollout of that size, token for token, in task order with per-task episode
-    indices, in both loops; a size list that does not fit the tasks raises before any env opens."""
+    indices, in both loops; a size list that does not fit the tasks raises before any env opens; numpy integers
+    count as sizes."""
     tasks = get_benchmark("twx", DATA_DIR).load(split="train")[:3]
     spec = RolloutSpec(group_sizes=(2, 1, 3), temperature=0.0, max_new_tokens=8)
     for policy in policies.values():
@@ -72,6 +74,7 @@ def test_groups_of_different_sizes_decode_in_one_batch(policies):
         play_episodes(tasks[:2], policies[True], spec)
     with pytest.raises(ValueError, match="at least one episode"):
         RolloutSpec(group_sizes=(2, 0)).sizes(2)
+    assert per_task(np.int64(2), 3) == [2, 2, 2] and per_task(np.array([1, 3]), 2) == [1, 3]  # numpy counts too
 
 
 def test_a_rewritten_history_continues_from_the_shared_prefix_only(policies):

@@ -236,7 +236,8 @@ def test_a_lever_at_the_same_code_pairs_bitwise_at_iteration_0_and_runs_of_other
     """Two experiments that differ only in a setting that cannot act before the first writer update (the writer's
     update mode): with the same seed and code, iteration 0 of genenv and random_env in both is the same, generation
     for generation and metric for metric; each sitting records its code; a comparison with a run of other code is
-    refused unless asked for, and says what it found."""
+    refused unless asked for, and says what it found; a comparison and the report say whether the environment
+    policy's iteration-0 texts are the same, and name the arms that split where one sample departs."""
     from genenv.trainer.experiments.provenance import code_version
 
     exps = {}
@@ -258,7 +259,17 @@ def test_a_lever_at_the_same_code_pairs_bitwise_at_iteration_0_and_runs_of_other
         assert iteration0(exp, arm) == ref, (exp.name, arm)
     sittings = read_rows(exps["lever"] / "genenv/seed0/sittings.jsonl")
     assert [s["code"] for s in sittings] == [code_version()] and sittings[0]["host"]
-    assert "in every arm" in compare_arms(exps["lever"] / "genenv", exps["base"] / "genenv")["code"]
+    note = compare_arms(exps["lever"] / "genenv", exps["base"] / "genenv")["code"]
+    assert "in every arm" in note and "iteration 0's environment-policy texts: the same at seed 0" in note
+    assert "iteration 0's agent rollouts (tokens, mean reward): the same at seed 0" in note
+    assert "environment-policy texts: the same at seed 0; iteration 0's agent rollouts (tokens, mean reward): the " \
+           "same at seed 0" in (exps["base"] / "summary.md").read_text()
+    gens_path = exps["lever"] / "genenv/seed0/generations.jsonl"
+    gens = read_rows(gens_path)
+    gens_path.write_text("".join(json.dumps({**r, "text": r["text"] + " " * (i == 0)}) + "\n"
+                                 for i, r in enumerate(gens)))  # one sample departs, as on a shared host
+    assert "split lever/genenv | base/genenv at seed 0" in compare_arms(exps["lever"] / "genenv",
+                                                                     exps["base"] / "genenv")["code"]
     (exps["lever"] / "genenv/seed0/sittings.jsonl").write_text(json.dumps({**sittings[0], "code": "0" * 40}) + "\n")
     with pytest.raises(ValueError, match="different code"):
         compare_arms(exps["lever"] / "genenv", exps["base"] / "genenv")

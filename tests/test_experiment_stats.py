@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import ttest_1samp
 
 from genenv.trainer.experiments import outcome
+from genenv.trainer.experiments.provenance import check_first_iteration
 from genenv.trainer.experiments.stats import correct, holm, intraclass_correlation, seed_test
 
 
@@ -64,3 +65,19 @@ def test_intraclass_correlation_splits_the_variance_between_and_within_seeds():
     rng = np.random.default_rng(2)
     assert abs(intraclass_correlation([rng.normal(0, 1, 50) for _ in range(20)])) < 0.1
     assert intraclass_correlation([np.array([1.0, 2.0])]) is None
+
+
+def test_the_first_iteration_check_names_the_seeds_and_the_arms_that_split():
+    """Arms that wrote alike at iteration 0 are "the same"; where one departs, the note names the groups of arms and
+    the seed; an arm that wrote nothing there (``static``) is left out, and one writing arm alone is not checked;
+    rollouts that differ in tokens split as texts do."""
+    same = ('{"game": "coin", "seed": 10}', '{"game": "coin", "seed": 3}')
+    writes = {"genenv": {0: same, 1: same, 2: (same[0], '{"game": "coin", "seed": 4}')},
+              "random_env": {0: same, 1: same, 2: same}, "static": {0: (), 1: (), 2: ()}}
+    assert check_first_iteration(writes) == ("iteration 0's environment-policy texts: the same at seeds 0, 1; "
+                                             "split genenv | random_env at seed 2")
+    assert check_first_iteration({"genenv": {0: same}, "static": {0: ()}}).endswith("not checked (fewer than two "
+                                                                                  "arms at one seed)")
+    rollouts = {"genenv": {3: (4356, 0.25)}, "random_env": {3: (4382, 0.25)}, "genenv_n8": {3: (7012, 0.2)}}
+    assert check_first_iteration(rollouts, "agent rollouts") == ("iteration 0's agent rollouts: split genenv | "
+                                                                 "random_env | genenv_n8 at seed 3")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import random
 import time
 from collections import Counter
@@ -47,7 +48,7 @@ from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES
 from genenv.trainer.generation import GenerationRecord, record_row, run_generation_budget
 from genenv.trainer.metrics import IterationOutcome, MetricsWriter, drop_rows_from, metrics_row
-from genenv.runtime.episodes import Rollout, RolloutSpec
+from genenv.runtime.episodes import Rollout, RolloutSpec, per_task
 from genenv.trainer.settings import run_settings
 from genenv.trainer.strategies import build_agent_batch, build_task_source
 from genenv.trainer.task_pool import TaskPool
@@ -167,16 +168,17 @@ class CoEvolutionTrainer:
         trajectories and their timings.
 
         Raises:
-            ValueError: ``n`` gives counts, but not one per task (:meth:`RolloutSpec.sizes`).
+            ValueError: ``n`` gives counts, but not one per task, or a count below 1
+                (:func:`~genenv.runtime.episodes.per_task`).
         """
         if not tasks:
             return Rollout([])
         a = self.settings.agent
-        sizes = None if n is None or isinstance(n, int) else tuple(int(k) for k in n)
-        spec = RolloutSpec(n=int(a.n if n is None or sizes is not None else n), group_sizes=sizes,
-                           temperature=a.temperature, max_new_tokens=a.max_new_tokens,
-                           max_response_tokens=a.response_budget, env_kwargs=self.env_kwargs,
-                           env_server=self.settings.engine.env_server)
+        n = a.n if n is None else n
+        counts = None if isinstance(n, numbers.Integral) else tuple(per_task(n, len(tasks)))
+        spec = RolloutSpec(n=int(a.n if counts else n), group_sizes=counts, temperature=a.temperature,
+                           max_new_tokens=a.max_new_tokens, max_response_tokens=a.response_budget,
+                           env_kwargs=self.env_kwargs, env_server=self.settings.engine.env_server)
         return self.backend.rollout(tasks, spec)
 
     def run_iteration(self) -> dict[str, Any]:

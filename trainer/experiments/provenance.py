@@ -7,7 +7,10 @@ float32 kernels round differently on AMX and AVX2 hosts), departs from the first
 compared against such a run measures that departure as well as the lever. Each sitting of an experiment's run
 appends :func:`provenance` to its ``sittings.jsonl``; :func:`check_paired` refuses to compare arms whose recorded
 code differs unless told otherwise, and says what it found. Runs made before the record existed have none
-(``unknown``): they are compared with a note.
+(``unknown``): they are compared with a note. The same code is not enough: a run that shared its cores with another
+process once departed at iteration 0 (one environment-policy sample of eight) although its code and host were the
+same, so :func:`check_first_iteration` also compares what the environment policy wrote at iteration 0, arm by arm,
+and says at which seeds it differs.
 """
 from __future__ import annotations
 
@@ -86,3 +89,41 @@ def check_paired(codes: Mapping[str, set[str]], mixed_code: bool = False) -> str
                          "difference mixes the code change with the arms'; pass mixed_code (--mixed-code) to "
                          "compare them anyway")
     return f"code differs, compared as asked: {listing}"
+
+
+def first_writes(generations: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The environment policy's texts at iteration 0, in order, from a run's ``generations.jsonl`` rows; empty
+    where it wrote nothing there (a task source without a writer at iteration 0)."""
+    return tuple(str(r.get("text")) for r in generations if r.get("iteration") == 0)
+
+
+def first_rollouts(metrics: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+    """What the agent's iteration-0 rollouts gave, from a run's ``metrics.jsonl`` rows: ``(agent/generated_tokens,
+    agent/reward_mean)`` (tokens, mean episode reward in [0, 1]); empty without an iteration-0 row."""
+    row = next((r for r in metrics if r.get("iteration") == 0), None)
+    return () if row is None else (row.get("agent/generated_tokens"), row.get("agent/reward_mean"))
+
+
+def check_first_iteration(found: Mapping[str, Mapping[int, tuple[Any, ...]]], what: str = "environment-policy texts"
+                          ) -> str:
+    """Whether arms (``{arm name: {seed: first_writes(...) or first_rollouts(...)}}``) gave the same ``what`` at
+    iteration 0, seed by seed, among the arms that have it there; returns a one-line note for the report. Arms of
+    one seed whose task sources write alike (``genenv``, ``random_env``, their ``n8`` arms) must write the same
+    texts, and arms that also roll out alike (``genenv`` and ``random_env``) the same rollouts; a split such as
+    ``genenv | random_env`` names the groups of arms that agree. It does not raise: arms whose task sources write
+    differently (``genenv_released``) or roll out more episodes (``n8``) split by design."""
+    seeds = sorted(set().union(*(v.keys() for v in found.values()))) if found else []
+    splits: dict[str, list[int]] = {}
+    for seed in seeds:
+        groups: dict[tuple[Any, ...], list[str]] = {}
+        for arm, by_seed in found.items():
+            if by_seed.get(seed):
+                groups.setdefault(by_seed[seed], []).append(arm)
+        if sum(map(len, groups.values())) >= 2:
+            key = "the same" if len(groups) == 1 else "split " + " | ".join(", ".join(g) for g in groups.values())
+            splits.setdefault(key, []).append(seed)
+    if not splits:
+        return f"iteration 0's {what}: not checked (fewer than two arms at one seed)"
+    return f"iteration 0's {what}: " + "; ".join(
+        f"{key} at seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for key, s in splits.items())
+

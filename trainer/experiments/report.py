@@ -47,7 +47,8 @@ import numpy as np
 
 from genenv.trainer.experiments import alignment, outcome
 from genenv.trainer.experiments.settings import ExperimentSettings, experiment_settings
-from genenv.trainer.experiments.provenance import check_paired, recorded
+from genenv.trainer.experiments.provenance import (check_first_iteration, check_paired, first_rollouts, first_writes,
+                                                   recorded)
 from genenv.trainer.experiments.stats import correct
 
 
@@ -264,6 +265,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     arms: dict[str, dict[str, Any]] = {}
     rows_by_arm: dict[str, dict[int, list[dict[str, Any]]]] = {}
     codes: dict[str, set[str]] = {}  # the code each arm's sittings recorded (provenance)
+    folders: dict[str, dict[int, Path]] = {}  # each arm's finished run folders, for the iteration-0 check
     for arm in settings.arms:
         runs = {}
         for seed, rows in finished_runs(exp / arm, settings.seeds).items():
@@ -274,8 +276,9 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
             arms[arm] = arm_summary(runs, baseline, alpha, key)
             rows_by_arm[arm] = {s: r["rows"] for s, r in runs.items()}
             codes[arm] = set().union(*(recorded(r["sittings"]) for r in runs.values()))
+            folders[arm] = {s: arm_dir(exp, arm, s) for s in runs}
     reach_static(arms, baseline)
-    code = check_paired(codes, mixed_code=True) if codes else None
+    code = f"{check_paired(codes, mixed_code=True)}; {first_iteration_note(folders)}" if codes else None
     pair = [rows_by_arm.get(a) for a in alignment.PAIR]
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
@@ -498,6 +501,15 @@ def arm_codes(folder: Path, seeds: Sequence[int]) -> set[str]:
     return out
 
 
+def first_iteration_note(runs: dict[str, dict[int, Path]]) -> str:
+    """:func:`~genenv.trainer.experiments.provenance.check_first_iteration` of the environment policy's texts and of
+    the agent's rollouts at iteration 0, over arms' run folders (``{arm name: {seed: <arm>/seed<k>}}``), as one
+    note."""
+    texts = {a: {s: first_writes(read_rows(d / "generations.jsonl")) for s, d in r.items()} for a, r in runs.items()}
+    rolls = {a: {s: first_rollouts(read_rows(d / "metrics.jsonl")) for s, d in r.items()} for a, r in runs.items()}
+    return f"{check_first_iteration(texts)}; {check_first_iteration(rolls, 'agent rollouts (tokens, mean reward)')}"
+
+
 def _arm_name(folder: Path) -> str:
     return f"{Path(folder).parent.name}/{Path(folder).name}"
 
@@ -532,8 +544,11 @@ def compare_arms(treatment: Path, control: Path, mixed_code: bool = False) -> di
 
 
 def _paired_code(folders: Sequence[Path], names: Sequence[str], seeds: set[int], mixed_code: bool) -> str:
-    """:func:`~genenv.trainer.experiments.provenance.check_paired` over the arm folders' paired ``seeds``."""
-    return check_paired({n: arm_codes(f, sorted(seeds)) for n, f in zip(names, folders)}, mixed_code)
+    """:func:`~genenv.trainer.experiments.provenance.check_paired` and :func:`first_iteration_note` over the arm
+    folders' paired ``seeds``."""
+    code = check_paired({n: arm_codes(f, sorted(seeds)) for n, f in zip(names, folders)}, mixed_code)
+    runs = {n: {s: Path(f) / f"seed{s}" for s in sorted(seeds)} for n, f in zip(names, folders)}
+    return f"{code}; {first_iteration_note(runs)}"
 
 
 def compare_outcome(treatment: Path, control: Path, mixed_code: bool = False) -> dict[str, Any]:

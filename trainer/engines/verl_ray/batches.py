@@ -18,8 +18,8 @@ def tasks_to_batch(tasks: Sequence[Task], n: int | Sequence[int], tokenizer, dat
     """The agent's rollout batch through veRL's own data path: ``tasks`` written as veRL parquet rows
     (:func:`~genenv.envs.task.write_verl_parquet`), read back by veRL's ``RLHFDataset`` with ``data_config``
     (veRL's ``data`` section) and the policy's tokenizer, collated with veRL's ``collate_fn``, ``uid`` = task id
-    (the GRPO group), repeated ``n`` times interleaved (``[t0, t0, ..., t1, ...]``, as ``RayPPOTrainer.fit``); ``n``
-    may give each task its own count (``DataProto.select_idxs`` over the repeated row indices).
+    (the GRPO group), each row repeated ``n`` times in place (``[t0, t0, ..., t1, ...]``, as ``RayPPOTrainer.fit``'s
+    interleaved repeat) or as often as its own count where ``n`` gives one per task (``DataProto.select_idxs``).
 
     Returns:
         a ``DataProto`` of ``len(tasks) * n`` rows (``sum(n)`` for counts per task; non-tensor: the parquet
@@ -41,8 +41,6 @@ def tasks_to_batch(tasks: Sequence[Task], n: int | Sequence[int], tokenizer, dat
                          "check data.max_prompt_length / data.filter_overlong_prompts")
     batch = DataProto.from_single_dict(collate_fn(rows))
     batch.non_tensor_batch["uid"] = np.array([t.id for t in tasks], dtype=object)
-    if isinstance(n, int):
-        return batch.repeat(repeat_times=n, interleave=True)
     return batch.select_idxs(np.repeat(np.arange(len(tasks)), per_task(n, len(tasks))))
 
 
