@@ -258,7 +258,7 @@ def test_a_lever_at_the_same_code_pairs_bitwise_at_iteration_0_and_runs_of_other
     for exp, arm in ((exps["base"], "random_env"), (exps["lever"], "genenv"), (exps["lever"], "random_env")):
         assert iteration0(exp, arm) == ref, (exp.name, arm)
     sittings = read_rows(exps["lever"] / "genenv/seed0/sittings.jsonl")
-    assert [s["code"] for s in sittings] == [code_version()] and sittings[0]["host"]
+    assert [s["code"] for s in sittings] == [code_version()] and sittings[0]["host"] and sittings[0]["threads"] >= 1
     note = compare_arms(exps["lever"] / "genenv", exps["base"] / "genenv")["code"]
     assert "in every arm" in note and "iteration 0's environment-policy texts: the same at seed 0" in note
     assert "iteration 0's agent rollouts (tokens, mean reward): the same at seed 0" in note

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -58,9 +59,12 @@ def host() -> str:
         return model
 
 
-def provenance() -> dict[str, str]:
-    """``{"code": code_version(), "host": host()}`` for a sitting's record."""
-    return {"code": code_version(), "host": host()}
+def provenance() -> dict[str, Any]:
+    """``{"code": code_version(), "host": host(), "threads": n}`` for a sitting's record: ``n`` is torch's intra-op
+    thread count where torch is loaded (a reduction split over another number of threads rounds differently, so
+    runs made with other counts are not bitwise paired), else ``None``."""
+    torch = sys.modules.get("torch")
+    return {"code": code_version(), "host": host(), "threads": torch.get_num_threads() if torch else None}
 
 
 def recorded(sittings: Sequence[Mapping[str, Any]], field: str = "code") -> set[str]:
