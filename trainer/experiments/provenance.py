@@ -7,10 +7,11 @@ float32 kernels round differently on AMX and AVX2 hosts), departs from the first
 compared against such a run measures that departure as well as the lever. Each sitting of an experiment's run
 appends :func:`provenance` to its ``sittings.jsonl``; :func:`check_paired` refuses to compare arms whose recorded
 code differs unless told otherwise, and says what it found. Runs made before the record existed have none
-(``unknown``): they are compared with a note. The same code is not enough: a run that shared its cores with another
-process once departed at iteration 0 (one environment-policy sample of eight) although its code and host were the
-same, so :func:`check_first_iteration` also compares what the environment policy wrote at iteration 0, arm by arm,
-and says at which seeds it differs.
+(``unknown``): they are compared with a note. The same code and host are not always enough (a run that shared its
+cores with another process departed in one environment-policy sample of eight; TextWorldExpress draws a door game's
+gold path from an unseeded random walk, so whether a written ``steps`` is reachable can differ), so
+:func:`check_first_iteration` also compares, arm by arm, what the environment policy wrote and what the agent's
+rollouts gave at iteration 0, and says at which seeds they differ.
 """
 from __future__ import annotations
 
@@ -130,4 +131,3 @@ def check_first_iteration(found: Mapping[str, Mapping[int, tuple[Any, ...]]], wh
         return f"iteration 0's {what}: not checked (fewer than two arms at one seed)"
     return f"iteration 0's {what}: " + "; ".join(
         f"{key} at seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for key, s in splits.items())
-

@@ -278,7 +278,8 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
             codes[arm] = set().union(*(recorded(r["sittings"]) for r in runs.values()))
             folders[arm] = {s: arm_dir(exp, arm, s) for s in runs}
     reach_static(arms, baseline)
-    code = f"{check_paired(codes, mixed_code=True)}; {first_iteration_note(folders)}" if codes else None
+    first = first_iteration_note(folders, rows_by_arm)
+    code = f"{check_paired(codes, mixed_code=True)}; {first}" if codes else None
     pair = [rows_by_arm.get(a) for a in alignment.PAIR]
     stat = alignment.compare(*pair) if all(pair) else None
     trained = {a: r for a, r in rows_by_arm.items() if any(key in row for rows in r.values() for row in rows)}
@@ -501,12 +502,13 @@ def arm_codes(folder: Path, seeds: Sequence[int]) -> set[str]:
     return out
 
 
-def first_iteration_note(runs: dict[str, dict[int, Path]]) -> str:
+def first_iteration_note(runs: dict[str, dict[int, Path]], rows: dict[str, dict[int, list[dict[str, Any]]]]) -> str:
     """:func:`~genenv.trainer.experiments.provenance.check_first_iteration` of the environment policy's texts and of
-    the agent's rollouts at iteration 0, over arms' run folders (``{arm name: {seed: <arm>/seed<k>}}``), as one
-    note."""
+    the agent's rollouts at iteration 0, as one note: ``runs`` = arms' run folders (``{arm name: {seed:
+    <arm>/seed<k>}}``, whose ``generations.jsonl`` is read), ``rows`` = their metric rows already read (``{arm name:
+    {seed: rows}}``)."""
     texts = {a: {s: first_writes(read_rows(d / "generations.jsonl")) for s, d in r.items()} for a, r in runs.items()}
-    rolls = {a: {s: first_rollouts(read_rows(d / "metrics.jsonl")) for s, d in r.items()} for a, r in runs.items()}
+    rolls = {a: {s: first_rollouts(rows[a][s]) for s in r} for a, r in runs.items()}
     return f"{check_first_iteration(texts)}; {check_first_iteration(rolls, 'agent rollouts (tokens, mean reward)')}"
 
 
@@ -539,16 +541,18 @@ def compare_arms(treatment: Path, control: Path, mixed_code: bool = False) -> di
                          "in-band shares are not comparable")
     _common_seeds(runs_t, runs_c)
     names = (_arm_name(treatment), _arm_name(control))
-    code = _paired_code((treatment, control), names, set(runs_t) & set(runs_c), mixed_code)
+    code = _paired_code((treatment, control), names, (runs_t, runs_c), mixed_code)
     return {**alignment.compare(runs_t, runs_c, names), "band": bands[0], "code": code}
 
 
-def _paired_code(folders: Sequence[Path], names: Sequence[str], seeds: set[int], mixed_code: bool) -> str:
-    """:func:`~genenv.trainer.experiments.provenance.check_paired` and :func:`first_iteration_note` over the arm
-    folders' paired ``seeds``."""
-    code = check_paired({n: arm_codes(f, sorted(seeds)) for n, f in zip(names, folders)}, mixed_code)
-    runs = {n: {s: Path(f) / f"seed{s}" for s in sorted(seeds)} for n, f in zip(names, folders)}
-    return f"{code}; {first_iteration_note(runs)}"
+def _paired_code(folders: Sequence[Path], names: Sequence[str], runs: Sequence[dict[int, list[dict[str, Any]]]],
+                 mixed_code: bool) -> str:
+    """:func:`~genenv.trainer.experiments.provenance.check_paired` and :func:`first_iteration_note` over the seeds
+    that every arm folder finished (``runs``: each folder's ``{seed: metric rows}``, as :func:`arm_folder` gives)."""
+    seeds = sorted(set.intersection(*(set(r) for r in runs)))
+    code = check_paired({n: arm_codes(f, seeds) for n, f in zip(names, folders)}, mixed_code)
+    paired = {n: {s: Path(f) / f"seed{s}" for s in seeds} for n, f in zip(names, folders)}
+    return f"{code}; {first_iteration_note(paired, dict(zip(names, runs)))}"
 
 
 def compare_outcome(treatment: Path, control: Path, mixed_code: bool = False) -> dict[str, Any]:
@@ -583,7 +587,7 @@ def compare_outcome(treatment: Path, control: Path, mixed_code: bool = False) ->
         baselines.append(float(json.loads(base.read_text()).get(key, float("nan"))))
     _common_seeds(loaded[0][1], loaded[1][1])
     names = [_arm_name(f) for f in folders]
-    code = _paired_code(folders, names, set(loaded[0][1]) & set(loaded[1][1]), mixed_code)
+    code = _paired_code(folders, names, [r for _, r in loaded], mixed_code)
     auc_t, auc_c = (functools.partial(run_auc, baseline=b, key=key) for b in baselines)
     stat = outcome.compare(loaded[0][1], loaded[1][1], auc_t, key, auc_c)
     return {**stat, "arms": names, "baselines": baselines, "code": code}
