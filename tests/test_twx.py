@@ -9,7 +9,9 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.benchmarks.task_writer import Rejection
 from genenv.benchmarks.twx.spec import gold_wins
 from genenv.envs.parsing import ActionParseError, parse_command
-from genenv.benchmarks.twx.env import TextWorldExpressEnv, cancel_detours, load_twx_tasks, params_dict
+from genenv.benchmarks.twx.env import (TextWorldExpressEnv, TWXEngine, cancel_detours, load_twx_tasks, make_task,
+                                       params_dict)
+from genenv.envs.task import Task
 
 from conftest import DATA_DIR
 
@@ -71,6 +73,30 @@ def test_parse_command():
     assert params_dict("a=1, b=0") == {"a": 1, "b": 0} and params_dict({"x": True}) == {"x": 1}
     with pytest.raises(ValueError):
         params_dict({"x": 1.5})
+
+
+def test_coin_gold_is_the_shortest_path_to_the_coin_and_the_same_on_every_call():
+    """Coin Collector with doors (the engine's default map): TWX's own gold path is a random walk that differs between
+    calls; ours (TWXEngine.coin_gold) is the same on every call, wins, and is never longer than a winning TWX draw
+    with its detours removed. Train seed 4's shortest path was read off the engine's map by hand."""
+    engine = TWXEngine.shared()
+    for seed in range(4, 8):
+        gold = engine.generate("coin", {}, "train", seed, gold=True)["gold"]
+        assert gold == engine.generate("coin", {}, "train", seed, gold=True)["gold"]
+        assert gold[0] == "look around" and gold[-1] == "take coin"
+        task = make_task("coin", {}, "train", seed)
+        assert task.gold == gold and gold_wins(task)
+        with engine._lock:
+            sim = engine._sim()
+            sim.reset(seed=seed, gameFold="train", generateGoldPath=True)
+            draw = cancel_detours(list(sim.getGoldActionSequence()))
+            assert not engine._wins(seed, "train", tuple(draw)) or len(gold) <= len(draw)
+    assert engine.generate("coin", {}, "train", 4, gold=True)["gold"] == [
+        "look around", "move west", "open door to north", "move north", "open door to west", "move west", "take coin"]
+    spec = get_benchmark("twx", DATA_DIR)
+    text = json.dumps({"game": "coin", "params": {}, "steps": 7, "seed": 4})
+    first, again = (spec.parse_generated(text, "gen-0-0-0", 0, None) for _ in range(2))
+    assert isinstance(first, Task) and first.metadata["seed"] == again.metadata["seed"] == 4
 
 
 @pytest.mark.parametrize("proposal,reason", [

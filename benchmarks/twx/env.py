@@ -21,6 +21,7 @@ reward 1 when TWX reports task success, else 0; terminated on success or failure
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 import threading
 from pathlib import Path
@@ -42,7 +43,7 @@ FOLD_SEEDS = {"train": range(0, 1000), "dev": range(10000, 11000), "test": range
 SPLIT_FOLDS = {"test": "test", "train": "train", "heldout": "dev"}
 SPLITS = tuple(SPLIT_FOLDS)
 SPLIT_OPTIONS = tuple({"split": s} for s in SPLITS)
-GOLD_DRAWS = 3  # TWX's Coin Collector gold path is a random walk; the shortest of this many draws is kept
+GOLD_DRAWS = 3  # for games other than Coin Collector: the shortest winning one of this many draws of TWX's gold
 _OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 SYSTEM_PROMPT = ("You are playing a text game. Each turn you see what happens and the list of valid actions. "
                  "Reply with exactly one action from that list, copied exactly, and nothing else.")
@@ -87,7 +88,7 @@ def params_dict(params: str | dict[str, Any] | None) -> dict[str, int]:
 
 def cancel_detours(commands: list[str]) -> list[str]:
     """Drop back-and-forth moves (``move west`` directly followed by ``move east``, repeatedly) from a command
-    sequence. TWX's Coin Collector gold path is a random walk full of such detours; the caller verifies that the
+    sequence. TWX's gold paths are random walks that can hold such detours; the caller verifies that the
     shortened sequence still wins."""
     out: list[str] = []
     for command in commands:
@@ -147,10 +148,10 @@ class TWXEngine:
                  ) -> dict[str, Any]:
         """Generate a game: ``observation``, ``task_description``, ``valid_actions`` and (``gold=True``) ``gold``.
 
-        The gold sequence is the shortest winning one among :data:`GOLD_DRAWS` draws of TWX's gold path, each
-        also tried with :func:`cancel_detours` (TWX's generator is not deterministic for Coin Collector; with
-        doors, the kept sequence can still differ between calls). Every candidate is replayed; only winning
-        ones are kept (``gold`` is empty if none wins).
+        The gold sequence: for Coin Collector, :meth:`coin_gold` (the shortest path to the coin, found by search,
+        deterministic); for the other games, the shortest winning one among :data:`GOLD_DRAWS` draws of TWX's gold
+        path, each also tried with :func:`cancel_detours`. Every candidate is replayed; only a winning one is kept
+        (``gold`` is empty if none wins).
 
         Raises:
             ValueError: unknown game or fold, parameters the engine rejects.
@@ -166,19 +167,59 @@ class TWXEngine:
                 self._loaded = None
                 sim.load(gameName=game, gameParams=key[1])
                 self._loaded = key
-            obs, info = sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=gold)
+            obs, info = sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=gold and game != "coin")
             self._owner = None
             out = {"observation": obs.strip(), "task_description": info["taskDescription"].strip(),
                    "valid_actions": list(info["validActions"])}
-            if gold:
+            if gold and game == "coin":
+                candidates = [tuple(self.coin_gold(seed, fold))]
+            elif gold:
                 draws = [list(sim.getGoldActionSequence())]
                 for _ in range(GOLD_DRAWS - 1):
                     sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=True)
                     draws.append(list(sim.getGoldActionSequence()))
                 candidates = sorted({tuple(c) for d in draws for c in (cancel_detours(d), d)},
                                     key=lambda c: (len(c), c))
-                out["gold"] = next((list(c) for c in candidates if self._wins(seed, fold, c)), [])
+            if gold:
+                out["gold"] = next((list(c) for c in candidates if c and self._wins(seed, fold, c)), [])
             return out
+
+    def coin_gold(self, seed: int, fold: str) -> list[str]:
+        """The shortest command sequence that wins the loaded Coin Collector game ``(fold, seed)``: ``look around``
+        (as TWX's own gold agent starts), the moves to the coin's room, ``take coin``; ``[]`` when no room holds
+        a takeable coin. Deterministic, unlike TWX's gold path (``CoinGoldAgent``: a random walk from an unseeded
+        random generator, which with doors gives a different sequence from call to call).
+
+        Uniform-cost search over rooms (a room is the first sentence of ``look around``, "You are in the
+        kitchen"): from each room, for each ``move <d>`` the engine lists, an edge ``[move <d>]`` of cost 1 and,
+        when ``open door to <d>`` is listed, ``[open door to <d>, move <d>]`` of cost 2 (a move through a closed
+        door stays in the room and is pruned as a room already reached). Ties break on the command sequence, so
+        the same game always gets the same gold. Each expansion regenerates the game and replays its path
+        (~5 ms a reset, ~0.2 ms a step): a few hundred ms for the engine's largest maps. Must be called with
+        the game's parameters loaded (:meth:`generate` does).
+        """
+        sim = self._sim()
+        frontier: list[tuple[int, tuple[str, ...]]] = [(0, ())]
+        reached: set[str] = set()
+        while frontier:
+            cost, path = heapq.heappop(frontier)
+            sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=False)
+            for command in path:
+                sim.step(command)
+            obs, _, _, info = sim.step("look around")
+            room = obs.strip().split(".", 1)[0]
+            if room in reached:
+                continue
+            reached.add(room)
+            valid = set(info["validActions"])
+            if "take coin" in valid:
+                return ["look around", *path, "take coin"]
+            for move in sorted(a for a in valid if a.startswith("move ")):
+                heapq.heappush(frontier, (cost + 1, (*path, move)))
+                door = f"open door to {move[5:]}"
+                if door in valid:
+                    heapq.heappush(frontier, (cost + 2, (*path, door, move)))
+        return []
 
     def _wins(self, seed: int, fold: str, commands: tuple[str, ...]) -> bool:
         sim = self._sim()
