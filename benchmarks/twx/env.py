@@ -194,9 +194,15 @@ class TWXEngine:
         kitchen"): from each room, for each ``move <d>`` the engine lists, an edge ``[move <d>]`` of cost 1 and,
         when ``open door to <d>`` is listed, ``[open door to <d>, move <d>]`` of cost 2 (a move through a closed
         door stays in the room and is pruned as a room already reached). Ties break on the command sequence, so
-        the same game always gets the same gold. Each expansion regenerates the game and replays its path
-        (~5 ms a reset, ~0.2 ms a step): a few hundred ms for the engine's largest maps. Must be called with
-        the game's parameters loaded (:meth:`generate` does).
+        the same game always gets the same gold. Each expansion regenerates the game and replays its path;
+        measured on a 2-core Xeon, a whole :meth:`generate` with gold on the default map (with doors) took 8 ms on
+        average and 36 ms at most over train seeds 0-19. Must be called with the game's parameters loaded
+        (:meth:`generate` does, under its lock).
+
+        Returns:
+            The commands, ``look around`` first and ``take coin`` last (length = 2 + moves + doors opened).
+        Raises:
+            Nothing of its own; the engine's errors pass through (a game it cannot reset).
         """
         sim = self._sim()
         frontier: list[tuple[int, tuple[str, ...]]] = [(0, ())]

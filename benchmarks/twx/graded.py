@@ -4,9 +4,9 @@ held-out score moves in steps smaller than one skill and can be read per difficu
 The set (:data:`GRADED_FILE`, fixed and shipped): rooms (``numLocations``) 2, 4 and 6 x doors (``includeDoors``)
 0 and 1 x distractor items (``numDistractorItems``) 0 and 4 x the first 10 dev-fold seeds (10000-10009), each with
 the length of the gold action sequence recorded when the set was built (then the shortest of 3 draws of
-TWX's random-walk gold path; without doors it equals today's gold,
-:meth:`~genenv.benchmarks.twx.env.TWXEngine.coin_gold`, the shortest path; with doors it is an upper bound on it). With 2 rooms
-the gold is 2-4 actions, with 6 rooms and doors 2-10. Each task's ``metadata["bins"]`` names its bin on four dimensions: ``rooms``,
+TWX's random-walk gold path; without doors it equals today's gold, the shortest path of
+:meth:`~genenv.benchmarks.twx.env.TWXEngine.coin_gold`, for all 60 games; with doors it is an upper bound, longer
+for 26 of 60). With 2 rooms the gold is 2-4 actions, with 6 rooms and doors 2-10. Each task's ``metadata["bins"]`` names its bin on four dimensions: ``rooms``,
 ``doors``, ``distractors`` and ``steps`` (:func:`~genenv.benchmarks.twx.env.steps_bin`: 2, 3-4, 5-6, 7+); the TWX spec reports the success
 rate per bin next to the overall one (``twx/<game>/graded/<dimension>=<bin>``).
 
