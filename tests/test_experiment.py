@@ -516,6 +516,59 @@ def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tm
     assert "held-out outcome: not compared" in out
 
 
+def test_factorial_crosses_a_lever_with_the_writer_by_seed_and_waits_for_every_planned_seed(tmp_path, shipped):
+    """``genenv-experiment factorial`` on the shipped powered run, its four arms standing in for a 2x2 design
+    (trained = genenv, frozen = random_env, "lever" on = replay, static): each contrast's per-seed AUC difference is
+    the one the shipped report gives, the writer-off contrast is ``compare_outcome``'s test, the three p-values are
+    Holm-corrected together, and the writer's share is the difference of the two lever contrasts seed by seed. With
+    a planned seed unfinished it refuses (the stop rule) unless asked for a partial look."""
+    from genenv.trainer.experiments import factorial
+    from genenv.trainer.experiments.stats import holm
+
+    main = shipped("twx_informative")
+    arms = ("genenv", "random_env", "replay", "static")
+    report = json.loads((REPORTS / "twx_informative/summary.json").read_text())
+    d = {c: {int(s): v for s, v in report["outcome"][c]["auc"]["per_seed"].items()}
+         for c in ("random_env", "replay", "static")}  # genenv − control, per seed
+    result = factorial.analyse(main, arms)
+    assert result["complete"] and result["seeds"] == sorted(d["random_env"]) and len(result["seeds"]) == 6
+    expected = {"lever, writer trained": {s: -v for s, v in d["replay"].items()},
+                "lever, writer frozen": {s: d["random_env"][s] - d["static"][s] for s in d["static"]},
+                "writer, lever off": d["random_env"]}
+    for name, per_seed in expected.items():
+        assert result["tests"][name]["per_seed"] == pytest.approx(per_seed), name
+        assert result["tests"][name]["family"] == 3
+    writer = compare_outcome(main / "genenv", main / "random_env")["auc"]
+    assert {k: v for k, v in result["tests"]["writer, lever off"].items() if k not in ("p_holm", "family")} == writer
+    ps = [result["tests"][n]["p_value"] for n in factorial.CONTRASTS]
+    assert [result["tests"][n]["p_holm"] for n in factorial.CONTRASTS] == holm(ps)
+    assert result["writer_share"]["per_seed"] == pytest.approx(
+        {s: -d["replay"][s] - d["random_env"][s] + d["static"][s] for s in result["seeds"]})
+    share = list(result["writer_share"]["per_seed"].values())
+    assert result["writer_share"]["difference"]["mean"] == pytest.approx(sum(share) / len(share))
+    assert all(c["n_cells"] == 5 * 6 for c in result["cells"].values())  # 5 evaluations a seed
+    assert "the same at seeds" in result["code"] or "split" in result["code"]
+    assert factorial.final_bins([{"iteration": 4, "heldout/score": 0.5, "heldout/twx/coin/graded/steps=2": 1.0},
+                                 {"iteration": 5}]) == {"heldout/twx/coin/graded/steps=2": 1.0}
+
+    partial = tmp_path / "twx_informative"
+    shutil.copytree(main, partial)
+    (partial / "static/seed5/done.json").unlink()
+    with pytest.raises(ValueError, match="planned seeds not finished .*static.*5"):
+        factorial.analyse(partial, arms)
+    look = factorial.analyse(partial, arms, partial=True)
+    assert not look["complete"] and look["missing"] == {"static": [5]} and 5 not in look["seeds"]
+    with pytest.raises(ValueError, match="four distinct arms"):
+        factorial.analyse(main, arms[:3])
+    cmd = [sys.executable, "-m", "genenv.trainer.experiments.run", "factorial"]
+    out = subprocess.run([*cmd, str(main), "--arms", *arms, "--json", str(tmp_path / "f.json")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "### Tested: AUC per seed" in out and "| writer, lever off | `genenv` − `random_env` |" in out
+    assert json.loads((tmp_path / "f.json").read_text())["seeds"] == result["seeds"]
+    refused = subprocess.run([*cmd, str(main)], capture_output=True, text=True)  # no genenv_n8 arm there
+    assert refused.returncode == 2 and "ran no arm" in refused.stderr
+
+
 def test_the_shipped_released_and_grounded_runs_rebuild_and_keep_their_rules(shipped):
     """``docs/curriculum/bamboogle_new_arms`` (docs/results.md, "The released GenEnv loop and a grounded writer
     reward"): the report rebuilds byte for byte from ``results/bamboogle_new_arms.tar.xz``; on both seeds the
