@@ -25,7 +25,7 @@ import heapq
 import itertools
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from genenv.envs.base import InvalidAction, MultiStepTaskEnv, parse_or_invalid
 from genenv.envs.parsing import parse_command
@@ -171,18 +171,23 @@ class TWXEngine:
             self._owner = None
             out = {"observation": obs.strip(), "task_description": info["taskDescription"].strip(),
                    "valid_actions": list(info["validActions"])}
-            if gold and game == "coin":
-                candidates = [tuple(self.coin_gold(seed, fold))]
-            elif gold:
-                draws = [list(sim.getGoldActionSequence())]
-                for _ in range(GOLD_DRAWS - 1):
-                    sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=True)
-                    draws.append(list(sim.getGoldActionSequence()))
-                candidates = sorted({tuple(c) for d in draws for c in (cancel_detours(d), d)},
-                                    key=lambda c: (len(c), c))
             if gold:
-                out["gold"] = next((list(c) for c in candidates if c and self._wins(seed, fold, c)), [])
+                out["gold"] = next((list(c) for c in self._gold_candidates(game, seed, fold)
+                                    if c and self._wins(seed, fold, c)), [])
             return out
+
+    def _gold_candidates(self, game: str, seed: int, fold: str) -> list[tuple[str, ...]]:
+        """The gold sequences :meth:`generate` tries, best first (the game just reset with TWX's gold path drawn
+        for games other than Coin Collector): :meth:`coin_gold` for Coin Collector; else :data:`GOLD_DRAWS` draws
+        of TWX's gold path and each with :func:`cancel_detours`, shortest first (ties on the commands)."""
+        if game == "coin":
+            return [tuple(self.coin_gold(seed, fold))]
+        sim = self._sim()
+        draws = [list(sim.getGoldActionSequence())]
+        for _ in range(GOLD_DRAWS - 1):
+            sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=True)
+            draws.append(list(sim.getGoldActionSequence()))
+        return sorted({tuple(c) for d in draws for c in (cancel_detours(d), d)}, key=lambda c: (len(c), c))
 
     def coin_gold(self, seed: int, fold: str) -> list[str]:
         """The shortest command sequence that wins the loaded Coin Collector game ``(fold, seed)``: ``look around``
@@ -209,9 +214,7 @@ class TWXEngine:
         reached: set[str] = set()
         while frontier:
             cost, path = heapq.heappop(frontier)
-            sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=False)
-            for command in path:
-                sim.step(command)
+            self._replay(seed, fold, path)
             obs, _, _, info = sim.step("look around")
             room = obs.strip().split(".", 1)[0]
             if room in reached:
@@ -227,16 +230,20 @@ class TWXEngine:
                     heapq.heappush(frontier, (cost + 2, (*path, door, move)))
         return []
 
-    def _wins(self, seed: int, fold: str, commands: tuple[str, ...]) -> bool:
+    def _replay(self, seed: int, fold: str, commands: Sequence[str], stop_when_done: bool = False) -> dict[str, Any]:
+        """Reset the loaded game ``(fold, seed)`` without a gold path and play ``commands``; returns the last step's
+        info (``{}`` for no command), stopping early at a win or loss when ``stop_when_done``."""
         sim = self._sim()
         sim.reset(seed=int(seed), gameFold=fold, generateGoldPath=False)
+        info: dict[str, Any] = {}
         for command in commands:
             _, _, done, info = sim.step(command)
-            if info["tasksuccess"]:
-                return True
-            if done:
-                return False
-        return False
+            if stop_when_done and (done or info["tasksuccess"]):
+                break
+        return info
+
+    def _wins(self, seed: int, fold: str, commands: tuple[str, ...]) -> bool:
+        return bool(self._replay(seed, fold, commands, stop_when_done=True).get("tasksuccess"))
 
     def step(self, owner: Any, task: Task, history: list[str], command: str) -> dict[str, Any]:
         """Play ``command`` in ``owner``'s episode of ``task`` after ``history`` (replayed if needed).
