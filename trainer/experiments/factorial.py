@@ -119,7 +119,6 @@ def analyse(experiment_dir: Path, arms: Sequence[str] = DEFAULT_ARMS, partial: b
     aucs = {a: {s: auc(runs[a][s]) for s in seeds} for a in arms}
     on_trained, on_frozen = (tests[n]["per_seed"] for n in ("lever, writer trained", "lever, writer frozen"))
     share = {s: on_trained[s] - on_frozen[s] for s in seeds}
-    finals = {a: {s: outcome.heldout_scores(runs[a][s], key) for s in seeds} for a in arms}
     bins = {}
     for a in arms:
         per_seed = [final_bins(runs[a][s], key) for s in seeds]
@@ -127,7 +126,7 @@ def analyse(experiment_dir: Path, arms: Sequence[str] = DEFAULT_ARMS, partial: b
         bins[a] = {b: float(np.mean([p[b] for p in per_seed if b in p])) for b in names}
     return {"experiment": exp.name, "key": key, "baseline": baseline, "arms": role, "seeds": seeds,
             "missing": missing, "complete": not missing, "auc": aucs,
-            "final": {a: {s: f[max(f)] if f else float("nan") for s, f in v.items()} for a, v in finals.items()},
+            "final": {a: {s: outcome.final_score(runs[a][s], key) for s in seeds} for a in arms},
             "tests": tests, "writer_share": {"per_seed": share, "difference": mean_interval(list(share.values()))},
             "final_difference": {n: {"per_seed": s["final"]["per_seed"], "difference": s["final"]["difference"]}
                                  for n, s in stats.items()},

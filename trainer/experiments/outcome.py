@@ -22,6 +22,7 @@ the AUC over tasks consumed is the figure that accounts for it.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -36,6 +37,13 @@ def heldout_scores(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -
     """``{iteration: held-out score}`` of one run's metric rows (iterations without a held-out evaluation are left
     out)."""
     return {int(r["iteration"]): float(r[key]) for r in rows if key in r}
+
+
+def final_score(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -> float:
+    """One run's last held-out score (``key`` at its last evaluated iteration, score units in [0, 1]); NaN when it
+    has no held-out evaluation."""
+    scores = heldout_scores(rows, key)
+    return scores[max(scores)] if scores else float("nan")
 
 
 def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
@@ -62,10 +70,7 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
                 control_value: Callable[[Sequence[dict[str, Any]]], float]) -> dict[str, Any]:
         return seed_test({s: value(treatment[s]) - control_value(control[s]) for s in seeds})
 
-    def final(rows):
-        scores = heldout_scores(rows, key)
-        return scores[max(scores)] if scores else float("nan")
-
+    final = functools.partial(final_score, key=key)
     return {"seeds": seeds, "cells": cells, **cell_summary(cells), "auc": per_run(auc, control_auc or auc),
             "final": per_run(final, final)}
 
