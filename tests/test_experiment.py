@@ -548,6 +548,7 @@ def test_factorial_crosses_a_lever_with_the_writer_by_seed_and_waits_for_every_p
     assert result["writer_share"]["difference"]["mean"] == pytest.approx(sum(share) / len(share))
     assert all(c["n_cells"] == 5 * 6 for c in result["cells"].values())  # 5 evaluations a seed
     assert "the same at seeds" in result["code"] or "split" in result["code"]
+    assert "host: " in result["code"] and "different hosts" not in result["code"]
     assert factorial.final_bins([{"iteration": 4, "heldout/score": 0.5, "heldout/twx/coin/graded/steps=2": 1.0},
                                  {"iteration": 5}]) == {"heldout/twx/coin/graded/steps=2": 1.0}
 

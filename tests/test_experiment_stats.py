@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import ttest_1samp
 
 from genenv.trainer.experiments import outcome
-from genenv.trainer.experiments.provenance import check_first_iteration
+from genenv.trainer.experiments.provenance import check_first_iteration, check_hosts
 from genenv.trainer.experiments.stats import correct, holm, intraclass_correlation, seed_test
 
 
@@ -81,3 +81,16 @@ def test_the_first_iteration_check_names_the_seeds_and_the_arms_that_split():
     rollouts = {"genenv": {3: (4356, 0.25)}, "random_env": {3: (4382, 0.25)}, "genenv_n8": {3: (7012, 0.2)}}
     assert check_first_iteration(rollouts, "agent rollouts") == ("iteration 0's agent rollouts: split genenv | "
                                                                  "random_env | genenv_n8 at seed 3")
+
+
+def test_the_host_note_lists_each_seeds_host_and_names_a_seed_whose_arms_ran_on_two():
+    """Seeds whose arms all recorded one host are listed under it; a seed whose arms recorded different hosts (an AMX
+    host samples in bfloat16, an AVX2 one in float32, so they are not paired) is named with each arm's hosts."""
+    intel, amd = "Intel(R) Xeon(R) Processor; torch 2.13.0+cpu", "AMD EPYC; torch 2.13.0+cpu"
+    hosts = {s: {"genenv": {intel}, "random_env": {intel}} for s in (0, 1)}
+    hosts[7] = {"genenv": {amd}, "random_env": {amd}}
+    assert check_hosts(hosts) == f"host: {intel} at seeds 0, 1; {amd} at seed 7"
+    hosts[6] = {"genenv": {intel}, "random_env": {amd, intel}}
+    assert check_hosts(hosts) == (f"host: {intel} at seeds 0, 1; {amd} at seed 7; **arms on different hosts** at "
+                                  f"seed 6 (genenv: {intel}; random_env: {amd}, {intel})")
+    assert check_hosts({3: {"genenv": {"unknown"}}}) == "host: unknown at seed 3"

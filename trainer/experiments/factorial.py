@@ -35,9 +35,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from genenv.trainer.experiments import outcome
-from genenv.trainer.experiments.provenance import check_paired
-from genenv.trainer.experiments.report import (arm_codes, arm_dir, finished_runs, first_iteration_note, run_auc,
-                                               score_key)
+from genenv.trainer.experiments.provenance import check_hosts, check_paired, recorded
+from genenv.trainer.experiments.report import (arm_codes, arm_dir, finished_runs, first_iteration_note, read_rows,
+                                               run_auc, score_key)
 from genenv.trainer.experiments.settings import experiment_settings
 from genenv.trainer.experiments.stats import correct, mean_interval
 
@@ -75,7 +75,8 @@ def analyse(experiment_dir: Path, arms: Sequence[str] = DEFAULT_ARMS, partial: b
         (``per_seed`` and ``difference``: mean with its 95 % t interval, AUC units); ``final_difference`` (contrast
         → ``per_seed`` and ``difference``); ``bins`` (arm → bin key → mean final score over the seeds);
         ``cells`` (contrast → ``n_cells``, ``cell_mean``, ``per_seed``, ``icc``); ``code`` (a note on the code the
-        arms ran and on their iteration 0).
+        arms ran, on their iteration 0 and on each seed's host,
+        :func:`~genenv.trainer.experiments.provenance.check_hosts`).
     Raises:
         FileNotFoundError: no ``experiment.yaml`` or no ``baseline.json`` in ``experiment_dir``.
         ValueError: not four distinct arms; an arm is not in the experiment's ``arms``; no seed finished in all
@@ -111,6 +112,8 @@ def analyse(experiment_dir: Path, arms: Sequence[str] = DEFAULT_ARMS, partial: b
     role = dict(zip(ROLES, arms))
     code = check_paired({a: arm_codes(exp / a, seeds) for a in arms}, mixed_code)
     code = f"{code}; {first_iteration_note({a: {s: arm_dir(exp, a, s) for s in seeds} for a in arms}, runs)}"
+    hosts = {s: {a: recorded(read_rows(arm_dir(exp, a, s) / "sittings.jsonl"), "host") for a in arms} for s in seeds}
+    code = f"{code}; {check_hosts(hosts)}"
 
     auc = functools.partial(run_auc, baseline=baseline, key=key)
     stats = {name: outcome.compare(runs[role[t]], runs[role[c]], auc, key) for name, (t, c) in CONTRASTS.items()}

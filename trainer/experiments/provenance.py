@@ -96,6 +96,24 @@ def check_paired(codes: Mapping[str, set[str]], mixed_code: bool = False) -> str
     return f"code differs, compared as asked: {listing}"
 
 
+def check_hosts(hosts: Mapping[int, Mapping[str, set[str]]]) -> str:
+    """Which host each seed's arms ran on (``hosts`` = ``{seed: {arm name: recorded(sittings, "host")}}``); returns a
+    one-line note for the report: the seeds of each host, then any seed whose arms (or one arm's sittings) recorded
+    more than one host, which is not bitwise paired (module docstring). It does not raise."""
+    by_host: dict[str, list[int]] = {}
+    mixed: list[str] = []
+    for seed in sorted(hosts):
+        found = set().union(*hosts[seed].values()) if hosts[seed] else {"unknown"}
+        if len(found) > 1:
+            mixed.append(f"{seed} (" + "; ".join(f"{arm}: {', '.join(sorted(h))}" for arm, h in hosts[seed].items())
+                         + ")")
+        else:
+            by_host.setdefault(next(iter(found)), []).append(seed)
+    note = "host: " + "; ".join(f"{h} at seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}"
+                                for h, s in by_host.items())
+    return note + (f"; **arms on different hosts** at seed {', '.join(mixed)}" if mixed else "")
+
+
 def first_writes(generations: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The environment policy's texts at iteration 0, in order, from a run's ``generations.jsonl`` rows; empty
     where it wrote nothing there (a task source without a writer at iteration 0)."""
