@@ -11,7 +11,8 @@ code differs unless told otherwise, and says what it found. Runs made before the
 cores with another process departed in one environment-policy sample of eight; TextWorldExpress draws a door game's
 gold path from an unseeded random walk, so whether a written ``steps`` is reachable can differ), so
 :func:`check_first_iteration` also compares, arm by arm, what the environment policy wrote and what the agent's
-rollouts gave at iteration 0, and says at which seeds they differ.
+rollouts gave at iteration 0, and says at which seeds they differ; :func:`check_hosts` lists each seed's host
+and names a seed whose arms ran on more than one.
 """
 from __future__ import annotations
 
