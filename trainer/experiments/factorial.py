@@ -36,8 +36,8 @@ import numpy as np
 
 from genenv.trainer.experiments import outcome
 from genenv.trainer.experiments.provenance import check_hosts, check_paired, recorded
-from genenv.trainer.experiments.report import (arm_codes, arm_dir, finished_runs, first_iteration_note, read_rows,
-                                               run_auc, score_key)
+from genenv.trainer.experiments.report import (arm_dir, finished_runs, first_iteration_note, read_rows, run_auc,
+                                               score_key)
 from genenv.trainer.experiments.settings import experiment_settings
 from genenv.trainer.experiments.stats import correct, mean_interval
 
@@ -110,10 +110,10 @@ def analyse(experiment_dir: Path, arms: Sequence[str] = DEFAULT_ARMS, partial: b
                          "(pass partial=True, --partial, to look anyway)")
     runs = {a: {s: runs[a][s] for s in seeds} for a in arms}
     role = dict(zip(ROLES, arms))
-    code = check_paired({a: arm_codes(exp / a, seeds) for a in arms}, mixed_code)
+    sittings = {a: {s: read_rows(arm_dir(exp, a, s) / "sittings.jsonl") for s in seeds} for a in arms}
+    code = check_paired({a: set().union(*(recorded(sittings[a][s]) for s in seeds)) for a in arms}, mixed_code)
     code = f"{code}; {first_iteration_note({a: {s: arm_dir(exp, a, s) for s in seeds} for a in arms}, runs)}"
-    hosts = {s: {a: recorded(read_rows(arm_dir(exp, a, s) / "sittings.jsonl"), "host") for a in arms} for s in seeds}
-    code = f"{code}; {check_hosts(hosts)}"
+    code = f"{code}; {check_hosts({s: {a: recorded(sittings[a][s], 'host') for a in arms} for s in seeds})}"
 
     auc = functools.partial(run_auc, baseline=baseline, key=key)
     stats = {name: outcome.compare(runs[role[t]], runs[role[c]], auc, key) for name, (t, c) in CONTRASTS.items()}

@@ -172,10 +172,10 @@ def run_experiment(cfg, backend_factory=None) -> Path:
 def main() -> int:
     """Dispatch ``report EXPERIMENT [--out DIR] [--cache DIR]``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]
     [--cache DIR] [--mixed-code]``, ``factorial EXPERIMENT [--arms T F TL FL] [--partial] [--json FILE]``
-    (:func:`genenv.trainer.experiments.factorial.cli`) or run Hydra's main with ``configs/experiment.yaml``. ``EXPERIMENT`` and the arms are folders or
-    archive addresses, ``results/<experiment>.tar.xz[:<subfolder>]``, unpacked on demand after their checksum is
-    verified (:func:`~genenv.trainer.experiments.archive.experiment_folder`); an unreadable one exits with 2 and a
-    message."""
+    (:func:`genenv.trainer.experiments.factorial.cli`) or run Hydra's main with ``configs/experiment.yaml``.
+    ``EXPERIMENT`` and the arms are folders or archive addresses, ``results/<experiment>.tar.xz[:<subfolder>]``,
+    unpacked on demand after their checksum is verified
+    (:func:`~genenv.trainer.experiments.archive.experiment_folder`); an unreadable one exits with 2 and a message."""
     cache_help = "where archives are unpacked (default: <archive folder>/.unpacked)"
     if len(sys.argv) > 1 and sys.argv[1] == "factorial":
         from genenv.trainer.experiments import factorial
