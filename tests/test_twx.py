@@ -1,6 +1,7 @@
 """TextWorldExpress specifics (the worked example): gold sequences, engine time-sharing, generated games."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -79,18 +80,18 @@ def test_coin_gold_is_the_shortest_path_to_the_coin_and_the_same_on_every_call()
     """Coin Collector with doors (the engine's default map): TWX's own gold path is a random walk that differs between
     calls; ours (TWXEngine.coin_gold) is the same on every call, wins, and is never longer than a winning TWX draw
     with its detours removed. Train seed 4's shortest path was read off the engine's map by hand."""
-    engine = TWXEngine.shared()
+    from textworld_express import TextWorldExpressEnv as Simulator  # TWX itself draws its gold path
+    engine, sim = TWXEngine.shared(), Simulator(envStepLimit=1_000)
+    sim.load(gameName="coin", gameParams="")
     for seed in range(4, 8):
         gold = engine.generate("coin", {}, "train", seed, gold=True)["gold"]
         assert gold == engine.generate("coin", {}, "train", seed, gold=True)["gold"]
         assert gold[0] == "look around" and gold[-1] == "take coin"
         task = make_task("coin", {}, "train", seed)
         assert task.gold == gold and gold_wins(task)
-        with engine._lock:
-            sim = engine._sim()
-            sim.reset(seed=seed, gameFold="train", generateGoldPath=True)
-            draw = cancel_detours(list(sim.getGoldActionSequence()))
-            assert not engine._wins(seed, "train", tuple(draw)) or len(gold) <= len(draw)
+        sim.reset(seed=seed, gameFold="train", generateGoldPath=True)
+        draw = cancel_detours(list(sim.getGoldActionSequence()))
+        assert not gold_wins(dataclasses.replace(task, gold=draw)) or len(gold) <= len(draw)
     assert engine.generate("coin", {}, "train", 4, gold=True)["gold"] == [
         "look around", "move west", "open door to north", "move north", "open door to west", "move west", "take coin"]
     spec = get_benchmark("twx", DATA_DIR)
