@@ -11,7 +11,7 @@ from genenv.benchmarks.task_writer import Rejection
 from genenv.benchmarks.twx.spec import gold_wins
 from genenv.envs.parsing import ActionParseError, parse_command
 from genenv.benchmarks.twx.env import (TextWorldExpressEnv, TWXEngine, cancel_detours, load_twx_tasks, make_task,
-                                       params_dict)
+                                       params_dict, params_string)
 from genenv.envs.task import Task
 
 from conftest import DATA_DIR
@@ -82,7 +82,7 @@ def test_coin_gold_is_the_shortest_path_to_the_coin_and_the_same_on_every_call()
     with its detours removed. Train seed 4's shortest path was read off the engine's map by hand."""
     from textworld_express import TextWorldExpressEnv as Simulator  # TWX itself draws its gold path
     engine, sim = TWXEngine.shared(), Simulator(envStepLimit=1_000)
-    sim.load(gameName="coin", gameParams="")
+    sim.load(gameName="coin", gameParams=params_string({}))
     for seed in range(4, 8):
         gold = engine.generate("coin", {}, "train", seed, gold=True)["gold"]
         assert gold == engine.generate("coin", {}, "train", seed, gold=True)["gold"]
