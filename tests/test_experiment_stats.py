@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import ttest_1samp
 
 from genenv.trainer.experiments import outcome
-from genenv.trainer.experiments.provenance import check_first_iteration, check_hosts
+from genenv.trainer.experiments.provenance import check_first_iteration, check_hosts, host
 from genenv.trainer.experiments.stats import correct, holm, intraclass_correlation, seed_test
 
 
@@ -81,6 +81,28 @@ def test_the_first_iteration_check_names_the_seeds_and_the_arms_that_split():
     rollouts = {"genenv": {3: (4356, 0.25)}, "random_env": {3: (4382, 0.25)}, "genenv_n8": {3: (7012, 0.2)}}
     assert check_first_iteration(rollouts, "agent rollouts") == ("iteration 0's agent rollouts: split genenv | "
                                                                  "random_env | genenv_n8 at seed 3")
+
+
+def test_the_host_record_tells_apart_cpus_of_one_model_name_whose_bfloat16_kernels_differ(monkeypatch):
+    """Two CPUs with the same model name, one with AVX-512 bf16 and one with AVX2 only (both seen as "AMD EPYC"),
+    sample in different dtypes, so their recorded hosts differ; an AMX host is named as such."""
+    import torch
+
+    def record(capability: str, amx: bool, avx512_bf16: bool) -> str:
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+        host.cache_clear()
+        return host()
+
+    try:
+        avx2, avx512 = record("AVX2", False, False), record("AVX512", False, True)
+        amx = record("AVX512", True, True)
+    finally:
+        host.cache_clear()
+    assert avx2 != avx512 and "; AVX2; torch " in avx2 and "; AVX512, avx512_bf16; torch " in avx512
+    assert "; AVX512, amx; torch " in amx
+    assert avx2.split(";")[0] == avx512.split(";")[0] == amx.split(";")[0]  # the same model name in all three
 
 
 def test_the_host_note_lists_each_seeds_host_and_names_a_seed_whose_arms_ran_on_two():

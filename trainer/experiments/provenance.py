@@ -2,17 +2,18 @@
 bitwise paired.
 
 Two arms of one seed start from the same weights, RNG state and seed tasks, so with the same code on the same kind
-of machine their iteration 0 is identical until a strategy acts (tested). Other code, or another CPU (bf16 and
-float32 kernels round differently on AMX and AVX2 hosts), departs from the first sampled token on, and a lever
-compared against such a run measures that departure as well as the lever. Each sitting of an experiment's run
-appends :func:`provenance` to its ``sittings.jsonl``; :func:`check_paired` refuses to compare arms whose recorded
-code differs unless told otherwise, and says what it found. Runs made before the record existed have none
+of machine their iteration 0 is identical until a strategy acts (tested). Other code, or another CPU (bf16 kernels
+round differently on AMX and on AVX-512 bf16 hosts, and AVX2 hosts sample in float32), departs in the first
+iteration's rollouts (measured at `87575eb`: 3,827 against 3,970 tokens on one seed, AVX-512 bf16 against AMX), and
+a lever compared against such a run measures that departure as well as the lever. Each sitting of an experiment's
+run appends :func:`provenance` to its ``sittings.jsonl``; :func:`check_paired` refuses to compare arms whose
+recorded code differs unless told otherwise, and says what it found. Runs made before the record existed have none
 (``unknown``): they are compared with a note. The same code and host are not always enough (a run that shared its
 cores with another process departed in one environment-policy sample of eight; TextWorldExpress draws a door game's
 gold path from an unseeded random walk, so whether a written ``steps`` is reachable can differ), so
 :func:`check_first_iteration` also compares, arm by arm, what the environment policy wrote and what the agent's
-rollouts gave at iteration 0, and says at which seeds they differ; :func:`check_hosts` lists each seed's host
-and names a seed whose arms ran on more than one.
+rollouts gave at iteration 0, and says at which seeds they differ; :func:`check_hosts` lists each seed's host and
+names a seed whose arms ran on more than one.
 """
 from __future__ import annotations
 
@@ -46,7 +47,13 @@ def code_version() -> str:
 
 @functools.cache
 def host() -> str:
-    """The CPU model (``/proc/cpuinfo``'s ``model name``, else ``platform.processor()``) and the torch version."""
+    """The CPU model (``/proc/cpuinfo``'s ``model name``, else ``platform.processor()``), the kernels torch computes
+    with there and the torch version, e.g. ``"AMD EPYC; AVX512, avx512_bf16; torch 2.13.0+cpu"``.
+
+    The kernels are torch's SIMD level (``torch.backends.cpu.get_cpu_capability()``) and its native bfloat16 path
+    (``amx`` tiles, else ``avx512_bf16``, else none): one model name covers CPUs that differ there (2-core "AMD
+    EPYC" hosts with AVX2 only and with AVX-512 bf16 were both seen), and they round differently, so a run's record
+    names them."""
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:  # not Linux: the platform's own name
@@ -56,7 +63,9 @@ def host() -> str:
     try:
         import torch
 
-        return f"{model}; torch {torch.__version__}"
+        bf16 = ", amx" if torch.cpu._is_amx_tile_supported() else \
+            ", avx512_bf16" if torch.cpu._is_avx512_bf16_supported() else ""
+        return f"{model}; {torch.backends.cpu.get_cpu_capability()}{bf16}; torch {torch.__version__}"
     except ImportError:
         return model
 
