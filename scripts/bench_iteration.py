@@ -12,7 +12,8 @@ update, agent update) and the held-out evaluation that ends a run (20 dev games,
 interleaved (seed by seed and arm by arm: this tree, then ``--before``, ``--repeats`` times), each in its own process
 with the same installed dependencies: the other tree's package is put first on ``PYTHONPATH`` under the name
 ``genenv``. Phase seconds are the run's own ``metrics.jsonl`` (``time/*``), plus ``time/heldout_eval``; the script
-ends with each arm's ratio of the summed loop seconds (:func:`ratios`).
+ends with each arm's ratio of the summed loop seconds (:func:`ratios`). ``--out`` also records the host
+(:func:`~genenv.trainer.experiments.provenance.host`) and both trees' commits.
 """
 from __future__ import annotations
 
@@ -112,7 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for arm, r in summary.items():
         print(f"{arm}: this / before, summed over the runs: loop {r['loop']:.2f}, agent rollouts {r['agent_rollout']:.2f}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"overrides": POWERED, "runs": results, "ratios": summary}, indent=1)
+        from genenv.trainer.experiments.provenance import code_version, host
+
+        before = subprocess.run(["git", "-C", str(args.before), "rev-parse", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() if args.before else None
+        Path(args.out).write_text(json.dumps({"host": host(), "trees": {"this": code_version(), "before": before},
+                                              "overrides": POWERED, "runs": results, "ratios": summary}, indent=1)
                                   + "\n")
     return 0
 

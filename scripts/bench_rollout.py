@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import platform
 import sys
 import time
 from contextlib import contextmanager
@@ -316,16 +315,15 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def host() -> dict[str, Any]:
-    """The machine the figures come from: CPU model, the SIMD level torch dispatches to, whether it computes
-    bfloat16 natively (:func:`~genenv.runtime.models.native_bfloat16`), usable cores, torch threads and version."""
+    """The machine the figures come from: the CPU model and the kernels torch computes with there (SIMD level and
+    native bfloat16 path: :mod:`~genenv.trainer.experiments.provenance`'s ``cpu_model`` and ``cpu_kernels``),
+    usable cores, torch threads and version."""
     import torch
 
-    from genenv.runtime.models import native_bfloat16
+    from genenv.trainer.experiments.provenance import cpu_kernels, cpu_model
 
-    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []
-    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor())
-    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "native_bfloat16": native_bfloat16("cpu"), "cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+    return {"cpu": cpu_model(), "kernels": cpu_kernels(), "cores": len(os.sched_getaffinity(0)),
+            "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,28 +46,41 @@ def code_version() -> str:
 
 
 @functools.cache
-def host() -> str:
-    """The CPU model (``/proc/cpuinfo``'s ``model name``, else ``platform.processor()``), the kernels torch computes
-    with there and the torch version, e.g. ``"AMD EPYC; AVX512, avx512_bf16; torch 2.13.0+cpu"``.
-
-    The kernels are torch's SIMD level (``torch.backends.cpu.get_cpu_capability()``) and its native bfloat16 path
-    (``amx`` tiles, else ``avx512_bf16``, else none): one model name covers CPUs that differ there (2-core "AMD
-    EPYC" hosts with AVX2 only and with AVX-512 bf16 were both seen), and they round differently, so a run's record
-    names them."""
+def cpu_model() -> str:
+    """The CPU's model name: ``/proc/cpuinfo``'s ``model name`` (e.g. ``"AMD EPYC"``), else the platform's own
+    (``platform.processor()``, else ``platform.machine()``) where there is no such file (not Linux)."""
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
-    except OSError:  # not Linux: the platform's own name
+    except OSError:
         cpuinfo = ""
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
-                 platform.processor() or platform.machine())
+    return next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                platform.processor() or platform.machine())
+
+
+def cpu_kernels() -> str:
+    """The kernels torch computes with on this CPU: its SIMD level (``torch.backends.cpu.get_cpu_capability()``)
+    and its native bfloat16 path (``amx`` tiles, else ``avx512_bf16``, else none), e.g. ``"AVX512, avx512_bf16"``
+    or ``"AVX2"``. Raises ``ImportError`` without torch."""
+    import torch
+
+    bf16 = ", amx" if torch.cpu._is_amx_tile_supported() else \
+        ", avx512_bf16" if torch.cpu._is_avx512_bf16_supported() else ""
+    return f"{torch.backends.cpu.get_cpu_capability()}{bf16}"
+
+
+@functools.cache
+def host() -> str:
+    """:func:`cpu_model`, :func:`cpu_kernels` and the torch version, e.g. ``"AMD EPYC; AVX512, avx512_bf16; torch
+    2.13.0+cpu"`` (the model name alone without torch).
+
+    One model name covers CPUs whose kernels differ (2-core "AMD EPYC" hosts with AVX2 only and with AVX-512 bf16
+    were both seen), and they round differently, so a run's record names the kernels."""
     try:
         import torch
 
-        bf16 = ", amx" if torch.cpu._is_amx_tile_supported() else \
-            ", avx512_bf16" if torch.cpu._is_avx512_bf16_supported() else ""
-        return f"{model}; {torch.backends.cpu.get_cpu_capability()}{bf16}; torch {torch.__version__}"
+        return f"{cpu_model()}; {cpu_kernels()}; torch {torch.__version__}"
     except ImportError:
-        return model
+        return cpu_model()
 
 
 def provenance() -> dict[str, Any]:
