@@ -20,7 +20,8 @@ over micro-batches of ``agent.policy.micro_batch_size``); the optimiser does not
 weights. A first round of the variants warms up and is not timed. Prints the batch (samples, tokens, trained
 tokens), the gap between the sampler's log-probs and the trainer's on the trained tokens
 (:func:`~genenv.trainer.updates.update.sampler_gap`, as the update reports it) and per variant the mean seconds
-of each pass (``--repeats 0``: the gap only).
+of each pass (``--repeats 0``: the gap only). ``--profile N`` then runs the gradient pass once more under
+``torch.profiler`` (the default variant) and prints its ``N`` operators with the most self CPU time.
 """
 from __future__ import annotations
 
@@ -105,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="columns: logits at the trained columns or at every column; passes: a micro-batch's "
                         "samples on SDPA with the mask in one pass per group, or on the CPU attention in such "
                         "passes, in one pass each, or by the padding rule (PASS_TOKENS)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="profile one more gradient pass and print its N costliest operators (self CPU time)")
     p.add_argument("overrides", nargs="*", help="genenv-train overrides (default for twx: the 4-room games)")
     args = p.parse_args(argv)
 
@@ -138,6 +141,16 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"longest response {mask.shape[1]}", flush=True)
     model, ref = backend.models["agent"], backend.refs["agent"]
     mbs = st.roles["agent"].micro_batch_size
+
+    def gradient_pass() -> None:
+        """Forward and backward over the micro-batches (the optimiser does not step)."""
+        model.train()
+        for start in range(0, len(batch), mbs):
+            mb = batch.slice(start, start + mbs)
+            lp = batches.response_logprobs(model, mb, mbs, grad=True, autocast_dtype=amp)
+            (lp * mb.batch["response_mask"]).sum().backward()
+        model.zero_grad(set_to_none=True)
+        model.eval()
     if args.compare == "passes":
         print("tokens the passes feed (prompts of groups left out): " + ", ".join(
             f"{k} {v}" for k, v in tail_tokens(batches, batch, mbs).items()), flush=True)
@@ -158,20 +171,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                     batches.response_logprobs(ref, batch, mbs, autocast_dtype=amp)
                 sync()
                 t1 = time.perf_counter()
-                model.train()
-                for start in range(0, len(batch), mbs):
-                    mb = batch.slice(start, start + mbs)
-                    lp = batches.response_logprobs(model, mb, mbs, grad=True, autocast_dtype=amp)
-                    (lp * mb.batch["response_mask"]).sum().backward()
+                gradient_pass()
                 sync()
-                model.zero_grad(set_to_none=True)
-                model.eval()
             if repeat:
                 times[name]["reference"].append(t1 - t0)
                 times[name]["gradient"].append(time.perf_counter() - t1)
     print(f"| {args.compare} | reference pass s | gradient pass s |\n|---|---|---|")
     for name, t in times.items():
         print(f"| {name} | {statistics.mean(t['reference']):.2f} | {statistics.mean(t['gradient']):.2f} |")
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            gradient_pass()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.profile))
     return 0
 
 
