@@ -115,8 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         from genenv.trainer.experiments.provenance import code_version, host
 
-        before = subprocess.run(["git", "-C", str(args.before), "rev-parse", "HEAD"], capture_output=True,
-                                text=True).stdout.strip() if args.before else None
+        before = code_version(args.before) if args.before else None
         Path(args.out).write_text(json.dumps({"host": host(), "trees": {"this": code_version(), "before": before},
                                               "overrides": POWERED, "runs": results, "ratios": summary}, indent=1)
                                   + "\n")

@@ -142,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, ref = backend.models["agent"], backend.refs["agent"]
     mbs = st.roles["agent"].micro_batch_size
 
+    if args.compare == "passes":
+        print("tokens the passes feed (prompts of groups left out): " + ", ".join(
+            f"{k} {v}" for k, v in tail_tokens(batches, batch, mbs).items()), flush=True)
+    amp = getattr(torch, backend.autocast_dtype) if backend.autocast_dtype else None
+
     def gradient_pass() -> None:
         """Forward and backward over the micro-batches (the optimiser does not step)."""
         model.train()
@@ -151,10 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             (lp * mb.batch["response_mask"]).sum().backward()
         model.zero_grad(set_to_none=True)
         model.eval()
-    if args.compare == "passes":
-        print("tokens the passes feed (prompts of groups left out): " + ", ".join(
-            f"{k} {v}" for k, v in tail_tokens(batches, batch, mbs).items()), flush=True)
-    amp = getattr(torch, backend.autocast_dtype) if backend.autocast_dtype else None
+
     if "rollout_log_probs" in batch.batch.keys():  # what the update reports: sampler vs trainer, same tokens
         gap = sampler_gap(batch, batches.response_logprobs(model, batch, mbs, autocast_dtype=amp))
         print("sampler vs trainer: " + ", ".join(f"{k} {v:.4g}" for k, v in gap.items()), flush=True)

@@ -26,10 +26,11 @@ from typing import Any, Mapping, Sequence
 
 
 @functools.cache
-def code_version() -> str:
+def code_version(tree: Path | str | None = None) -> str:
     """The package's git commit (``<sha>``, ``<sha>+dirty`` with uncommitted changes to tracked files) when it runs
-    from a git checkout, else ``genenv <installed version>``."""
-    root = Path(__file__).resolve().parents[2]
+    from a git checkout, else ``genenv <installed version>``; with ``tree``, that source tree's commit the same way
+    (``"unknown"`` when it is not a git checkout)."""
+    root = Path(tree) if tree is not None else Path(__file__).resolve().parents[2]
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              check=True, timeout=10).stdout.strip()
@@ -37,6 +38,8 @@ def code_version() -> str:
                                capture_output=True, text=True, check=True, timeout=10).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
+        if tree is not None:
+            return "unknown"
         import importlib.metadata
 
         try:
