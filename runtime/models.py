@@ -139,17 +139,25 @@ def convert_smollm2(target: Path) -> Path:
     return target
 
 
-def native_bfloat16(device: str = "cpu") -> bool:
-    """Whether ``device`` computes bfloat16 natively: a CUDA GPU that supports it, or a CPU with AVX-512 BF16 or
-    AMX. Without it, bfloat16 is emulated (measured on an AVX2-only AMD EPYC, 2 threads, SmolLM2-135M: forward +
-    backward of 2 x 230 tokens 5.3 s in float32 against 128 s under bfloat16 autocast; prefill of 16 x 200 tokens
-    12.9 s with float32 weights against 79.7 s with bfloat16 weights; an AVX-512 BF16 CPU ran bfloat16 2x faster
-    than float32)."""
+def bfloat16_path(device: str = "cpu") -> str | None:
+    """How ``device`` computes bfloat16 natively: ``"cuda"`` (a CUDA GPU that supports it), ``"amx"`` (a CPU with AMX
+    tiles), ``"avx512_bf16"`` (a CPU with AVX-512 BF16 instructions and no AMX), or ``None`` where bfloat16 is
+    emulated (measured on an AVX2-only AMD EPYC, 2 threads, SmolLM2-135M: forward + backward of 2 x 230 tokens 5.3 s
+    in float32 against 128 s under bfloat16 autocast; prefill of 16 x 200 tokens 12.9 s with float32 weights
+    against 79.7 s with bfloat16 weights; an AVX-512 BF16 CPU ran bfloat16 2x faster than float32). The two CPU
+    paths round differently, so a run's host record names the path (``trainer/experiments/provenance.py``)."""
     import torch
 
     if str(device).startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+        return "cuda" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else None
+    if torch.cpu._is_amx_tile_supported():
+        return "amx"
+    return "avx512_bf16" if torch.cpu._is_avx512_bf16_supported() else None
+
+
+def native_bfloat16(device: str = "cpu") -> bool:
+    """Whether ``device`` computes bfloat16 natively: :func:`bfloat16_path` names a path."""
+    return bfloat16_path(device) is not None
 
 
 def resolve_dtype(dtype: str | None, device: str = "cpu") -> str | None:

@@ -62,13 +62,14 @@ def cpu_model() -> str:
 
 def cpu_kernels() -> str:
     """The kernels torch computes with on this CPU: its SIMD level (``torch.backends.cpu.get_cpu_capability()``)
-    and its native bfloat16 path (``amx`` tiles, else ``avx512_bf16``, else none), e.g. ``"AVX512, avx512_bf16"``
-    or ``"AVX2"``. Raises ``ImportError`` without torch."""
+    and its native bfloat16 path (:func:`genenv.runtime.models.bfloat16_path`: ``amx``, ``avx512_bf16`` or none),
+    e.g. ``"AVX512, avx512_bf16"`` or ``"AVX2"``. Raises ``ImportError`` without torch."""
     import torch
 
-    bf16 = ", amx" if torch.cpu._is_amx_tile_supported() else \
-        ", avx512_bf16" if torch.cpu._is_avx512_bf16_supported() else ""
-    return f"{torch.backends.cpu.get_cpu_capability()}{bf16}"
+    from genenv.runtime.models import bfloat16_path
+
+    path = bfloat16_path("cpu")
+    return f"{torch.backends.cpu.get_cpu_capability()}{', ' + path if path else ''}"
 
 
 @functools.cache
