@@ -88,11 +88,14 @@ def test_the_host_record_tells_apart_cpus_of_one_model_name_whose_bfloat16_kerne
     sample in different dtypes, so their recorded hosts differ; an AMX host is named as such."""
     import torch
 
+    from genenv.runtime.models import native_bfloat16
+
     def record(capability: str, amx: bool, avx512_bf16: bool) -> str:
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
         host.cache_clear()
+        assert native_bfloat16() == (amx or avx512_bf16)  # sampling's dtype choice reads the same path
         return host()
 
     try:
