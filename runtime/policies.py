@@ -134,12 +134,18 @@ class TransformersPolicy:
         continuous_batching: the episode loop plays free-text episodes through :meth:`continuous` (every
             unfinished episode in one decoding batch, KV states kept across turns,
             :mod:`~genenv.runtime.continuous`); ``False``: one :meth:`generate` call per turn (lock step).
+        static_cache: transformers' ``generate`` with a static KV cache (``cache_implementation="static"``),
+            whose decoding steps transformers compiles with ``torch.compile`` on a GPU (its auto-compile; on the
+            CPU they run uncompiled). Every call then decodes all its rows until the last one stops, in lock step,
+            with no KV states kept between calls: ``retire_rows``, ``prefix_cache_tokens`` and
+            ``continuous_batching`` are off whatever they say. Prompts are left-padded to a multiple of
+            :data:`STATIC_WIDTH_STEP` tokens so that few cache shapes (and compilations) occur.
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
                  batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None,
                  share_prefix: bool = True, prefix_cache_tokens: int = 131072, decode_attention: bool = True,
-                 retire_rows: bool = True, continuous_batching: bool = True):
+                 retire_rows: bool = True, continuous_batching: bool = True, static_cache: bool = False):
         from genenv.runtime.attention import use_decode_attention
         from genenv.runtime.models import load_model_and_tokenizer, prepare_tokenizer
         from genenv.runtime.prefix_cache import PrefixCache
@@ -156,9 +162,10 @@ class TransformersPolicy:
         self.batch_size = batch_size
         self.autocast_dtype = autocast_dtype  # e.g. "bfloat16": generate in bf16 from fp32 training weights
         self.share_prefix = share_prefix
-        self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
-        self.retire_rows = retire_rows
-        self.continuous_batching = continuous_batching
+        self.static_cache = static_cache
+        self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 and not static_cache else None
+        self.retire_rows = retire_rows and not static_cache
+        self.continuous_batching = continuous_batching and not static_cache
         self.continuous_counters: dict[str, float] = {}  # running totals of every continuous batch (COUNTERS)
         self.generated_tokens = 0
         self.generate_seconds = 0.0
@@ -229,7 +236,8 @@ class TransformersPolicy:
                 cache, input_ids, attention, _ = self.prefix_cache.batch(chunk, self.model.config, tok.pad_token_id,
                                                                          self.device)
             else:
-                input_ids, attention = left_padded(chunk, tok.pad_token_id)
+                input_ids, attention = left_padded(chunk, tok.pad_token_id,
+                                                   STATIC_WIDTH_STEP if self.static_cache else 1)
             input_ids, attention = input_ids.to(self.device), attention.to(self.device)
             if self.retire_rows:
                 def keep(row, fed, keys, values, mask, response, chunk=chunk):
@@ -368,10 +376,15 @@ class TransformersPolicy:
         ``num_return_sequences``, which prefills every copy again: the same sampling distribution for ``1/n`` of the
         prompt compute. In float32 the two paths draw the same tokens seed for seed (tested); in bfloat16 the
         prefill's rounding differs with its shape, so seeded samples can part (measured on BFCL, SmolLM2 bf16,
-        24 rollouts: 11 identical texts) while every sample still comes from the policy.
+        24 rollouts: 11 identical texts) while every sample still comes from the policy. With ``static_cache``
+        the call is ``generate`` of every row repeated ``n`` times into a static cache (see the class).
         """
         from genenv.runtime.kv_cache import growing_cache
 
+        if self.static_cache:
+            return self.model.generate(input_ids=input_ids.repeat_interleave(n, 0),
+                                       attention_mask=attention.repeat_interleave(n, 0), cache_implementation="static",
+                                       **kwargs)
         if cache is None and (n == 1 or not self.share_prefix or input_ids.shape[1] < 2):
             return self.model.generate(input_ids=input_ids, attention_mask=attention, num_return_sequences=n,
                                        past_key_values=growing_cache(self.model.config), **kwargs)
@@ -393,12 +406,18 @@ def sampling_kwargs(temperature: float) -> dict[str, Any]:
     return dict(do_sample=False, temperature=None, top_p=None, top_k=None)
 
 
-def left_padded(rows: Sequence[list[int]], pad_token_id: int):
-    """``(input_ids, attention_mask)``, both ``[len(rows), max length]`` (long), each row right-aligned after
-    ``pad_token_id`` padding (mask 0 on the padding)."""
+STATIC_WIDTH_STEP = 64
+"""Prompt widths of a static-cache policy are rounded up to a multiple of this many tokens (left padding): a
+static cache's shape, and so each compiled graph, is fixed by the call's batch size and total length."""
+
+
+def left_padded(rows: Sequence[list[int]], pad_token_id: int, multiple: int = 1):
+    """``(input_ids, attention_mask)``, both ``[len(rows), width]`` (long), each row right-aligned after
+    ``pad_token_id`` padding (mask 0 on the padding); ``width`` is the longest row's length rounded up to a
+    multiple of ``multiple``."""
     import torch
 
-    width = max(len(x) for x in rows)
+    width = -(-max(len(x) for x in rows) // multiple) * multiple
     input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     attention = torch.zeros((len(rows), width), dtype=torch.long)
     for row, ids in enumerate(rows):

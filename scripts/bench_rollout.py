@@ -32,7 +32,9 @@ Printed per benchmark:
 Each benchmark is measured once per episode loop of ``--paths`` (default ``continuous,lock-step``, interleaved):
 ``continuous``, the policy's continuous batch (:mod:`~genenv.runtime.continuous`; its packed passes are read
 from its counters: a pass that feeds prompt tokens counts as a prefill pass, the decoding rows riding along), and
-``lock-step``, one ``generate`` call per turn. ``longest episode tokens``: the most tokens one episode generated;
+``lock-step``, one ``generate`` call per turn, and ``static``, lock step through transformers' ``generate`` with a
+static KV cache (compiled decoding on a GPU; ``TransformersPolicy(static_cache=True)``; its forward passes are
+not timed one by one, which would break the compiled graph, so its profile is empty). ``longest episode tokens``: the most tokens one episode generated;
 its turns are sequential, so no loop decodes them in fewer passes, while the one-batch reference decodes only the
 mean: ``loop / engine (sequential)`` prices the longest episode's tokens at the reference's seconds per decoding
 step and the observation prefill as ``(work)`` does, over the loop's wall time. ``engine at the episodes' lengths``
@@ -69,11 +71,15 @@ POWERED_TWX = ["+benchmark.seed_options.params.coin='numLocations=4,numDistracto
 
 
 @contextmanager
-def forward_profile(model):
+def forward_profile(model, enabled: bool = True):
     """Time every forward pass of ``model`` while the block runs; yields the list it fills with one
     ``(rows, width, fed_tokens, seconds)`` per pass (``width``: positions fed per row, ``fed_tokens``: those not
-    padding, from the pass's attention mask over its last ``width`` columns)."""
+    padding, from the pass's attention mask over its last ``width`` columns); ``enabled`` false: the list stays
+    empty and the model untouched."""
     calls: list[tuple[int, int, int, float]] = []
+    if not enabled:
+        yield calls
+        return
     inner = model.forward
 
     @functools.wraps(inner)
@@ -112,6 +118,14 @@ def profile(calls: Sequence[tuple[int, int, int, float]], generated: int, genera
             "generate_outside_model_seconds": max(0.0, generate_seconds - forward_s)}
 
 
+def synchronize(device) -> None:
+    """Wait for the GPU's queued work (timings on a GPU); nothing on the CPU."""
+    import torch
+
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
 def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens: int, temperature: float
                      ) -> dict[str, Any]:
     """The engine alone on the rollout's batch: one ``generate`` call of every first prompt, each row generating
@@ -131,10 +145,12 @@ def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens:
     with torch.no_grad(), policy.precision():
         t0 = time.perf_counter()
         model(input_ids=rows.to(policy.device), logits_to_keep=1)
+        synchronize(policy.device)
         prefill_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         model.generate(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
                        past_key_values=growing_cache(model.config), **kwargs)
+        synchronize(policy.device)
         generate_s = time.perf_counter() - t0
     tokens = len(first_prompts) * new_tokens
     return {"rows": len(first_prompts), "new_tokens_per_row": new_tokens, "seconds": generate_s,
@@ -190,12 +206,12 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
     cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds, the loop's and the engine's tokens/s, the
     forward-pass ``profile`` (:func:`profile`) and, with ``reference``, the engine's best for the same work
     (:func:`engine_reference`) with the two ratios of the module docstring. ``path``: ``continuous`` (the
-    policy's continuous batch, :mod:`~genenv.runtime.continuous`) or ``lock-step`` (one ``generate`` call per
-    turn)."""
+    policy's continuous batch, :mod:`~genenv.runtime.continuous`), ``lock-step`` (one ``generate`` call per
+    turn) or ``static`` (lock step into a static KV cache, the policy's ``static_cache``)."""
     from genenv.trainer.cli import compose_config
     from genenv.runtime.episodes import RolloutSpec, play_episodes
     from genenv.runtime.policies import OraclePolicy
-    from genenv.trainer.settings import env_kwargs, response_budget
+    from genenv.trainer.settings import env_kwargs
 
     cfg = compose_config([f"benchmark={bench}", *overrides])
     spec = get_benchmark(bench, cfg.data_dir)
@@ -206,12 +222,27 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
     play_episodes(pool[-1:], OraclePolicy(), RolloutSpec(env_kwargs=env_kwargs(cfg)))
     policy.batch_size = int(a.policy.gen_batch_size)  # rows per generate call, as the run's agent has them
     policy.continuous_batching = path == "continuous"
+    saved = policy.static_cache, policy.retire_rows, policy.prefix_cache
+    if path == "static":
+        policy.static_cache, policy.retire_rows, policy.prefix_cache = True, False, None
+    try:
+        return _measure(bench, policy, cfg, pool, reference, path, overrides)
+    finally:
+        policy.static_cache, policy.retire_rows, policy.prefix_cache = saved
+
+
+def _measure(bench: str, policy, cfg, pool, reference: bool, path: str, overrides: Sequence[str]) -> dict[str, Any]:
+    """:func:`measure` once the policy is set up for ``path``."""
+    from genenv.runtime.episodes import RolloutSpec, play_episodes
+    from genenv.trainer.settings import env_kwargs, response_budget
+
+    a = cfg.agent
     counted = dict(policy.continuous_counters)
     before, generate_before = policy.generated_tokens, policy.generate_seconds
     store = getattr(policy, "prefix_cache", None)
     looked, reused = (store.prompt_tokens, store.reused_tokens) if store is not None else (0, 0)
     start = time.perf_counter()
-    with forward_profile(policy.model) as calls:
+    with forward_profile(policy.model, enabled=path != "static") as calls:
         rollout = play_episodes(pool[:a.batch_tasks], policy,
                                 RolloutSpec(n=a.n, temperature=a.temperature, max_new_tokens=a.max_new_tokens,
                                             env_kwargs=env_kwargs(cfg), max_response_tokens=response_budget(cfg)),
@@ -336,12 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--powered-twx", action="store_true",
                    help="twx with the shipped powered experiment's rollout settings (POWERED_TWX)")
     p.add_argument("--paths", default="continuous,lock-step",
-                   help="episode loops to measure, interleaved per benchmark: continuous | lock-step")
+                   help="episode loops to measure, interleaved per benchmark: continuous | lock-step | static")
     p.add_argument("--held-out", type=int, default=0, metavar="N",
                    help="also play the first N test tasks of each benchmark greedily through every path "
                         "(measure_held_out); 0: no")
     p.add_argument("--held-out-benchmarks", default=None, help="the benchmarks --held-out plays (default: --benchmarks)")
     p.add_argument("--dtype", default="auto", help="the policy's weights: auto | float32 | bfloat16")
+    p.add_argument("--device", default="auto", help="cpu | cuda | auto (one GPU when present, else the CPU)")
     p.add_argument("overrides", nargs="*", help="genenv-train overrides for every benchmark, e.g. agent.n=8")
     p.add_argument("--out", default=None, help="a .json file (or a folder: FOLDER/bench_rollout.json)")
     args = p.parse_args(argv)
@@ -354,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_cpu("auto")
     torch.manual_seed(0)
     before = {"prefix_cache_tokens": 0, "decode_attention": False} if args.before_reuse else {}
-    policy = TransformersPolicy(args.policy.removeprefix("hf:"), dtype=args.dtype, **before)
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    policy = TransformersPolicy(args.policy.removeprefix("hf:"), dtype=args.dtype, device=device, **before)
     rows = []
     for bench in [b.strip() for b in args.benchmarks.split(",") if b.strip()]:
         extra = POWERED_TWX if bench == "twx" and args.powered_twx else []
@@ -374,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         write_json(out if out.suffix == ".json" else out / "bench_rollout.json",
-                   {"host": host(), "policy": args.policy, "dtype": str(policy.model.dtype),
+                   {"host": host(), "device": device, "policy": args.policy, "dtype": str(policy.model.dtype),
                     "autocast": policy.autocast_dtype, "before_reuse": args.before_reuse, "rows": rows,
                     "held_out": held_out})
     return 0

@@ -1,6 +1,7 @@
 """The local engine on a GPU (``pytest -m gpu``; skipped where CUDA is absent, so CI stays on the CPU): both
-updates, one full co-evolution iteration with checkpoint and resume, and a LoRA run, with a model of SmolLM2's
-real shape built from its config with random weights (nothing downloaded).
+updates, one full co-evolution iteration with checkpoint and resume, a LoRA run, and the static-cache path with
+compiled decoding, with a model of SmolLM2's real shape built from its config with random weights (nothing
+downloaded).
 
 What it guards: update batches meet the model's device in one place (``trainer/updates/batch.py: place_batch``;
 otherwise veRL's ``masked_mean`` meets tensors on two devices), and the micro-batch order stays on the CPU
@@ -59,3 +60,39 @@ def test_one_iteration_checkpoint_and_resume_on_the_gpu(tmp_path, real_shape_dir
     rows = resumed.run()
     assert [r["iteration"] for r in rows] == [1] and resumed.iteration == 2
     assert torch.cuda.max_memory_allocated() > 0
+
+
+def test_static_cache_compiles_decoding_on_the_gpu(real_shape_dir):
+    """``static_cache``: transformers compiles the decoding step (dynamo records graphs), every sample keeps its
+    cap, and a second call of the same shapes reuses the compiled graphs."""
+    from torch._dynamo.utils import counters
+
+    from genenv.runtime.policies import Prompt, TransformersPolicy
+
+    torch._dynamo.reset()
+    policy = TransformersPolicy(str(real_shape_dir), dtype="bfloat16", device="cuda", static_cache=True,
+                                batch_size=8)
+    prompts = [Prompt([{"role": "user", "content": f"Question {i}: " + "word " * (3 * i)}]) for i in range(4)]
+    out = policy.generate(prompts, n=2, temperature=0.7, max_new_tokens=16)
+    assert [len(gens) for gens in out] == [2] * 4
+    assert all(0 < len(g.response_ids) <= 16 for gens in out for g in gens)
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs > 0
+    policy.generate(prompts, n=2, temperature=0.7, max_new_tokens=16)
+    assert counters["stats"]["unique_graphs"] == graphs
+
+
+def test_one_iteration_with_static_cache_decoding_on_the_gpu(tmp_path, real_shape_dir):
+    """Both roles sample through the static cache (the environment policy under its JSON Schema's logits
+    processor): one co-evolution iteration runs and the agent update applies."""
+    from genenv.trainer.cli import compose_config
+    from genenv.trainer.loop import CoEvolutionTrainer
+
+    overrides = [f"run_dir={tmp_path / 'run'}", "benchmark=bamboogle", "device=cuda", "tensorboard=false",
+                 f"agent.policy.model={real_shape_dir}", f"env_policy.policy.model={real_shape_dir}",
+                 "agent.policy.static_cache=true", "env_policy.policy.static_cache=true",
+                 "generation.prompts_per_iteration=2", "agent.batch_tasks=4", "agent.n=4", "agent.max_new_tokens=16",
+                 "eval.every=1", "eval.limit=4", "reward.free_text_metric=fuzz", "iterations=1"]
+    rows = CoEvolutionTrainer(compose_config(overrides)).run()
+    assert [r["iteration"] for r in rows] == [0] and rows[0]["agent_update/skipped"] is False
+    assert rows[0]["agent/generated_tokens"] > 0

@@ -54,7 +54,9 @@ class RoleConfig:
     ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``, ``gen_batch_size``
     (prompts per ``generate`` call), ``prefix_cache_tokens`` (KV states kept between turns,
     :mod:`~genenv.runtime.prefix_cache`; 0: none), ``continuous_batching`` (episodes decode in one continuous
-    batch, :mod:`~genenv.runtime.continuous`; false: one ``generate`` call per turn)."""
+    batch, :mod:`~genenv.runtime.continuous`; false: one ``generate`` call per turn), ``static_cache``
+    (``generate`` with a static KV cache, compiled decoding on a GPU;
+    :class:`~genenv.runtime.policies.TransformersPolicy`)."""
 
     model: str
     lr: float
@@ -68,6 +70,7 @@ class RoleConfig:
     gen_batch_size: int
     prefix_cache_tokens: int
     continuous_batching: bool
+    static_cache: bool
 
     @classmethod
     def of(cls, cfg, role: str) -> "RoleConfig":

@@ -118,7 +118,8 @@ class LocalBackend:
         self.policies[role] = TransformersPolicy(rc.model, device=self.device, batch_size=rc.gen_batch_size,
                                                  model=rollout, tokenizer=tok, autocast_dtype=amp,
                                                  prefix_cache_tokens=rc.prefix_cache_tokens,
-                                                 continuous_batching=bool(rc.continuous_batching))
+                                                 continuous_batching=bool(rc.continuous_batching),
+                                                 static_cache=bool(rc.static_cache))
         self.policies[role].name = f"{rc.model}:{role}"
 
     def sync_rollout_weights(self, role: str) -> None:
