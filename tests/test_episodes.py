@@ -178,18 +178,22 @@ def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_m
 
     policy = TransformersPolicy(str(tiny_model_dir), dtype="float32")
     rows = [measure("twx", policy, ["agent.batch_tasks=1", "agent.n=2", "agent.max_new_tokens=4"], path=path)
-            for path in ("continuous", "lock-step")]
+            for path in ("continuous", "lock-step", "static")]
+    assert policy.prefix_cache is not None and policy.retire_rows and not policy.static_cache  # restored
+    assert rows[2]["profile"]["decode_steps"] == 0  # the static path's passes are not timed one by one
     for row in rows:
         assert row["episodes"] == 2 and row["turns"] >= 2 and 0 < row["tokens"] <= 4 * row["turns"]
         assert row["engine"] > 0 and row["env"] > 0 and row["other"] >= 0
         assert abs(row["wall"] - row["engine"] - row["env"] - row["other"]) < 1e-9
         assert row["loop_tokens_per_second"] <= row["engine_tokens_per_second"]
         profile = row["profile"]
-        assert profile["decode_steps"] > 0 and profile["prefill_tokens"] > 0 and profile["decode_seconds"] > 0
+        if row["path"] != "static":
+            assert profile["decode_steps"] > 0 and profile["prefill_tokens"] > 0 and profile["decode_seconds"] > 0
         assert 0 < row["longest_episode_tokens"] <= row["tokens"]
         assert row["reference_lengths"]["tokens"] == row["tokens"] and row["loop_over_engine_lengths"] > 0
     assert rows[0]["profile"]["padding_share"] == 0.0  # packed passes
     assert rows[0]["reused_prompt_share"] > 0.5 and rows[1]["reused_prompt_share"] > 0.5
+    assert rows[2]["reused_prompt_share"] == 0.0  # no KV states kept between calls
     assert "| twx | continuous | 2 |" in table(rows) and "| twx | lock-step | 2 |" in table(rows)
 
 
