@@ -516,6 +516,20 @@ def test_compare_gives_the_held_out_outcome_of_arm_folders_of_two_experiments(tm
     assert "held-out outcome: not compared" in out
 
 
+def test_the_shipped_confirmatory_run_is_complete_and_its_factorial_rebuilds(shipped):
+    """The confirmatory run (``results/twx_confirmatory.tar.xz``, pre-registered in ``docs/results.md``): every planned
+    seed, 0-11, finished in all four arms at one commit, so ``genenv-experiment factorial`` computes without a
+    partial look; its report is byte for byte the shipped ``docs/curriculum/twx_confirmatory/factorial.md``; the
+    iteration-0 check names seeds 3 and 9, whose written default Coin Collector game split the rollouts."""
+    from genenv.trainer.experiments import factorial
+
+    result = factorial.analyse(shipped("twx_confirmatory"))
+    assert result["complete"] and sorted(result["seeds"]) == list(range(12))
+    assert "\n".join(factorial.markdown(result)) + "\n" == (REPORTS / "twx_confirmatory/factorial.md").read_text()
+    assert "split genenv | random_env | genenv_n8 | random_env_n8 at seeds 3, 9" in result["code"]
+    assert all(len(result["auc"][arm]) == 12 for arm in factorial.DEFAULT_ARMS)
+
+
 def test_factorial_crosses_a_lever_with_the_writer_by_seed_and_waits_for_every_planned_seed(tmp_path, shipped):
     """``genenv-experiment factorial`` on the shipped powered run, its four arms standing in for a 2x2 design
     (trained = genenv, frozen = random_env, "lever" on = replay, static): each contrast's per-seed AUC difference is
