@@ -162,14 +162,24 @@ class TransformersPolicy:
         self.batch_size = batch_size
         self.autocast_dtype = autocast_dtype  # e.g. "bfloat16": generate in bf16 from fp32 training weights
         self.share_prefix = share_prefix
-        self.static_cache = static_cache
-        self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 and not static_cache else None
-        self.retire_rows = retire_rows and not static_cache
-        self.continuous_batching = continuous_batching and not static_cache
+        # the KV reuse the policy was built with, which use_static_cache turns off and on
+        self._kv_reuse = (PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None, retire_rows,
+                          continuous_batching)
+        self.use_static_cache(static_cache)
         self.continuous_counters: dict[str, float] = {}  # running totals of every continuous batch (COUNTERS)
         self.generated_tokens = 0
         self.generate_seconds = 0.0
         self._grammars = None
+
+    def use_static_cache(self, on: bool) -> None:
+        """Sample through the static KV cache (``on``: ``static_cache`` as in the constructor, with the prefix
+        cache, retiring rows and the continuous batch off) or without it (those three as the policy was built;
+        the prefix cache keeps what it held)."""
+        prefix_cache, retire_rows, continuous_batching = self._kv_reuse
+        self.static_cache = on
+        self.prefix_cache = None if on else prefix_cache
+        self.retire_rows = retire_rows and not on
+        self.continuous_batching = continuous_batching and not on
 
     @property
     def grammars(self):

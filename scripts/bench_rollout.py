@@ -221,14 +221,22 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
     # has paid before its rollouts (imports such as bfcl-eval's checker, data loading)
     play_episodes(pool[-1:], OraclePolicy(), RolloutSpec(env_kwargs=env_kwargs(cfg)))
     policy.batch_size = int(a.policy.gen_batch_size)  # rows per generate call, as the run's agent has them
-    policy.continuous_batching = path == "continuous"
-    saved = policy.static_cache, policy.retire_rows, policy.prefix_cache
-    if path == "static":
-        policy.static_cache, policy.retire_rows, policy.prefix_cache = True, False, None
-    try:
+    with sampling_path(policy, path):
         return _measure(bench, policy, cfg, pool, reference, path, overrides)
+
+
+@contextmanager
+def sampling_path(policy, path: str):
+    """Within the block ``policy`` samples through ``path``: ``continuous``, ``lock-step`` or ``static``
+    (:meth:`~genenv.runtime.policies.TransformersPolicy.use_static_cache`); its settings return afterwards."""
+    saved = policy.static_cache, policy.continuous_batching
+    policy.use_static_cache(path == "static")
+    policy.continuous_batching = path == "continuous"
+    try:
+        yield
     finally:
-        policy.static_cache, policy.retire_rows, policy.prefix_cache = saved
+        policy.use_static_cache(saved[0])
+        policy.continuous_batching = saved[1]
 
 
 def _measure(bench: str, policy, cfg, pool, reference: bool, path: str, overrides: Sequence[str]) -> dict[str, Any]:
@@ -286,7 +294,7 @@ def _measure(bench: str, policy, cfg, pool, reference: bool, path: str, override
 def measure_held_out(bench: str, policy, limit: int | None, path: str) -> dict[str, Any]:
     """Greedy play of the first ``limit`` tasks of ``bench``'s test split (one episode each, the run's
     ``agent.max_new_tokens``, rows per batch as the run's agent has them), as a held-out evaluation plays them,
-    through ``path`` (``continuous`` / ``lock-step``). Returns ``tasks``, ``tokens``, ``wall``, tokens/s, the mean
+    through ``path`` (``continuous`` / ``lock-step`` / ``static``). Returns ``tasks``, ``tokens``, ``wall``, tokens/s, the mean
     reward and ``responses`` (a SHA-256 of every turn's response token ids: two paths that played the same
     episodes give the same digest)."""
     import hashlib
@@ -300,12 +308,13 @@ def measure_held_out(bench: str, policy, limit: int | None, path: str) -> dict[s
     spec = get_benchmark(bench, cfg.data_dir)
     tasks = spec.load(split="test")[:limit]
     policy.batch_size = int(cfg.agent.policy.gen_batch_size)
-    policy.continuous_batching = path == "continuous"
     before = policy.generated_tokens
     start = time.perf_counter()
-    trajs = play_episodes(tasks, policy, RolloutSpec(n=1, temperature=0.0, max_new_tokens=int(cfg.agent.max_new_tokens),
-                                                     env_kwargs=env_kwargs(cfg)), chunk_size=policy.batch_size
-                          ).trajectories
+    with sampling_path(policy, path):
+        trajs = play_episodes(tasks, policy, RolloutSpec(n=1, temperature=0.0,
+                                                         max_new_tokens=int(cfg.agent.max_new_tokens),
+                                                         env_kwargs=env_kwargs(cfg)), chunk_size=policy.batch_size
+                              ).trajectories
     wall = time.perf_counter() - start
     tokens = policy.generated_tokens - before
     digest = hashlib.sha256(json.dumps([[t.response_ids for t in traj.turns] for traj in trajs]).encode()).hexdigest()

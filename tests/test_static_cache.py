@@ -29,3 +29,22 @@ def test_static_cache_decodes_what_the_default_path_decodes(tiny_model_dir):
         assert [[g.response_ids for g in gens] for gens in got] == [[g.response_ids for g in gens] for gens in want]
         assert [len(gens) for gens in got] == [n] * 3 and len(got[2][0].response_ids) <= 3
     assert static.generated_tokens == default.generated_tokens > 0
+
+
+def test_switching_the_static_cache_off_brings_back_the_kv_reuse_the_policy_was_built_with(tiny_model_dir):
+    from genenv.runtime.policies import TransformersPolicy
+
+    built = TransformersPolicy(str(tiny_model_dir), dtype="float32", static_cache=True, continuous_batching=False)
+    assert built.static_cache and built.prefix_cache is None and not built.retire_rows
+    built.use_static_cache(False)
+    assert built.prefix_cache is not None and built.retire_rows and not built.continuous_batching  # as built
+    policy = TransformersPolicy(str(tiny_model_dir), dtype="float32", prefix_cache_tokens=4096)
+    store = policy.prefix_cache
+    policy.generate_from_ids([[1, 2, 3, 4, 5, 6]], temperature=0.0, max_new_tokens=3)
+    kept = store.prompt_tokens
+    policy.use_static_cache(True)
+    assert (policy.static_cache, policy.prefix_cache, policy.retire_rows, policy.continuous_batching) == \
+        (True, None, False, False)
+    policy.use_static_cache(False)
+    assert policy.prefix_cache is store and store.prompt_tokens == kept > 0  # the same store, what it held kept
+    assert policy.retire_rows and policy.continuous_batching and not policy.static_cache
