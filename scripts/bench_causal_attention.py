@@ -5,7 +5,13 @@ zero rows), SmolLM2-135M's heads (9 query heads over 3 KV heads of 64), float32 
 figures, not a test). Shows where ``decode_attention`` takes the causal kernel: with ``K`` keys and ``Q`` queries,
 only where ``2 K <= 3 Q``; the zero rows cost more than the mask saves past that.
 
+``--dtype bfloat16`` measures in bf16 (the update's precision on a CPU with native bf16) and ``--matmuls`` adds the
+same causal attention written as two batched matmuls with the scores and softmax in float32 (the grouped heads
+reading their KV head in place, the mask applied to the full ``Q x K`` scores): the formulation that would hand the
+work to the CPU's matrix kernels instead of SDPA's fused loop.
+
     python scripts/bench_causal_attention.py
+    python scripts/bench_causal_attention.py --dtype bfloat16 --matmuls
 """
 from __future__ import annotations
 
@@ -24,8 +30,11 @@ def main(argv: list[str] | None = None) -> None:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--matmuls", action="store_true", help="add the two-matmul formulation (matmul_attention)")
     args = p.parse_args(argv)
     heads, kv, dim = 9, 3, 64
+    dtype = getattr(torch, args.dtype)
 
     def seconds(fn) -> float:
         fn()
@@ -34,12 +43,14 @@ def main(argv: list[str] | None = None) -> None:
             fn()
         return (time.perf_counter() - start) / args.repeats
 
-    print(f"torch threads {torch.get_num_threads()}")
-    print("| rows | prompt | response | K / Q | mask ms | causal ms | ratio |\n|---|---|---|---|---|---|---|")
+    print(f"torch threads {torch.get_num_threads()}, {args.dtype}")
+    extra = (" matmuls ms |", "---|") if args.matmuls else ("", "")
+    print(f"| rows | prompt | response | K / Q | mask ms | causal ms | ratio |{extra[0]}\n"
+          f"|---|---|---|---|---|---|---|{extra[1]}")
     for n, prompt, response in SHAPES:
         torch.manual_seed(0)
-        q = torch.randn(n, heads, response, dim, requires_grad=True)
-        k, v = (torch.randn(n, kv, prompt + response, dim, requires_grad=True) for _ in range(2))
+        q = torch.randn(n, heads, response, dim, dtype=dtype, requires_grad=True)
+        k, v = (torch.randn(n, kv, prompt + response, dim, dtype=dtype, requires_grad=True) for _ in range(2))
         mask = torch.ones(response, prompt + response, dtype=torch.bool).tril(prompt)
 
         def masked():
@@ -51,8 +62,28 @@ def main(argv: list[str] | None = None) -> None:
             causal_attention(q, k, v).sum().backward()
 
         a, b = seconds(masked), seconds(causal)
+        c = f" {seconds(lambda: matmul_attention(q, k, v, mask).sum().backward()) * 1e3:.0f} |" if args.matmuls else ""
         print(f"| {n} | {prompt} | {response} | {(prompt + response) / response:.2f} | {a * 1e3:.0f} | {b * 1e3:.0f} "
-              f"| {b / a:.2f} |")
+              f"| {b / a:.2f} |{c}")
+
+
+def matmul_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, allowed: torch.Tensor
+                     ) -> torch.Tensor:
+    """Attention as two batched matmuls, the scores and the softmax in float32, the result in ``value``'s dtype.
+
+    Args:
+        query: ``[B, H, Q, D]``; key / value: ``[B, KV, K, D]``, ``H`` a multiple of ``KV`` (query head ``h`` reads
+            KV head ``h // (H / KV)``, as ``repeat_kv`` does, without copying the KV heads).
+        allowed: ``[Q, K]`` boolean, True where a query attends a key.
+    Returns:
+        ``[B, H, Q, D]``.
+    """
+    b, h, q, d = query.shape
+    kv, k_len = key.shape[1], key.shape[2]
+    grouped = query.reshape(b, kv, (h // kv) * q, d)  # a KV head's query heads one after another
+    scores = torch.matmul(grouped, key.transpose(-1, -2)).float().reshape(b, kv, h // kv, q, k_len) * d ** -0.5
+    probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).to(value.dtype)
+    return torch.matmul(probs.reshape(b, kv, (h // kv) * q, k_len), value).reshape(b, h, q, d)
 
 
 if __name__ == "__main__":

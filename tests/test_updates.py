@@ -366,6 +366,28 @@ def test_causal_attention_is_sdpa_under_the_causal_mask_aligned_to_the_last_key(
         causal_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
 
 
+def test_the_benchmarks_two_matmul_attention_is_sdpa_with_the_mask():
+    """``scripts/bench_causal_attention.py``'s matmul formulation, the one it times against SDPA's fused kernels:
+    the output and the gradients of query, key and value equal SDPA's under the same mask, grouped heads read in
+    place."""
+    from bench_causal_attention import matmul_attention
+
+    torch.manual_seed(0)
+    heads, kv, q, k = 6, 2, 7, 19
+    allowed = torch.ones(q, k, dtype=torch.bool).tril(k - q)
+    tensors = [torch.randn(2, heads, q, 16), torch.randn(2, kv, k, 16), torch.randn(2, kv, k, 16)]
+    grads = []
+    for ours in (True, False):
+        query, key, value = (t.clone().requires_grad_() for t in tensors)
+        out = matmul_attention(query, key, value, allowed) if ours else \
+            torch.nn.functional.scaled_dot_product_attention(query, key.repeat_interleave(3, 1),
+                                                             value.repeat_interleave(3, 1), attn_mask=allowed)
+        (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+        grads.append((out.detach(), query.grad, key.grad, value.grad))
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("prompt, pass_tokens, passes, causal_calls", [
     ([1, 5], 256, [2, 5], 2), ([1, 5], 0, [2, 5, 5, 1], 4), ([1, 5, 6, 7, 8, 9, 10, 11], 256, [8, 5], 0)])
 def test_a_group_on_the_cpu_attention_runs_its_responses_causally_up_to_their_last_trained_token(
