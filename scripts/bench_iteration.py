@@ -13,7 +13,14 @@ interleaved (seed by seed and arm by arm: this tree, then ``--before``, ``--repe
 with the same installed dependencies: the other tree's package is put first on ``PYTHONPATH`` under the name
 ``genenv``. Phase seconds are the run's own ``metrics.jsonl`` (``time/*``), plus ``time/heldout_eval``; the script
 ends with each arm's ratio of the summed loop seconds (:func:`ratios`). ``--out`` also records the host
-(:func:`~genenv.trainer.experiments.provenance.host`) and both trees' commits.
+(:func:`~genenv.trainer.experiments.provenance.host`), both trees' commits and each tree's overrides.
+
+Overrides after the options apply to both trees' runs and ``--this-override`` to this tree's only; each replaces
+:data:`POWERED`'s entry of the same key. With ``iterations=N`` the phases are the last iteration's, e.g. on a GPU,
+where the static KV cache's first iteration compiles its decoding:
+
+    python scripts/bench_iteration.py --before /tmp/before --this-override agent.policy.static_cache=true \
+        --this-override env_policy.policy.static_cache=true device=cuda iterations=2
 """
 from __future__ import annotations
 
@@ -40,17 +47,26 @@ POWERED = ["benchmark=twx", "+benchmark.seed_options.params.coin='numLocations=4
 PHASES = ("task_generation", "agent_rollout", "env_policy_update", "agent_update", "heldout_eval")
 
 
-def run_once(tree: Path | None, arm: str, workdir: Path, seed: int = 0) -> dict[str, Any]:
-    """One ``iterations=1`` run of ``arm`` at ``seed`` with the package at ``tree`` (``None``: the installed one);
-    returns its phase seconds, the loop's total (``time/total``), the process wall time and the iteration's agent
-    reward, generated tokens, rollouts and trained tokens (``agent_update/tokens``)."""
+def with_overrides(extra: Sequence[str]) -> list[str]:
+    """:data:`POWERED` with ``extra`` (``key=value`` overrides) appended, each replacing POWERED's entry of the same
+    key (``iterations=2``, ``device=cuda``, ``agent.policy.static_cache=true``)."""
+    keys = {e.split("=", 1)[0].lstrip("+~") for e in extra}
+    return [o for o in POWERED if o.split("=", 1)[0].lstrip("+~") not in keys] + list(extra)
+
+
+def run_once(tree: Path | None, arm: str, workdir: Path, seed: int = 0, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """One run of ``arm`` at ``seed`` with the package at ``tree`` (``None``: the installed one), :data:`POWERED`
+    with ``extra`` (:func:`with_overrides`); returns its last iteration's phase seconds, the loop's total
+    (``time/total``), the process wall time and the iteration's agent reward, generated tokens, rollouts and
+    trained tokens (``agent_update/tokens``)."""
     env = dict(os.environ)
     if tree is not None:
         shim = Path(tempfile.mkdtemp(dir=workdir))
         (shim / "genenv").symlink_to(tree.resolve())
         env["PYTHONPATH"] = os.pathsep.join([str(shim), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     run_dir = Path(tempfile.mkdtemp(dir=workdir)) / "run"
-    cmd = [sys.executable, "-m", "genenv.trainer.cli", *POWERED, f"arm={arm}", f"run_dir={run_dir}", f"seed={seed}"]
+    cmd = [sys.executable, "-m", "genenv.trainer.cli", *with_overrides(extra), f"arm={arm}", f"run_dir={run_dir}",
+           f"seed={seed}"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=tree or Path.cwd(), capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -98,15 +114,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--seeds", default="0", help="comma-separated seeds, each run by every arm and tree")
     p.add_argument("--out", default=None, help="a .json file for the runs")
+    p.add_argument("--this-override", action="append", default=[], metavar="KEY=VALUE",
+                   help="an override for this tree's runs only (repeatable), e.g. agent.policy.static_cache=true")
+    p.add_argument("overrides", nargs="*", help="overrides for both trees' runs, e.g. device=cuda iterations=2")
     args = p.parse_args(argv)
     trees: list[tuple[str, Path | None]] = [("this", None)] + ([("before", args.before)] if args.before else [])
+    extra = {"this": [*args.overrides, *args.this_override], "before": list(args.overrides)}
     results = []
     with tempfile.TemporaryDirectory() as work:
         for _ in range(args.repeats):
             for seed in [int(x) for x in args.seeds.split(",") if x.strip()]:
                 for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
                     for name, tree in trees:
-                        results.append({"arm": arm, "tree": name, **run_once(tree, arm, Path(work), seed)})
+                        results.append({"arm": arm, "tree": name,
+                                        **run_once(tree, arm, Path(work), seed, extra[name])})
                         print(table(results[-1:]), flush=True)
     print("\n" + table(results))
     summary = ratios(results)
@@ -117,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         before = code_version(args.before) if args.before else None
         Path(args.out).write_text(json.dumps({"host": host(), "trees": {"this": code_version(), "before": before},
-                                              "overrides": POWERED, "runs": results, "ratios": summary}, indent=1)
+                                              "overrides": {t: with_overrides(e) for t, e in extra.items()},
+                                              "runs": results, "ratios": summary}, indent=1)
                                   + "\n")
     return 0
 

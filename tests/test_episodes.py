@@ -229,3 +229,19 @@ def test_every_episode_runner_is_one_interface_chosen_in_one_place():
                 made.append(str(path.relative_to(root)))
     # a worker's own LocalEpisodes, the chooser, the session server's SessionWorkers
     assert sorted(set(made)) == ["envs/workers.py", "runtime/episodes.py", "runtime/serve/environment.py"]
+
+
+def test_bench_iteration_overrides_replace_the_powered_settings_of_the_same_key():
+    """``scripts/bench_iteration.py``: an override replaces the powered config's entry of its key (Hydra would
+    take the last of two silently, a ``+key`` given twice it refuses) and keeps every other entry in order; the
+    composed config has the overridden values."""
+    from bench_iteration import POWERED, with_overrides
+
+    from genenv.trainer.cli import compose_config
+
+    composed = with_overrides(["iterations=2", "agent.policy.static_cache=true", "agent.n=8"])
+    assert composed[:len(POWERED) - 2] == [o for o in POWERED if not o.startswith(("iterations=", "agent.n="))]
+    assert composed[-3:] == ["iterations=2", "agent.policy.static_cache=true", "agent.n=8"]
+    cfg = compose_config(composed)
+    assert (cfg.iterations, cfg.agent.n, cfg.agent.policy.static_cache, cfg.agent.batch_tasks) == (2, 8, True, 4)
+    assert with_overrides([]) == POWERED
