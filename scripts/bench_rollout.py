@@ -294,9 +294,9 @@ def _measure(bench: str, policy, cfg, pool, reference: bool, path: str, override
 def measure_held_out(bench: str, policy, limit: int | None, path: str) -> dict[str, Any]:
     """Greedy play of the first ``limit`` tasks of ``bench``'s test split (one episode each, the run's
     ``agent.max_new_tokens``, rows per batch as the run's agent has them), as a held-out evaluation plays them,
-    through ``path`` (``continuous`` / ``lock-step`` / ``static``). Returns ``tasks``, ``tokens``, ``wall``, tokens/s, the mean
-    reward and ``responses`` (a SHA-256 of every turn's response token ids: two paths that played the same
-    episodes give the same digest)."""
+    through ``path`` (``continuous`` / ``lock-step`` / ``static``). Returns ``tasks``, ``tokens``, ``wall``,
+    tokens/s, the mean reward and ``responses`` (a SHA-256 of every turn's response token ids: two paths that played
+    the same episodes give the same digest)."""
     import hashlib
     import json
 
