@@ -10,13 +10,17 @@ episode's decoding, not its prefill, the cost of a long conversation once the KV
 single token on the CPU; every other call (prefill, training's log-prob passes, GPUs) goes to transformers' own
 ``sdpa_attention_forward`` unchanged.
 
-In bfloat16 (chosen only where the CPU computes it natively, AVX-512 BF16 or AMX) the matmuls are not used: a cache
-view (the first ``T`` of its buffer's columns) makes oneDNN's bf16 matmul copy both operands first, while
-``scaled_dot_product_attention`` with ``enable_gqa`` reads the view in place without repeating the KV heads (which
-transformers' ``sdpa_attention_forward`` does). Measured on a 2-core Intel Xeon with AMX, one decoding step's
-attention over 30 layers, bf16: 4 rows x 6,000 cached tokens 142.7 ms (matmuls) / 39.3 ms (SDPA with grouped heads)
-/ 170.3 ms (transformers' SDPA path); 16 x 1,300: 87.3 / 33.4 / 145.1; 16 x 400: 23.0 / 9.3 / 34.6. In float32 the
-matmuls stay (4 x 6,000: 46.4 ms against 83.8 and 1,055.9).
+In bfloat16 (chosen only where the CPU computes it natively, AVX-512 BF16 or AMX) the kernel depends on the CPU
+(:func:`views_copied_by_matmul`). With AMX a cache view (the first ``T`` of its buffer's columns) makes oneDNN's bf16
+matmul copy both operands first, while ``scaled_dot_product_attention`` with ``enable_gqa`` reads the view in place
+without repeating the KV heads (which transformers' ``sdpa_attention_forward`` does). Measured on a 2-core Intel
+Xeon with AMX, one decoding step's attention over 30 layers, bf16: 4 rows x 6,000 cached tokens 142.7 ms (matmuls)
+/ 39.3 ms (SDPA with grouped heads) / 170.3 ms (transformers' SDPA path); 16 x 1,300: 87.3 / 33.4 / 145.1; 16 x
+400: 23.0 / 9.3 / 34.6. On a 2-core AMD EPYC with AVX-512 BF16 and no AMX the order is reversed, so the matmuls
+stay there: one layer, bf16 views of larger buffers, SDPA with grouped heads against the matmuls, 8 rows x 1,000
+cached tokens 4.4-4.6 / 1.2-1.3 ms, 16 x 400 3.6-4.0 / 0.8-0.9, 16 x 1,300 10.6-11.9 / 2.6, 4 x 6,000 12.4-14.0 /
+3.5-3.7, 32 x 300 5.3-5.5 / 1.1, both within 0.004 of float32 SDPA (``python scripts/bench_decode_attention.py``).
+In float32 the matmuls stay everywhere (AMX host, 4 x 6,000: 46.4 ms against 83.8 and 1,055.9).
 
 The computation is exactly attention (softmax of scaled scores, masked, times values), with the scores and the
 softmax in float32: greedy tokens are the same as with SDPA in float32 (tested). A continuous batch's packed
@@ -27,6 +31,8 @@ last query passes ``genenv_causal=True`` (:func:`~genenv.trainer.updates.batch.s
 is computed by :func:`causal_attention`, without the mask.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -70,7 +76,7 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     kv, k_len = key.shape[1], key.shape[2]
     scale = d ** -0.5 if scaling is None else scaling
     mask = attention_mask[:, :, :, -k_len:] if attention_mask is not None else None  # [B, 1, 1, K]
-    if query.dtype != torch.float32:  # a bf16 cache view: SDPA reads it in place, the matmuls would copy it first
+    if query.dtype != torch.float32 and views_copied_by_matmul():  # SDPA reads the bf16 cache view in place
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale,
                                                                enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
@@ -80,6 +86,17 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     bias = mask if mask is not None and mask.dtype != torch.bool else None
     out = grouped_attention(query.reshape(b, kv, h // kv, d), key, value, scale, blocked, bias)  # [B, KV, G, D]
     return out.reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
+
+
+@functools.cache
+def views_copied_by_matmul() -> bool:
+    """Whether this CPU's bfloat16 matmul copies a cache view before multiplying (oneDNN's AMX kernels do; its
+    AVX-512 BF16 kernels read the view in place): then :func:`decode_attention` computes a bfloat16 single-token
+    call with SDPA. Decided by :func:`~genenv.runtime.models.bfloat16_path` (``"amx"``), so one host always takes
+    the same kernel and its runs stay reproducible."""
+    from genenv.runtime.models import bfloat16_path
+
+    return bfloat16_path("cpu") == "amx"
 
 
 def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,

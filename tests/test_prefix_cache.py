@@ -3,6 +3,8 @@ and generation from reused prefixes giving the tokens a fresh prefill gives, in 
 real multi-step episodes."""
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 
@@ -159,11 +161,16 @@ def test_decode_attention_is_sdpa_attention_on_grouped_heads_and_padding():
     assert torch.equal(got, want)
 
 
-def test_bfloat16_decode_attention_reads_a_cache_view_as_float32_attention_does():
-    """In bfloat16 ``decode_attention`` runs SDPA with grouped-query heads on the cache view (the first ``T`` columns
-    of a larger buffer whose later columns hold large stale states): the float32 matmul path's result, to
-    bfloat16 precision, padding masked."""
+@pytest.mark.parametrize("sdpa", [True, False])
+def test_bfloat16_decode_attention_reads_a_cache_view_as_float32_attention_does(sdpa, monkeypatch):
+    """In bfloat16 ``decode_attention`` runs SDPA with grouped-query heads (a CPU with AMX) or the matmuls (other
+    CPUs; ``views_copied_by_matmul`` chooses) on the cache view (the first ``T`` columns of a larger buffer whose
+    later columns hold large stale states): either way the float32 matmul path's result, to bfloat16 precision,
+    padding masked."""
+    from genenv.runtime import attention
     from genenv.runtime.attention import decode_attention
+
+    monkeypatch.setattr(attention, "views_copied_by_matmul", lambda: sdpa)
 
     torch.manual_seed(0)
     rows, kv, heads, dim, filled = 3, 2, 6, 16, 30
@@ -174,8 +181,11 @@ def test_bfloat16_decode_attention_reads_a_cache_view_as_float32_attention_does(
     mask[0, :, :, :7] = False  # a left-padded row
     module = torch.nn.Module().eval()
     exact, _ = decode_attention(module, query, keys[:, :, :filled], values[:, :, :filled], mask)
-    low, _ = decode_attention(module, query.bfloat16(), keys.bfloat16()[:, :, :filled],
-                              values.bfloat16()[:, :, :filled], mask)
+    fused = torch.nn.functional.scaled_dot_product_attention
+    with mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", side_effect=fused) as calls:
+        low, _ = decode_attention(module, query.bfloat16(), keys.bfloat16()[:, :, :filled],
+                                  values.bfloat16()[:, :, :filled], mask)
+    assert calls.call_count == int(sdpa)  # the kernel chosen for this CPU
     assert low.dtype == torch.bfloat16 and low.shape == exact.shape == (rows, 1, heads, dim)
     assert torch.allclose(low.float(), exact, atol=3e-2, rtol=3e-2) and exact.abs().max() < 10
 
