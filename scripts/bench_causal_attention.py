@@ -69,7 +69,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def matmul_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, allowed: torch.Tensor
                      ) -> torch.Tensor:
-    """Attention as two batched matmuls, the scores and the softmax in float32, the result in ``value``'s dtype.
+    """Attention as two batched matmuls, the scores and the softmax in float32, the result in ``value``'s dtype:
+    :func:`~genenv.runtime.attention.grouped_attention` (the decoding attention's matmuls) with each KV head's
+    query heads and queries as one run of rows.
 
     Args:
         query: ``[B, H, Q, D]``; key / value: ``[B, KV, K, D]``, ``H`` a multiple of ``KV`` (query head ``h`` reads
@@ -78,13 +80,13 @@ def matmul_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     Returns:
         ``[B, H, Q, D]``.
     """
-    b, h, q, d = query.shape
-    kv, k_len = key.shape[1], key.shape[2]
-    grouped = query.reshape(b, kv, (h // kv) * q, d)  # a KV head's query heads one after another
-    scores = torch.matmul(grouped, key.transpose(-1, -2)).float().reshape(b, kv, h // kv, q, k_len) * d ** -0.5
-    probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).to(value.dtype)
-    return torch.matmul(probs.reshape(b, kv, (h // kv) * q, k_len), value).reshape(b, h, q, d)
+    from genenv.runtime.attention import grouped_attention
 
+    b, h, q, d = query.shape
+    g = h // key.shape[1]
+    out = grouped_attention(query.reshape(b, key.shape[1], g * q, d), key, value, d ** -0.5,
+                            blocked=~allowed.repeat(g, 1))  # rows: a KV head's query heads, each its Q queries
+    return out.reshape(b, h, q, d)
 
 if __name__ == "__main__":
     main()
