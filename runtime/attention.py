@@ -11,16 +11,19 @@ single token on the CPU; every other call (prefill, training's log-prob passes, 
 ``sdpa_attention_forward`` unchanged.
 
 In bfloat16 (chosen only where the CPU computes it natively, AVX-512 BF16 or AMX) the kernel depends on the CPU
-(:func:`views_copied_by_matmul`). With AMX a cache view (the first ``T`` of its buffer's columns) makes oneDNN's bf16
-matmul copy both operands first, while ``scaled_dot_product_attention`` with ``enable_gqa`` reads the view in place
-without repeating the KV heads (which transformers' ``sdpa_attention_forward`` does). Measured on a 2-core Intel
-Xeon with AMX, one decoding step's attention over 30 layers, bf16: 4 rows x 6,000 cached tokens 142.7 ms (matmuls)
-/ 39.3 ms (SDPA with grouped heads) / 170.3 ms (transformers' SDPA path); 16 x 1,300: 87.3 / 33.4 / 145.1; 16 x
-400: 23.0 / 9.3 / 34.6. On a 2-core AMD EPYC with AVX-512 BF16 and no AMX the order is reversed, so the matmuls
-stay there: one layer, bf16 views of larger buffers, SDPA with grouped heads against the matmuls, 8 rows x 1,000
-cached tokens 4.4-4.6 / 1.2-1.3 ms, 16 x 400 3.6-4.0 / 0.8-0.9, 16 x 1,300 10.6-11.9 / 2.6, 4 x 6,000 12.4-14.0 /
-3.5-3.7, 32 x 300 5.3-5.5 / 1.1, both within 0.004 of float32 SDPA (``python scripts/bench_decode_attention.py``).
-In float32 the matmuls stay everywhere (AMX host, 4 x 6,000: 46.4 ms against 83.8 and 1,055.9).
+(:func:`sdpa_decodes_bfloat16`). oneDNN's bf16 matmul copies an operand that is neither contiguous nor transposed
+in its last two dims, and a cache view (the first ``T`` of its buffer's columns) is neither.
+``scaled_dot_product_attention`` with ``enable_gqa`` reads the view in place without repeating the KV heads (which
+transformers' ``sdpa_attention_forward`` does). Measured on a 2-core Intel Xeon with AMX, one decoding step's
+attention over 30 layers, bf16: 4 rows x 6,000 cached tokens 142.7 ms (matmuls over the view) / 39.3 ms (SDPA with
+grouped heads) / 170.3 ms (transformers' SDPA path); 16 x 1,300: 87.3 / 33.4 / 145.1; 16 x 400: 23.0 / 9.3 / 34.6.
+On a 2-core AMD EPYC with AVX-512 BF16 and no AMX SDPA is the slow one, so the matmuls stay there, and their
+scores are taken against the key's whole buffer, which oneDNN reads in place (:func:`grouped_attention`): one
+layer, bf16 views of larger buffers, SDPA with grouped heads against the matmuls, 8 rows x 1,000 cached tokens
+4.4-4.6 / 0.5, 16 x 400 3.4-3.5 / 0.4, 16 x 1,300 10.6-11.3 / 1.4-1.8, 4 x 6,000 13.1-13.8 / 1.5-1.6, 32 x 300
+5.5-5.6 / 0.6-1.0 ms, both within 0.004 of float32 SDPA (``python scripts/bench_decode_attention.py``; over the
+view itself the matmuls took 1.2-1.3, 0.8-0.9, 2.6, 3.5-3.7 and 1.1 ms). The AMX host was not measured with the
+whole buffer. In float32 the matmuls stay everywhere (AMX host, 4 x 6,000: 46.4 ms against 83.8 and 1,055.9).
 
 The computation is exactly attention (softmax of scaled scores, masked, times values), with the scores and the
 softmax in float32: greedy tokens are the same as with SDPA in float32 (tested). A continuous batch's packed
@@ -76,7 +79,7 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     kv, k_len = key.shape[1], key.shape[2]
     scale = d ** -0.5 if scaling is None else scaling
     mask = attention_mask[:, :, :, -k_len:] if attention_mask is not None else None  # [B, 1, 1, K]
-    if query.dtype != torch.float32 and views_copied_by_matmul():  # SDPA reads the bf16 cache view in place
+    if query.dtype != torch.float32 and sdpa_decodes_bfloat16():  # SDPA reads the bf16 cache view in place
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale,
                                                                enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
@@ -89,11 +92,11 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
 
 
 @functools.cache
-def views_copied_by_matmul() -> bool:
-    """Whether this CPU's bfloat16 matmul copies a cache view before multiplying (oneDNN's AMX kernels do; its
-    AVX-512 BF16 kernels read the view in place): then :func:`decode_attention` computes a bfloat16 single-token
-    call with SDPA. Decided by :func:`~genenv.runtime.models.bfloat16_path` (``"amx"``), so one host always takes
-    the same kernel and its runs stay reproducible."""
+def sdpa_decodes_bfloat16() -> bool:
+    """Whether :func:`decode_attention` computes a bfloat16 single-token call with SDPA (a CPU with AMX, where the
+    matmuls over a cache view were 2.6-3.6x slower) rather than :func:`grouped_attention` (every other CPU, where
+    SDPA was 7-9x slower). Decided by :func:`~genenv.runtime.models.bfloat16_path` (``"amx"``), so one host
+    always takes the same kernel and its runs stay reproducible."""
     from genenv.runtime.models import bfloat16_path
 
     return bfloat16_path("cpu") == "amx"
@@ -113,14 +116,39 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
         bias: an additive float mask broadcast to the scores, or ``None``.
     Returns:
         ``[B, KV, G, D]`` in ``value``'s dtype.
+
+    Below float32, when ``key`` is the first ``K`` columns of a contiguous buffer (:func:`column_buffer`: a decoding
+    cache's view, :mod:`~genenv.runtime.kv_cache`), the scores are computed against the whole buffer and their
+    first ``K`` columns kept. oneDNN's bfloat16 matmul takes an operand only contiguous or with its last two dims
+    transposed, and copies any other one first: the transposed view of ``key`` cost a transposing copy, the whole
+    buffer none (its extra columns are computed and dropped). The result is bit for bit the view's. Measured on a
+    2-core AMD EPYC with AVX-512 BF16, one layer's attention, bf16, buffer 1.1-2x the cached tokens: 8 rows x 1,000
+    cached tokens 1.53 -> 0.65 ms, 16 x 1,300 3.35 -> 2.11, 4 x 6,000 3.63 -> 1.32, 32 x 300 0.92 -> 0.64. In
+    float32 the matmuls read the view in place and it is kept (the whole buffer was slower there).
     """
-    scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale  # [B, KV, G, K]
+    k_len = key.shape[2]
+    whole = column_buffer(key) if key.dtype != torch.float32 else None
+    if whole is not None:
+        scores = torch.matmul(query, whole.transpose(-1, -2))[..., :k_len].float() * scale  # [B, KV, G, K]
+    else:
+        scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale  # [B, KV, G, K]
     if blocked is not None:
         scores = scores.masked_fill(blocked, float("-inf"))
     if bias is not None:
         scores = scores + bias.float()
     probs = torch.softmax(scores, dim=-1).to(value.dtype)
     return torch.matmul(probs, value)
+
+
+def column_buffer(view: torch.Tensor) -> torch.Tensor | None:
+    """The contiguous tensor ``buf`` (``[B, KV, C, D]``) of which ``view`` (``[B, KV, K, D]``) is ``buf[:, :, :K]``,
+    or ``None`` when ``view`` is not such a slice (a tensor of its own, or a view of another shape or offset).
+    Read from the view's ``_base`` (PyTorch's link from a view to the tensor it was taken from)."""
+    base = view._base
+    if (base is None or base.dim() != 4 or not base.is_contiguous() or base.data_ptr() != view.data_ptr()
+            or base.shape[:2] != view.shape[:2] or base.shape[3] != view.shape[3] or view.stride() != base.stride()):
+        return None
+    return base
 
 
 def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

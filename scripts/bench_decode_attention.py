@@ -1,7 +1,8 @@
 """One layer's attention of a decoding step in bfloat16 on the CPU, the two ways
 :func:`~genenv.runtime.attention.decode_attention` can compute it: SDPA with grouped-query heads (what it takes
-where :func:`~genenv.runtime.attention.views_copied_by_matmul`, a CPU with AMX) against two matmuls with the scores
-and the softmax in float32 (:func:`~genenv.runtime.attention.grouped_attention`, elsewhere). SmolLM2-135M's heads
+where :func:`~genenv.runtime.attention.sdpa_decodes_bfloat16`, a CPU with AMX) against two matmuls with the scores
+and the softmax in float32 (:func:`~genenv.runtime.attention.grouped_attention`, elsewhere; its scores against the
+key's whole buffer). SmolLM2-135M's heads
 (9 query heads over 3 KV heads of 64); the keys and values are views of the first ``T`` columns of larger buffers,
 as a growing KV cache hands them over (a benchmark script that prints figures, not a test).
 
@@ -23,7 +24,7 @@ SHAPES = ((8, 1000), (16, 400), (16, 1300), (4, 6000), (32, 300))
 
 def main(argv: list[str] | None = None) -> None:
     """Command line (see the module docstring)."""
-    from genenv.runtime.attention import grouped_attention, views_copied_by_matmul
+    from genenv.runtime.attention import grouped_attention, sdpa_decodes_bfloat16
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         return (time.perf_counter() - start) / count * 1e3
 
     print(f"torch threads {torch.get_num_threads()}; decode_attention in bf16 uses "
-          f"{'SDPA' if views_copied_by_matmul() else 'the matmuls'} here")
+          f"{'SDPA' if sdpa_decodes_bfloat16() else 'the matmuls'} here")
     print("| rows | cached tokens | SDPA ms | matmuls ms | SDPA max error | matmuls max error |\n"
           "|---|---|---|---|---|---|")
     for rows, cached in SHAPES:

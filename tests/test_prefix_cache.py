@@ -164,13 +164,13 @@ def test_decode_attention_is_sdpa_attention_on_grouped_heads_and_padding():
 @pytest.mark.parametrize("sdpa", [True, False])
 def test_bfloat16_decode_attention_reads_a_cache_view_as_float32_attention_does(sdpa, monkeypatch):
     """In bfloat16 ``decode_attention`` runs SDPA with grouped-query heads (a CPU with AMX) or the matmuls (other
-    CPUs; ``views_copied_by_matmul`` chooses) on the cache view (the first ``T`` columns of a larger buffer whose
+    CPUs; ``sdpa_decodes_bfloat16`` chooses) on the cache view (the first ``T`` columns of a larger buffer whose
     later columns hold large stale states): either way the float32 matmul path's result, to bfloat16 precision,
     padding masked."""
     from genenv.runtime import attention
     from genenv.runtime.attention import decode_attention
 
-    monkeypatch.setattr(attention, "views_copied_by_matmul", lambda: sdpa)
+    monkeypatch.setattr(attention, "sdpa_decodes_bfloat16", lambda: sdpa)
 
     torch.manual_seed(0)
     rows, kv, heads, dim, filled = 3, 2, 6, 16, 30
@@ -188,6 +188,43 @@ def test_bfloat16_decode_attention_reads_a_cache_view_as_float32_attention_does(
     assert calls.call_count == int(sdpa)  # the kernel chosen for this CPU
     assert low.dtype == torch.bfloat16 and low.shape == exact.shape == (rows, 1, heads, dim)
     assert torch.allclose(low.float(), exact, atol=3e-2, rtol=3e-2) and exact.abs().max() < 10
+
+
+def test_bfloat16_scores_read_a_growing_caches_whole_buffer_bit_for_bit():
+    """Below float32 ``grouped_attention`` multiplies the query by the whole buffer a decoding cache's key view
+    starts (``column_buffer``) and keeps the view's columns: the same bits as over a contiguous copy of the view,
+    the stale columns past the fill (here NaN) never reach the result. A key that is no such slice, and any
+    float32 key, is multiplied as given."""
+    from genenv.runtime.attention import column_buffer, grouped_attention
+    from genenv.runtime.kv_cache import GrowingLayer
+
+    torch.manual_seed(0)
+    rows, kv, groups, dim = 4, 3, 3, 64
+    layer = GrowingLayer()
+    for step in range(70):  # prompt 40 tokens, then one token a step: 80 positions, then 162
+        width = 40 if step == 0 else 1
+        layer.update(torch.randn(rows, kv, width, dim, dtype=torch.bfloat16),
+                     torch.randn(rows, kv, width, dim, dtype=torch.bfloat16))
+    keys, values = layer.keys, layer.values
+    buffer = column_buffer(keys)
+    assert keys.shape[2] == 109 and buffer is layer._kbuf and buffer.shape[2] == 162
+    buffer[:, :, 109:] = float("nan")  # never written: whatever new memory held
+    query = torch.randn(rows, kv, groups, dim, dtype=torch.bfloat16)
+    blocked = torch.zeros(rows, 1, 1, 109, dtype=torch.bool)
+    blocked[0, ..., :5] = True  # a left-padded row
+    widths = []
+    matmul = torch.matmul
+    with mock.patch.object(torch, "matmul", side_effect=lambda a, b: widths.append(b.shape[-1]) or matmul(a, b)):
+        got = grouped_attention(query, keys, values, 0.125, blocked)
+    assert widths == [162, 64]  # the scores against the whole buffer, then the probabilities times the values
+    want = grouped_attention(query, keys.contiguous(), values.contiguous(), 0.125, blocked)
+    assert torch.equal(got, want) and not got.isnan().any()
+    assert column_buffer(keys.contiguous()) is None and column_buffer(buffer[:, :, 1:110]) is None
+    assert column_buffer(buffer[:2, :, :109]) is None  # fewer rows: not the first columns of the whole buffer
+    widths.clear()
+    with mock.patch.object(torch, "matmul", side_effect=lambda a, b: widths.append(b.shape[-1]) or matmul(a, b)):
+        grouped_attention(query.float(), keys.float(), values.float(), 0.125, blocked)
+    assert widths == [109, 64]
 
 
 def test_sliding_window_models_are_not_stored():
