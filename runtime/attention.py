@@ -11,8 +11,9 @@ single token on the CPU; every other call (prefill, training's log-prob passes, 
 ``sdpa_attention_forward`` unchanged.
 
 In bfloat16 (chosen only where the CPU computes it natively, AVX-512 BF16 or AMX) the kernel depends on the CPU
-(:func:`sdpa_decodes_bfloat16`). oneDNN's bf16 matmul copies an operand that is neither contiguous nor transposed
-in its last two dims, and a cache view (the first ``T`` of its buffer's columns) is neither.
+(:func:`sdpa_decodes_bfloat16`). PyTorch's bf16 matmul through oneDNN (``aten/src/ATen/native/mkldnn/Matmul.cpp``)
+copies an operand that is neither contiguous nor transposed in its last two dims, and a cache view (the first ``T``
+of its buffer's columns) is neither.
 ``scaled_dot_product_attention`` with ``enable_gqa`` reads the view in place without repeating the KV heads (which
 transformers' ``sdpa_attention_forward`` does). Measured on a 2-core Intel Xeon with AMX, one decoding step's
 attention over 30 layers, bf16: 4 rows x 6,000 cached tokens 142.7 ms (matmuls over the view) / 39.3 ms (SDPA with
@@ -94,7 +95,7 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
 @functools.cache
 def sdpa_decodes_bfloat16() -> bool:
     """Whether :func:`decode_attention` computes a bfloat16 single-token call with SDPA (a CPU with AMX, where the
-    matmuls over a cache view were 2.6-3.6x slower) rather than :func:`grouped_attention` (every other CPU, where
+    matmuls over a cache view were 2.5-3.6x slower) rather than :func:`grouped_attention` (every other CPU, where
     SDPA was 7-9x slower). Decided by :func:`~genenv.runtime.models.bfloat16_path` (``"amx"``), so one host
     always takes the same kernel and its runs stay reproducible."""
     from genenv.runtime.models import bfloat16_path
