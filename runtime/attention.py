@@ -128,17 +128,23 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     float32 the matmuls read the view in place and it is kept (the whole buffer was slower there).
     """
     k_len = key.shape[2]
-    whole = column_buffer(key) if key.dtype != torch.float32 else None
-    if whole is not None:
-        scores = torch.matmul(query, whole.transpose(-1, -2))[..., :k_len].float() * scale  # [B, KV, G, K]
-    else:
-        scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale  # [B, KV, G, K]
+    whole = column_buffer(key) if reads_whole_buffer(key.dtype) else None
+    keys = key if whole is None else whole
+    scores = torch.matmul(query, keys.transpose(-1, -2))[..., :k_len].float() * scale  # [B, KV, G, K]
     if blocked is not None:
         scores = scores.masked_fill(blocked, float("-inf"))
     if bias is not None:
         scores = scores + bias.float()
     probs = torch.softmax(scores, dim=-1).to(value.dtype)
     return torch.matmul(probs, value)
+
+
+def reads_whole_buffer(dtype: torch.dtype) -> bool:
+    """Whether single-token attention in ``dtype`` multiplies by a KV buffer's every column rather than a view of its
+    filled ones: below float32, where PyTorch's oneDNN matmul copies such a view first (:func:`grouped_attention`
+    over a cache view; :meth:`~genenv.runtime.continuous.Packed.attend` over the batch's buffers, its unfilled
+    columns masked). Float32 matmuls read the view in place, and there the whole buffer was slower."""
+    return dtype != torch.float32
 
 
 def column_buffer(view: torch.Tensor) -> torch.Tensor | None:

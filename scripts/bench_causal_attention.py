@@ -88,5 +88,6 @@ def matmul_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
                             blocked=~allowed.repeat(g, 1))  # rows: a KV head's query heads, each its Q queries
     return out.reshape(b, h, q, d)
 
+
 if __name__ == "__main__":
     main()
