@@ -33,6 +33,8 @@ try:  # Python 3.11+: the regular-expression parser the re module uses (its widt
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
+__all__ = ["TEXT_CLASS", "UnboundedSchema", "array", "fits", "json_object", "max_json_bytes", "number", "text"]
+
 TEXT_CLASS = r"[ !#-\[\]-~]"  # printable ASCII except '"' and '\': one byte, one JSON character, no escape
 FRACTION_DIGITS = 6  # fractional digits xgrammar 0.2.9 allows a bounded number
 NUMBER_LIMIT = 1_000_000_000  # |value| of the bounded numbers below

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # this module imports nothing of genenv at import time: benchmark folders import it while the
     from genenv.benchmarks.spec import BenchmarkSpec  # env framework loads its plugins
 
+__all__ = ["BENCHMARKS", "get_benchmark", "paper_benchmarks", "register_benchmark"]
+
 BENCHMARKS: dict[str, str] = {}  # name → "module:Class" of the spec
 _INSTANCES: dict[tuple[str, str | None], "BenchmarkSpec"] = {}
 

@@ -19,6 +19,8 @@ from genenv.benchmarks.task_writer import TaskWriter
 from genenv.envs.registry import env_entry
 from genenv.envs.task import Task
 
+__all__ = ["BenchmarkEvaluation", "BenchmarkSpec", "Metric"]
+
 
 @dataclass(frozen=True)
 class Metric:

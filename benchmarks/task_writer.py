@@ -18,6 +18,8 @@ from genenv.benchmarks.bounded_schema import fits
 from genenv.envs.parsing import raw_decode_json
 from genenv.envs.task import Task
 
+__all__ = ["Rejection", "TaskWriter", "extract_json_object", "final_request"]
+
 NEAR_DUPLICATE_THRESHOLD = 90.0  # rapidfuzz token_set_ratio (0-100) at or above which a task is a near-duplicate
 
 

@@ -24,9 +24,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import gymnasium as gym
+from genenv.envs.extras import require_extra
+from genenv.envs.registry import ENVS
 from genenv.envs.parsing import ActionParseError, ToolCall, check_parsing
 from genenv.envs.spaces import UnicodeText
 from genenv.envs.task import Task
+
+__all__ = ["InvalidAction", "MultiStepTaskEnv", "TaskEnv", "parse_or_invalid"]
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,13 @@ class TaskEnv(gym.Env, abc.ABC):
     ``messages`` (chat messages for a chat model), ``tools``. ``info`` after step: ``success`` (bool),
     ``error`` (str, empty if none) and the benchmark's metric parts.
 
+    A subclass whose benchmark needs an optional extra names it in ``extra`` and the modules it imports in
+    ``extra_modules``; constructing it without them raises before anything is loaded.
+
     Raises:
         ValueError: no tasks to serve, an unknown ``parsing`` setting, or an unknown ``task_id`` /
             out-of-range ``task_index``.
+        genenv.envs.extras.MissingExtra: ``extra_modules`` are not installed (the message names ``extra``).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
@@ -77,10 +85,15 @@ class TaskEnv(gym.Env, abc.ABC):
     accepts_tool_calls: ClassVar[bool] = False  # a list of ToolCall is an action (action_from_calls), not only text
     thread_safe: ClassVar[bool] = True  # False: episodes of this class in one process run one call at a time
     prompt_window: ClassVar[int | None] = None  # earlier exchanges kept in the prompt (None: all; PromptWindow)
+    extra: ClassVar[str] = ""  # the pip extra of genenv that installs extra_modules (genenv.envs.extras)
+    extra_modules: ClassVar[tuple[str, ...]] = ()  # top-level modules the env needs beyond the core install
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, parsing: str = "official",
                  **load_kwargs: Any):
+        if self.extra_modules:
+            entry = ENVS.get(self.benchmark)
+            require_extra(self.extra, *self.extra_modules, needed_by=entry.env_id if entry else type(self).__name__)
         self.parsing = check_parsing(parsing)
         if tasks is None:
             tasks = self.load_tasks(split=split, data_dir=data_dir, **load_kwargs)

@@ -20,6 +20,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+__all__ = [
+    "DataError", "benchmark_dir", "benchmark_file", "cache_dir", "data_label", "is_packaged", "iter_jsonl",
+    "jsonl_line", "read_json", "require_fields", "resolve_data_dir", "split_of", "write_json", "write_jsonl",
+]
+
 log = logging.getLogger(__name__)
 
 ENV_VAR = "GENENV_DATA_DIR"

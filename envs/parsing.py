@@ -24,7 +24,7 @@ forgiving reading above. Each env documents its official reading (``TaskEnv.pars
 
 Every failure raises :class:`ActionParseError` with a human-readable reason; environments turn that into
 reward 0 and ``info["error"]``. Nothing in here raises anything else, whatever the input (fuzz-tested:
-``python scripts/bench_fuzz.py``). Bounds: text length :data:`MAX_ACTION_CHARS`, numeric literals
+``python lab/benches/bench_fuzz.py``). Bounds: text length :data:`MAX_ACTION_CHARS`, numeric literals
 :data:`MAX_NUMBER_CHARS` characters, nesting :data:`MAX_NESTING` levels (:func:`loads_json`,
 :func:`literal_eval`, :func:`check_value`: use them, not ``json.loads`` / ``ast.literal_eval``, on model text).
 """
@@ -36,6 +36,12 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
+
+__all__ = [
+    "ActionParseError", "MAX_ACTION_CHARS", "MAX_NESTING", "MAX_NUMBER_CHARS", "PARSING_MODES", "ToolCall",
+    "check_parsing", "check_value", "loads_json", "parse_bracket_call", "parse_command", "parse_free_text",
+    "parse_literal", "parse_tool_calls", "raw_decode_json", "raw_text", "strip_think",
+]
 
 MAX_ACTION_CHARS = 20_000  # longer model outputs are rejected before parsing (bounded cost per action)
 MAX_NUMBER_CHARS = 100  # longest numeric literal accepted (characters; Python refuses int strings > 4,300 digits)

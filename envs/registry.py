@@ -24,6 +24,11 @@ import gymnasium as gym
 
 from genenv.envs.tables import load_object
 
+__all__ = [
+    "ENVS", "EnvEntry", "PLUGIN_ERRORS", "PLUGIN_GROUP", "SAMPLE_BUILDERS", "env_entry", "load_plugins", "register_env",
+    "register_sample_builder", "render_messages",
+]
+
 log = logging.getLogger(__name__)
 
 PLUGIN_GROUP = "genenv.benchmarks"  # the Python entry-point group benchmarks register through

@@ -16,6 +16,8 @@ from gymnasium import spaces
 
 from genenv.envs.parsing import ToolCall
 
+__all__ = ["ToolCallSpace", "UnicodeText", "as_tool_calls"]
+
 _SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " "
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+__all__ = ["Registry", "load_object"]
+
 
 class Registry(dict):
     """A table of named things (advantage estimators, environment-policy update modes, environment-policy rewards,

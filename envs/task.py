@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+__all__ = ["Task"]
+
 ActionKind = Literal["structured", "free_text"]
 Origin = Literal["seed", "generated"]
 

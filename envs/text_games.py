@@ -7,6 +7,8 @@ one admissible command).
 """
 from __future__ import annotations
 
+__all__ = ["ACTIONS_HEADER", "admissible_commands", "match_command", "observation_text", "past_observation"]
+
 ACTIONS_HEADER = "\n\nValid actions: "
 
 

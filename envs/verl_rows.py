@@ -13,6 +13,8 @@ from typing import Any
 from genenv.envs.registry import render_messages
 from genenv.envs.task import Task
 
+__all__ = ["read_verl_parquet", "task_extra_info", "to_verl_row", "write_verl_parquet"]
+
 
 def to_verl_row(task: Task) -> dict[str, Any]:
     """``task`` as one row of veRL's RL parquet format (see the module docstring)."""

@@ -31,6 +31,8 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 from genenv.envs.task import Task
 
+__all__ = ["EpisodeRunner", "LocalEpisodes", "ProcessEpisodes", "WorkerDied"]
+
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
 

@@ -11,6 +11,8 @@ import pandas as pd
 
 from genenv.envs.data import DataError, benchmark_dir, benchmark_file
 
+__all__ = ["build_sample", "load_baselines"]
+
 PACKAGED = Path(__file__).with_name("baselines")
 
 COLUMNS = ("group", "model", "alfworld", "bfcl", "api_bank", "bamboogle", "travelplanner", "average")

@@ -20,6 +20,8 @@ from genenv.envs.registry import SAMPLE_BUILDERS, env_entry, load_plugins
 from genenv.envs.tables import load_object
 from genenv.eval.baselines import build_sample as build_baselines_sample
 
+__all__ = ["main"]
+
 def list_envs(data_dir: str | None = None) -> list[dict]:
     """One row per (env, options): ``env_id``, ``benchmark``, ``options`` and ``tasks`` (count, or the error)."""
     rows = []

@@ -30,6 +30,8 @@ from genenv.envs.parsing import PARSING_MODES
 from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import evaluate
 
+__all__ = ["add_eval_arguments", "expand_benchmarks", "main", "parse_options", "policy_from_args"]
+
 
 def parse_options(items: Sequence[str], base: dict[str, dict[str, Any]] | None = None
                   ) -> dict[str, dict[str, Any]]:
@@ -132,7 +134,20 @@ RESUME_KEYS = ("policy", "benchmarks", "categories", "option", "env_option", "sp
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``genenv-eval``."""
+    """Entry point of ``genenv-eval``: :func:`evaluate_main`; an optional dependency that the chosen benchmarks or
+    policy need and that is not installed exits with 1 and the message naming its extra
+    (:class:`~genenv.envs.extras.MissingExtra`)."""
+    from genenv.envs.extras import MissingExtra
+
+    try:
+        return evaluate_main(argv)
+    except MissingExtra as exc:
+        print(f"genenv-eval: {exc}", file=sys.stderr)
+        return 1
+
+
+def evaluate_main(argv: list[str] | None = None) -> int:
+    """Parse ``genenv-eval``'s arguments, evaluate, print the leaderboard; returns the exit status."""
     p = argparse.ArgumentParser(prog="genenv-eval", description="Evaluate a policy and print a leaderboard.")
     add_eval_arguments(p)
     p.add_argument("--categories", default="simple_python",

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+__all__ = ["LlamaServer", "ServerError", "free_port", "main", "stream_speed"]
+
 SERVED_NAME = "smollm2"
 """The model name the server answers to (``openai:URL#smollm2``)."""
 

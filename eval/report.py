@@ -23,6 +23,8 @@ from genenv.envs.data import data_label, write_jsonl
 from genenv.eval.baselines import load_baselines
 from genenv.runtime.evaluation import LENIENT_LABEL
 
+__all__ = ["leaderboard_markdown", "write_results"]
+
 
 def paper_result(spec, metrics: list[Metric], headline: Metric) -> Metric | str:
     """``spec``'s metric measured under its Table 1 column's protocol, or why there is none, in the words the

@@ -23,6 +23,11 @@ import numpy as np
 
 from genenv.envs.tables import Registry
 
+__all__ = [
+    "ENV_POLICY_REWARDS", "absolute_zero_reward", "alpha_curriculum_reward", "difficulty_filter", "env_policy_reward",
+    "learnability_reward", "register_env_policy_reward", "rzero_reward",
+]
+
 
 ENV_POLICY_REWARDS = Registry("environment-policy reward")  # config name → f(p_hat, alpha=..., beta=...)
 register_env_policy_reward = ENV_POLICY_REWARDS.register  # decorator: ``@register_env_policy_reward("name")``

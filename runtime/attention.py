@@ -22,7 +22,7 @@ On a 2-core AMD EPYC with AVX-512 BF16 and no AMX SDPA is the slow one, so the m
 scores are taken against the key's whole buffer, which oneDNN reads in place (:func:`grouped_attention`): one
 layer, bf16 views of larger buffers, SDPA with grouped heads against the matmuls, 8 rows x 1,000 cached tokens
 4.4-4.6 / 0.5, 16 x 400 3.4-3.5 / 0.4, 16 x 1,300 10.6-11.3 / 1.4-1.8, 4 x 6,000 13.1-13.8 / 1.5-1.6, 32 x 300
-5.5-5.6 / 0.6-1.0 ms, both within 0.004 of float32 SDPA (``python scripts/bench_decode_attention.py``; over the
+5.5-5.6 / 0.6-1.0 ms, both within 0.004 of float32 SDPA (``python lab/benches/bench_decode_attention.py``; over the
 view itself the matmuls took 1.2-1.3, 0.8-0.9, 2.6, 3.5-3.7 and 1.1 ms). The AMX host was not measured with the
 whole buffer. In float32 the matmuls stay everywhere (AMX host, 4 x 6,000: 46.4 ms against 83.8 and 1,055.9).
 
@@ -39,6 +39,11 @@ from __future__ import annotations
 import functools
 
 import torch
+
+__all__ = [
+    "NAME", "causal_attention", "column_buffer", "decode_attention", "grouped_attention", "reads_whole_buffer",
+    "sdpa_decodes_bfloat16", "use_decode_attention",
+]
 
 NAME = "genenv_cpu_decode"
 """The attention implementation's registered name (``model.config._attn_implementation``)."""
@@ -61,7 +66,7 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
             the last ``Q`` of the ``K`` positions, every row unpadded before its own queries; padding after a row's
             last token is allowed, as its outputs are never read); such a call with ``1 < Q`` and ``2 K <= 3 Q``
             is :func:`causal_attention` (not with a sliding window, or dropout in training): past that its zero
-            rows cost more than the mask saves (``scripts/bench_causal_attention.py``).
+            rows cost more than the mask saves (``lab/benches/bench_causal_attention.py``).
     Returns:
         ``(out [B, Q, H, D], None)``.
     """
@@ -167,7 +172,7 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     whose outputs are dropped (their gradient is zero). With an explicit mask the CPU flash kernel computes every
     block above the diagonal too (``Q·K`` scores), the causal kernel about ``K²/2`` with the zero rows. So it pays
     where the queries are most of the keys (a long response after a short prompt) and costs more where the cache
-    is long (``scripts/bench_causal_attention.py`` prints both per layer).
+    is long (``lab/benches/bench_causal_attention.py`` prints both per layer).
 
     Args:
         query: ``[B, H, Q, D]``; key / value: ``[B, KV, K, D]``, ``K >= Q``, ``H`` a multiple of ``KV``.

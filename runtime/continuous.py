@@ -51,6 +51,8 @@ from genenv.runtime.attention import grouped_attention, reads_whole_buffer
 from genenv.runtime.decoding import sample_tokens
 from genenv.runtime.prefix_cache import common_prefix
 
+__all__ = ["COLUMN_STEP", "COUNTERS", "ContinuousBatch", "Packed", "TurnOutput", "buffer_columns"]
+
 COUNTERS = ("passes", "decode_rows", "prefill_passes", "prefill_tokens", "prompt_tokens", "reused_tokens",
             "decode_seconds", "prefill_seconds")
 """What a batch counts: forward passes, the decoding tokens they fed (one per decoding row), the passes that fed

@@ -3,7 +3,7 @@
 ``transformers``' ``generate`` keeps computing every row of its batch until the last row stops (a finished row
 gets padding tokens, ``transformers/generation/utils.py: _sample``), so a batch whose responses differ in length
 spends most of its decoding steps on rows that are done: measured on a default Bamboogle rollout (24 rows, up to
-96 tokens, 29 on average), 54 % of the decoded rows were finished ones (``scripts/bench_rollout.py``'s ``useful
+96 tokens, 29 on average), 54 % of the decoded rows were finished ones (``lab/benches/bench_rollout.py``'s ``useful
 decode rows``). :func:`decode` samples exactly as ``generate`` does (the last position's logits in float32, divided
 by the temperature, softmax, ``torch.multinomial``; ``argmax`` at temperature 0) but drops finished rows from the
 batch and from its KV cache, so each step computes only unfinished sequences. A retired row's KV states are handed
@@ -24,6 +24,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
+
+__all__ = ["decode", "sample_tokens"]
 
 RetireHook = Callable[[int, int, list[torch.Tensor], list[torch.Tensor], torch.Tensor, list[int]], None]
 """``on_retire(row, fed, keys, values, mask, response)``: ``row`` the row's index in the input batch, ``fed`` the

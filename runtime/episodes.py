@@ -26,9 +26,9 @@ For training, :meth:`Trajectory.segments` turns the turns into update sequences:
 of turns whose prompts extend the previous prompt and response (the conversation grew append-only), with a mask of
 0 on the environment's tokens. A prompt that does not extend it (a windowed prompt dropped history; a sampled
 response that the chat template re-encodes to other tokens) starts the next sequence, so the update feeds a
-conversation's history again only where it broke. Of 16 powered TWX episodes (``scripts/bench_update.py --tasks 4``),
-3 broke once; the update fed 13,179 tokens in 19 sequences, where one sequence per turn of a broken episode had fed
-22,954 in 37, for the same 1,154 trained tokens.
+conversation's history again only where it broke. Of 16 powered TWX episodes
+(``lab/benches/bench_update.py --tasks 4``), 3 broke once; the update fed 13,179 tokens in 19 sequences, where one
+sequence per turn of a broken episode had fed 22,954 in 37, for the same 1,154 trained tokens.
 """
 from __future__ import annotations
 
@@ -41,6 +41,11 @@ from typing import Any, Callable, Sequence
 from genenv.envs.task import Task
 from genenv.envs.workers import EpisodeRunner, LocalEpisodes, ProcessEpisodes
 from genenv.runtime.policies import Generation, Policy, Prompt
+
+__all__ = [
+    "BUDGET_EXHAUSTED", "Episode", "Rollout", "RolloutSpec", "RolloutTimings", "Segment", "Trajectory", "Turn",
+    "episode_runner", "per_task", "play_episodes",
+]
 
 BUDGET_EXHAUSTED = "response budget exhausted"
 

@@ -19,6 +19,8 @@ from genenv.envs.data import jsonl_line, write_jsonl
 from genenv.envs.parsing import check_parsing
 from genenv.runtime.episodes import RolloutSpec, Trajectory, play_episodes
 
+__all__ = ["EvalResult", "LENIENT_LABEL", "ResultLog", "evaluate", "output_agreement", "row_trajectory"]
+
 
 LENIENT_LABEL = "LENIENT parsing (ours, not the official reading of model text)"
 """Added to the protocol label of every metric of a benchmark evaluated with ``parsing="lenient"``."""
@@ -37,6 +39,25 @@ class EvalResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     trajectories: list[Trajectory] = field(default_factory=list)
     timing: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def output_agreement(reference: EvalResult, other: EvalResult) -> dict[str, float]:
+    """How often ``other``'s raw outputs equal ``reference``'s, over the tasks both have (matched by unit and task
+    id; texts compared stripped).
+
+    Returns:
+        ``{"n": tasks compared, "exact": share (0-1) whose whole texts are equal, "first_word": share whose first
+        whitespace-separated words are equal}``; both shares are 0.0 when no task matches.
+    Raises:
+        KeyError: a row of either result lacks ``unit``, ``task_id`` or ``raw_output``.
+    """
+    ref = {(r["unit"], r["task_id"]): r["raw_output"].strip() for r in reference.rows}
+    pairs = [(ref[(r["unit"], r["task_id"])], r["raw_output"].strip()) for r in other.rows
+             if (r["unit"], r["task_id"]) in ref]
+    n = len(pairs)
+    first = [(a.split()[:1], b.split()[:1]) for a, b in pairs]
+    return {"n": n, "exact": sum(a == b for a, b in pairs) / n if n else 0.0,
+            "first_word": sum(a == b for a, b in first) / n if n else 0.0}
 
 
 class ResultLog:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+__all__ = ["JSON_OPTIONS", "RowMatchers", "SchemaGrammars"]
+
 JSON_OPTIONS = dict(any_whitespace=False, separators=(", ", ": "), strict_mode=True)
 
 

@@ -12,7 +12,7 @@ repetition, any length), which the prefix cache (:mod:`~genenv.runtime.prefix_ca
 on.
 
 Measured here (2-core AMD EPYC, AVX2, torch 2.13, SmolLM2-135M float32 with
-:func:`~genenv.runtime.attention.decode_attention`; ``scripts/bench_rollout.py`` prints the loop's figures):
+:func:`~genenv.runtime.attention.decode_attention`; ``lab/benches/bench_rollout.py`` prints the loop's figures):
 seconds per decoding step 0.197 → 0.173 at 16 rows and 300 cached tokens, 0.298 → 0.254 at 16 x 800,
 0.448 → 0.367 at 64 x 300.
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
+
+__all__ = ["GrowingLayer", "growing_cache"]
 
 MIN_CAPACITY = 64
 """Token positions a layer's first buffer holds at least."""

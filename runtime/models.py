@@ -20,11 +20,20 @@ import os
 from pathlib import Path
 
 from genenv.envs.data import cache_dir
+from genenv.envs.extras import require_extra
+
+__all__ = [
+    "SMOLLM2_ALIASES", "adapter_base", "bfloat16_path", "chat_prompt_ids", "checkpoint_folder",
+    "load_model_and_tokenizer", "low_precision_copy", "model_device", "native_bfloat16", "prepare_tokenizer",
+    "resolve_dtype", "resolve_model_path", "smollm2_gguf_path", "weights_version",
+]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 log = logging.getLogger(__name__)
+
+LOCAL_MODULES = ("torch", "transformers", "gguf")  # what local models need beyond the core (the `local` extra)
 
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "SmolLM2-135M-Instruct")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -182,7 +191,9 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
         the model (eval mode) and a tokenizer with a pad token, left padding and ``stop_token_ids`` attribute.
     Raises:
         ModelNotFound: see :func:`resolve_model_path`.
+        genenv.envs.extras.MissingExtra: torch, transformers or gguf is not installed (the ``local`` extra).
     """
+    require_extra("local", *LOCAL_MODULES, needed_by=f"the local model {name!r}")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

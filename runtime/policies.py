@@ -13,6 +13,11 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from genenv.envs.task import Task
 
+__all__ = [
+    "Generation", "OpenAIPolicy", "OraclePolicy", "Policy", "Prompt", "STATIC_WIDTH_STEP", "TransformersPolicy",
+    "left_padded", "make_policy", "sampling_kwargs",
+]
+
 
 @dataclass
 class Generation:
@@ -146,6 +151,10 @@ class TransformersPolicy:
                  batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None,
                  share_prefix: bool = True, prefix_cache_tokens: int = 131072, decode_attention: bool = True,
                  retire_rows: bool = True, continuous_batching: bool = True, static_cache: bool = False):
+        from genenv.envs.extras import require_extra
+        from genenv.runtime.models import LOCAL_MODULES
+
+        require_extra("local", *LOCAL_MODULES, needed_by=f"the local model {model_name!r}")
         from genenv.runtime.attention import use_decode_attention
         from genenv.runtime.models import load_model_and_tokenizer, prepare_tokenizer
         from genenv.runtime.prefix_cache import PrefixCache

@@ -43,6 +43,8 @@ import torch
 from genenv.runtime.kv_cache import growing_cache
 from genenv.runtime.models import model_device, weights_version
 
+__all__ = ["PrefixCache", "common_prefix", "sliding"]
+
 
 def common_prefix(a: Sequence[int] | np.ndarray, b: Sequence[int] | np.ndarray) -> int:
     """The number of leading tokens ``a`` and ``b`` (token ids: lists or integer arrays) share."""

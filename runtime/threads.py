@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+__all__ = ["busy_cores", "prepare_cpu", "resolve_threads", "usable_cores"]
+
 AUTO = "auto"
 
 

@@ -7,14 +7,11 @@ samples); ``FULL_DATA`` tells whether the full benchmark files are in use.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# the measurement scripts (scripts/bench_*.py) are not library modules; the tests import their functions by name
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from genenv.envs.data import is_packaged, resolve_data_dir  # noqa: E402
 

@@ -3,7 +3,6 @@ crashes, and generated tasks are admitted only when their call executes."""
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 import random
 from pathlib import Path
@@ -247,23 +246,18 @@ def test_official_reading_reads_numbers_as_the_released_tool_manager():
     assert convert_argument(" Emily ", "str", "name", "lenient") == "Emily"
 
 
-AGREEMENT_FILE = Path(__file__).resolve().parents[1] / "docs" / "api_bank_agreement.json"
-
-
-def _agreement_script():
-    spec = importlib.util.spec_from_file_location(
-        "api_bank_agreement", Path(__file__).resolve().parents[1] / "scripts" / "api_bank_agreement.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+AGREEMENT_FILE = Path(__file__).resolve().parents[1] / "lab" / "figures" / "api_bank_agreement.json"
 
 
 def test_official_reading_agrees_with_the_released_checkers_per_api():
     """Per API and per perturbation (padded, re-cased, spaces removed or added, replaced): our official verdict
-    equals the released evaluator's recorded in the shipped agreement study (``scripts/api_bank_agreement.py``),
-    one case per (API, perturbation, verdict); the only disagreements are the study's listed ones, each on a task
-    whose dialogue's earlier calls we replay and the released evaluator does not."""
-    study, script = json.loads(AGREEMENT_FILE.read_text()), _agreement_script()
+    (:mod:`genenv.benchmarks.api_bank.agreement`) equals the released evaluator's recorded in the shipped agreement
+    study (``lab/benches/api_bank_agreement.py``), one case per (API, perturbation, verdict); the only
+    disagreements are the study's listed ones, each on a task whose dialogue's earlier calls we replay and the
+    released evaluator does not."""
+    from genenv.benchmarks.api_bank.agreement import ARGUMENT_CASES, case_reward, case_text
+
+    study = json.loads(AGREEMENT_FILE.read_text())
     assert {lv: f["agreement/official"] >= f["agreement/lenient"] for lv, f in study["figures"].items()} == \
         {"level-1": True, "level-2": True, "level-3": True}
     tasks = {t.id: t for level in (1, 2, 3) for t in load_api_bank_tasks(level, "official")}
@@ -274,12 +268,12 @@ def test_official_reading_agrees_with_the_released_checkers_per_api():
         for variant, verdict in verdicts.items():
             if task_id in tasks:
                 kind = variant.split(":")[0]  # an argument left out or emptied: one case per API and argument
-                key = (tasks[task_id].gold["name"], variant if kind in script.ARGUMENT_CASES else kind, verdict)
+                key = (tasks[task_id].gold["name"], variant if kind in ARGUMENT_CASES else kind, verdict)
                 picked.setdefault(key, (task_id, variant, verdict))
     assert len(picked) >= (200 if FULL_DATA else 10)
     wrong = []
     for task_id, variant, verdict in picked.values():
-        got = script.ours(tasks[task_id], script.case_text(tasks[task_id], variant), "official") == 1.0
+        got = case_reward(tasks[task_id], case_text(tasks[task_id], variant), "official") == 1.0
         if got != (verdict != ((task_id, variant) in known)):
             wrong.append((task_id, variant, verdict, got))
     assert not wrong, wrong[:5]

@@ -17,7 +17,7 @@ import pytest
 
 from genenv.eval.model_server import LlamaServer, ServerError, free_port
 from genenv.runtime.episodes import RolloutSpec
-from genenv.runtime.evaluation import evaluate
+from genenv.runtime.evaluation import evaluate, output_agreement
 from genenv.runtime.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy
 
 
@@ -123,12 +123,10 @@ def test_endpoint_evaluation_on_a_real_server(llama_server, data_dir):
 def test_greedy_endpoint_agrees_with_the_local_policy(llama_server, data_dir, smollm2_dir):
     """The same greedy prompts through llama.cpp (Q4_1 weights) and transformers (their float32 de-quantised
     copy): numerics differ, so texts may part after a few tokens; most must start alike."""
-    from bench_endpoint import agreement
-
     kwargs = dict(data_dir=data_dir, limit=12, progress=False, spec=RolloutSpec(max_new_tokens=24))
     remote = evaluate(llama_server.policy(), ["bamboogle"], **kwargs)
     local = evaluate(TransformersPolicy(str(smollm2_dir), dtype="float32"), ["bamboogle"], **kwargs)
-    agree = agreement(local, remote)
+    agree = output_agreement(local, remote)
     print(f"agreement with the local policy: {agree}")
     assert agree["n"] == 12
     assert agree["first_word"] >= 0.5

@@ -412,7 +412,7 @@ def test_verifiers_openenv_taskset_scores_episodes(env_server_url):
     answer 1, a wrong one 0; BFCL's gold calls as structured ``tool_calls`` 1."""
     from pathlib import Path
 
-    script = str(Path(__file__).resolve().parents[1] / "scripts" / "client_verifiers.py")
+    script = str(Path(__file__).resolve().parents[1] / "tests" / "clients" / "client_verifiers.py")
     bamboogle, bfcl = first_task("bamboogle"), first_task("bfcl")
     calls = [c.to_json() for c in env_entry("bfcl").env_class.gold_action(bfcl)]
     gold = env_entry("bamboogle").env_class.gold_text(bamboogle)

@@ -172,31 +172,6 @@ def test_samples_of_a_prompt_share_one_prefill_and_are_the_same_samples(tiny_mod
     assert len({tuple(r) for r in ids[True][0]}) > 1  # the three samples of a prompt differ: they were sampled
 
 
-def test_bench_rollout_splits_a_default_rollout_into_engine_env_and_other(tiny_model_dir):
-    from bench_rollout import measure, table
-    from genenv.runtime.policies import TransformersPolicy
-
-    policy = TransformersPolicy(str(tiny_model_dir), dtype="float32")
-    rows = [measure("twx", policy, ["agent.batch_tasks=1", "agent.n=2", "agent.max_new_tokens=4"], path=path)
-            for path in ("continuous", "lock-step", "static")]
-    assert policy.prefix_cache is not None and policy.retire_rows and not policy.static_cache  # restored
-    assert rows[2]["profile"]["decode_steps"] == 0  # the static path's passes are not timed one by one
-    for row in rows:
-        assert row["episodes"] == 2 and row["turns"] >= 2 and 0 < row["tokens"] <= 4 * row["turns"]
-        assert row["engine"] > 0 and row["env"] > 0 and row["other"] >= 0
-        assert abs(row["wall"] - row["engine"] - row["env"] - row["other"]) < 1e-9
-        assert row["loop_tokens_per_second"] <= row["engine_tokens_per_second"]
-        profile = row["profile"]
-        if row["path"] != "static":
-            assert profile["decode_steps"] > 0 and profile["prefill_tokens"] > 0 and profile["decode_seconds"] > 0
-        assert 0 < row["longest_episode_tokens"] <= row["tokens"]
-        assert row["reference_lengths"]["tokens"] == row["tokens"] and row["loop_over_engine_lengths"] > 0
-    assert rows[0]["profile"]["padding_share"] == 0.0  # packed passes
-    assert rows[0]["reused_prompt_share"] > 0.5 and rows[1]["reused_prompt_share"] > 0.5
-    assert rows[2]["reused_prompt_share"] == 0.0  # no KV states kept between calls
-    assert "| twx | continuous | 2 |" in table(rows) and "| twx | lock-step | 2 |" in table(rows)
-
-
 def test_every_episode_runner_is_one_interface_chosen_in_one_place():
     """``LocalEpisodes``, ``ProcessEpisodes`` and ``RemoteEpisodes`` implement the one ``EpisodeRunner`` protocol,
     and ``episode_runner`` (the only constructor call of a runner outside the runners' own modules, besides the
@@ -229,19 +204,3 @@ def test_every_episode_runner_is_one_interface_chosen_in_one_place():
                 made.append(str(path.relative_to(root)))
     # a worker's own LocalEpisodes, the chooser, the session server's SessionWorkers
     assert sorted(set(made)) == ["envs/workers.py", "runtime/episodes.py", "runtime/serve/environment.py"]
-
-
-def test_bench_iteration_overrides_replace_the_powered_settings_of_the_same_key():
-    """``scripts/bench_iteration.py``: an override replaces the powered config's entry of its key (Hydra would
-    take the last of two silently, a ``+key`` given twice it refuses) and keeps every other entry in order; the
-    composed config has the overridden values."""
-    from bench_iteration import POWERED, with_overrides
-
-    from genenv.trainer.cli import compose_config
-
-    composed = with_overrides(["iterations=2", "agent.policy.static_cache=true", "agent.n=8"])
-    assert composed[:len(POWERED) - 2] == [o for o in POWERED if not o.startswith(("iterations=", "agent.n="))]
-    assert composed[-3:] == ["iterations=2", "agent.policy.static_cache=true", "agent.n=8"]
-    cfg = compose_config(composed)
-    assert (cfg.iterations, cfg.agent.n, cfg.agent.policy.static_cache, cfg.agent.batch_tasks) == (2, 8, True, 4)
-    assert with_overrides([]) == POWERED

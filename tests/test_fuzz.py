@@ -1,13 +1,13 @@
-"""A fast slice of the fuzz benchmark (``python scripts/bench_fuzz.py``): random and adversarial texts
-(huge integer literals, deep nesting, oversized text, mutated gold texts) through every registered env's step
-and every benchmark spec's ``parse_generated``; none may raise."""
+"""A fast slice of the env contract's fuzzing (:mod:`genenv.benchmarks.fuzz`; ``python lab/benches/bench_fuzz.py``
+runs it in full): random and adversarial texts (huge integer literals, deep nesting, oversized text) through every
+registered env's step and every benchmark spec's ``parse_generated``; none may raise."""
 from __future__ import annotations
 
 import pytest
 
+from genenv.benchmarks.fuzz import fuzz_env, fuzz_generation, fuzz_texts
 from genenv.benchmarks.registry import BENCHMARKS
 from genenv.envs import ENVS
-from bench_fuzz import fuzz_env, fuzz_generation, fuzz_texts
 
 from conftest import DATA_DIR
 

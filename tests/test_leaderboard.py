@@ -110,19 +110,18 @@ class _AnswerLinePolicy:
         return [[Generation(f"Answer: {first_alias(p.task.gold)}")] * n for p in prompts]
 
 
-def test_both_readings_side_by_side_from_one_generation(tmp_path, capsys):
-    """bench_parsing reads one set of outputs twice: `Answer: <gold>` is right under lenient, no answer under the
-    official (Search-R1) reading; a lenient evaluation says so in every label."""
-    from bench_parsing import compare, table
-
+def test_the_two_readings_of_the_same_text_and_their_labels():
+    """The same outputs under both readings: `Answer: <gold>` is right under lenient, no answer under the official
+    (Search-R1) reading; a lenient evaluation says so in every label, an official one in none."""
     policy = _AnswerLinePolicy()
-    official, lenient = compare(policy, "bamboogle", limit=5, progress=False)
-    assert policy.prompts == 5  # generated once, read twice
+    lenient = evaluate(policy, ["bamboogle"], parsing="lenient", limit=5, progress=False)
+    official = evaluate(policy, ["bamboogle"], parsing="official", limit=5, progress=False)
+    assert policy.prompts == 10 and [r["raw_output"] for r in official.rows] == [r["raw_output"] for r in lenient.rows]
     got = {m.key: (m.value, m.protocol) for m in lenient.metrics}
     assert got["bamboogle/em"][0] == 1.0 and "LENIENT parsing" in got["bamboogle/em"][1]
+    assert all("LENIENT parsing" in m.protocol for m in lenient.metrics)
     assert {m.key: m.value for m in official.metrics}["bamboogle/em"] == 0.0
     assert all("LENIENT" not in m.protocol for m in official.metrics)
-    assert "| bamboogle/em | 5 | 0.0 | 100.0 | +100.0 |" in table(official, lenient)
 
 
 @pytest.mark.parametrize("lora_r", [0, 4])

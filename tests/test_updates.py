@@ -366,22 +366,25 @@ def test_causal_attention_is_sdpa_under_the_causal_mask_aligned_to_the_last_key(
         causal_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
 
 
-def test_the_benchmarks_two_matmul_attention_is_sdpa_with_the_mask():
-    """``scripts/bench_causal_attention.py``'s matmul formulation, the one it times against SDPA's fused kernels:
-    the output and the gradients of query, key and value equal SDPA's under the same mask, grouped heads read in
+def test_grouped_attention_is_sdpa_with_the_mask_for_every_query_row_of_a_kv_head():
+    """:func:`~genenv.runtime.attention.grouped_attention` with each KV head's query heads and queries as one run of
+    rows (the matmul formulation ``lab/benches/bench_causal_attention.py`` times against SDPA's fused kernels): the
+    output and the gradients of query, key and value equal SDPA's under the same mask, grouped heads read in
     place."""
-    from bench_causal_attention import matmul_attention
+    from genenv.runtime.attention import grouped_attention
 
     torch.manual_seed(0)
     heads, kv, q, k = 6, 2, 7, 19
+    g = heads // kv
     allowed = torch.ones(q, k, dtype=torch.bool).tril(k - q)
     tensors = [torch.randn(2, heads, q, 16), torch.randn(2, kv, k, 16), torch.randn(2, kv, k, 16)]
     grads = []
     for ours in (True, False):
         query, key, value = (t.clone().requires_grad_() for t in tensors)
-        out = matmul_attention(query, key, value, allowed) if ours else \
-            torch.nn.functional.scaled_dot_product_attention(query, key.repeat_interleave(3, 1),
-                                                             value.repeat_interleave(3, 1), attn_mask=allowed)
+        out = grouped_attention(query.reshape(2, kv, g * q, 16), key, value, 16 ** -0.5,
+                                blocked=~allowed.repeat(g, 1)).reshape(2, heads, q, 16) if ours else \
+            torch.nn.functional.scaled_dot_product_attention(query, key.repeat_interleave(g, 1),
+                                                             value.repeat_interleave(g, 1), attn_mask=allowed)
         (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
         grads.append((out.detach(), query.grad, key.grad, value.grad))
     for got, want in zip(*grads):

@@ -341,13 +341,13 @@ def test_two_roles_number_their_rollout_replicas_apart(ray_cluster, paper_cfg):
 
 
 def test_launch_script_commands_compose_and_pass_verls_validation(tmp_path):
-    """scripts/launch_verl_ray.sh (DRY_RUN=1 prints instead of running): its genenv-train arguments for one 8-GPU
+    """deploy/launch_verl_ray.sh (DRY_RUN=1 prints instead of running): its genenv-train arguments for one 8-GPU
     node and for a 2-node job compose, fill both pools and pass veRL's validation. Starting Ray and the run
     needs GPUs."""
     import shlex
     import subprocess
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "launch_verl_ray.sh"
+    script = Path(__file__).resolve().parents[1] / "deploy" / "launch_verl_ray.sh"
     env = {**os.environ, "DRY_RUN": "1", "RUN_DIR": str(tmp_path / "run")}
 
     def args_of(*argv):
@@ -374,7 +374,7 @@ def test_launch_script_makes_relative_paths_absolute_where_it_runs(tmp_path):
     import shlex
     import subprocess
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "launch_verl_ray.sh"
+    script = Path(__file__).resolve().parents[1] / "deploy" / "launch_verl_ray.sh"
     here = tmp_path.resolve()
     (here / "models" / "m").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k not in ("RUN_DIR", "PWD")}

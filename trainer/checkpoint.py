@@ -17,6 +17,8 @@ import torch
 
 from genenv.trainer.task_pool import TaskPool
 
+__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+
 
 def latest_checkpoint(ckpt_dir: Path) -> Path | None:
     """The checkpoint named in ``ckpt_dir/latest``, if it exists."""

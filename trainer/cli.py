@@ -12,6 +12,13 @@ from __future__ import annotations
 import logging
 import sys
 
+from genenv.envs.extras import MissingExtra, require_extra
+
+__all__ = ["compose_config", "main"]
+
+# what the trainer imports beyond the core install (the ``train`` extra of pyproject.toml)
+TRAIN_MODULES = ("torch", "transformers", "verl", "hydra", "omegaconf", "peft", "xgrammar")
+
 
 def main() -> int:
     """Dispatch ``plot`` or run Hydra's main with ``configs/train.yaml``."""
@@ -26,6 +33,11 @@ def main() -> int:
         out = plot_run(Path(sys.argv[2]))
         print(out)
         return 0
+    try:
+        require_extra("train", *TRAIN_MODULES, needed_by="genenv-train")
+    except MissingExtra as exc:
+        print(f"genenv-train: {exc}", file=sys.stderr)
+        return 1
     import hydra
 
     @hydra.main(config_path="../configs", config_name="train", version_base="1.3")

@@ -40,6 +40,11 @@ from genenv.runtime.policies import Generation, Policy, Prompt
 from genenv.trainer.settings import ConfigError
 from genenv.trainer.task_pool import TaskPool
 
+__all__ = [
+    "GenerationRecord", "PromptPlan", "check_generation_budget", "envgen_plans", "genenv_plans", "generation_budget",
+    "record_row", "run_generation_budget", "skill_feedback", "weakest_skills", "write_tasks",
+]
+
 log = logging.getLogger(__name__)
 FEEDBACK_SKILLS = 8  # skills listed in an EnvGen prompt (the weakest first)
 

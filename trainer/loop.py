@@ -54,6 +54,8 @@ from genenv.trainer.strategies import build_agent_batch, build_task_source
 from genenv.trainer.task_pool import TaskPool
 from genenv.trainer.updates.sample import agent_samples
 
+__all__ = ["CoEvolutionTrainer"]
+
 log = logging.getLogger(__name__)
 RUN_LOGS = ("metrics.jsonl", "generations.jsonl", "heldout.jsonl")  # per-iteration rows, cut back on resume
 

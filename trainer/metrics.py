@@ -26,6 +26,8 @@ from genenv.trainer.settings import CurriculumSettings
 from genenv.trainer.updates.advantages import informative_task_ids
 from genenv.runtime.episodes import Trajectory
 
+__all__ = ["IterationOutcome", "MetricsWriter", "P_HAT_BINS", "drop_rows_from", "group_counts", "metrics_row"]
+
 P_HAT_BINS = np.linspace(0.0, 1.0, 11)  # the p̂ histograms' 10 bins of 0.1
 
 

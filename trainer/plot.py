@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+__all__ = ["plot_run"]
+
 
 def plot_run(run_dir: Path) -> Path:
     """Read ``metrics.jsonl`` and write ``curriculum.png``; returns its path.

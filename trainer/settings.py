@@ -15,6 +15,12 @@ from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.registry import env_entry
 from genenv.rewards.env_policy_reward import ENV_POLICY_REWARDS
 
+__all__ = [
+    "ConfigError", "CurriculumSettings", "EngineSettings", "GenerationSettings", "RoleConfig", "RunSettings",
+    "checked_run_settings", "curriculum_settings", "default_config", "env_kwargs", "read_key", "response_budget",
+    "run_settings",
+]
+
 
 class ConfigError(ValueError):
     """A config key is missing or holds a value the run cannot use; the message names the key."""

@@ -20,6 +20,8 @@ import numpy as np
 from genenv.envs.task import Task
 from genenv.rewards.env_policy_reward import learnability_reward
 
+__all__ = ["TaskPool", "replay_probabilities"]
+
 
 def replay_probabilities(scores: Sequence[float], last_seen: Sequence[int], iteration: int, temperature: float,
                          staleness: float) -> np.ndarray:

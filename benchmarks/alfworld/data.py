@@ -11,6 +11,8 @@ from pathlib import Path
 from genenv.benchmarks.alfworld.files import GAME_FILE, GAMES_DIR, TASK_TYPES
 from genenv.envs.data import DataError, benchmark_dir
 
+__all__ = ["build_sample", "games_root"]
+
 SAMPLE = Path(__file__).with_name("sample")
 
 

@@ -56,6 +56,8 @@ from genenv.envs.parsing import parse_command, raw_text
 from genenv.envs.task import Task
 from genenv.envs.text_games import ACTIONS_HEADER, match_command, observation_text, past_observation
 
+__all__ = ["ALFWorldEnv", "SPLITS", "SPLIT_OPTIONS", "load_alfworld_tasks"]
+
 SPLITS = ("valid_unseen", "valid_seen", "train")
 SPLIT_ALIASES = {"test": "valid_unseen", "heldout": "valid_seen"}
 PROTOCOLS = ("episodic", "single_step")
@@ -152,6 +154,8 @@ class ALFWorldEnv(MultiStepTaskEnv):
     step); ``parsing`` (``"official"``: the raw text goes to the game; ``"lenient"``: see the module docstring).
     """
 
+    extra = "alfworld"
+    extra_modules = ("alfworld", "textworld")
     benchmark = "alfworld"
     action_kind = "structured"
     thread_safe = False  # TextWorld's game loading and PDDL state are shared by the games of one process

@@ -30,6 +30,8 @@ from genenv.benchmarks.alfworld.game import translate
 from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, best_binding, goal_targets, parse_goal, scene_inventory,
                                               with_goal)
 
+__all__ = ["feasible_goals", "translator_verdict"]
+
 Literal = namedtuple("Literal", "predicate args negated")
 """A goal literal with its arguments substituted (what :func:`~genenv.benchmarks.alfworld.goals.best_binding`
 reads: ``predicate``, ``args``, ``negated``)."""

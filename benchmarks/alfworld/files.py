@@ -11,6 +11,8 @@ from typing import Any
 
 from genenv.envs.data import DataError, read_json
 
+__all__ = ["GAMES_DIR", "GAME_FILE", "TASK_TYPES", "folder_goal", "read_game", "task_sentence"]
+
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
               "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
 """ALFWorld's six task types, in the order of its config ids 1-6 (``alfred_tw_env.TASK_TYPES``)."""

@@ -21,6 +21,11 @@ from genenv.envs.data import cache_dir
 from genenv.envs.task import Task
 from genenv.envs.text_games import match_command
 
+__all__ = [
+    "ALFWorldGame", "PARSERS", "acquire_game", "game_key", "game_record", "load_task_game", "release_game",
+    "shared_game", "shared_lock", "translate", "write_atomically",
+]
+
 RECORD_VERSION = 1
 
 

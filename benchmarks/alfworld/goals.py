@@ -24,6 +24,11 @@ from typing import Any, Protocol
 
 from genenv.benchmarks.alfworld.files import TASK_TYPES
 
+__all__ = [
+    "GOAL_SLOTS", "best_binding", "goal_pddl", "goal_progress", "goal_sentence", "goal_targets", "normalise_goal",
+    "parse_goal", "plan_goal", "scene_inventory", "with_goal",
+]
+
 
 class LoadedGame(Protocol):
     """What the goal functions use of :class:`genenv.benchmarks.alfworld.game.ALFWorldGame` (a protocol: the game

@@ -36,6 +36,8 @@ from genenv.benchmarks.task_writer import Rejection, extract_json_object, final_
 from genenv.benchmarks.bounded_schema import json_object
 from genenv.envs.task import Task
 
+__all__ = ["ALFWorldSpec"]
+
 ENGINE = "alfworld 0.4.2 / textworld 1.7.0"
 PROTOCOLS = {
     "episodic": "ALFWorld official: success = TextWorld reports won within {max_steps} steps; " + ENGINE +

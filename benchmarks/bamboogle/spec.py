@@ -35,6 +35,8 @@ from genenv.benchmarks.bounded_schema import json_object, text
 from genenv.envs.task import Task
 from genenv.rewards.text import first_alias
 
+__all__ = ["BamboogleSpec"]
+
 QUESTION_CHARS = 160  # a generated question, before its '?' (the 125 questions: 131 characters at most)
 ANSWER_CHARS = 64  # a generated answer (60 at most; answer_not_short allows 12 words)
 

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from genenv.envs.extras import MissingExtra
 from genenv.envs.parsing import ActionParseError, ToolCall, check_value, raw_text
+
+__all__ = [
+    "CHECKER_MODEL_NAME", "IRRELEVANCE_CATEGORIES", "RELEVANCE_CATEGORIES", "UNSATISFIABLE_IDS", "bfcl_check",
+    "language_of", "official_calls",
+]
 
 # A model name known to bfcl-eval's MODEL_CONFIG_MAPPING whose `underscore_to_dot` is False, so that dotted
 # function names are compared verbatim (the checker looks the model up only for that flag).
@@ -60,11 +66,7 @@ def _checker():
         from bfcl_eval.constants.enums import Language
         from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RuntimeError(
-            "bfcl-eval's checker could not be imported "
-            f"({exc}). Install it as the README does: pip install --no-deps bfcl-eval==2026.3.23 "
-            "(plus the checker's imports listed in pyproject.toml)."
-        ) from exc
+        raise MissingExtra("bfcl", [exc.name or str(exc)], "bfcl-eval's checker") from exc
     return ast_checker, Language
 
 

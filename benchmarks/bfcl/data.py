@@ -12,6 +12,8 @@ from pathlib import Path
 from genenv.benchmarks.bfcl.checker import IRRELEVANCE_CATEGORIES, RELEVANCE_CATEGORIES
 from genenv.envs.data import benchmark_dir
 
+__all__ = ["MULTI_TURN_CATEGORIES", "NO_ANSWER_CATEGORIES", "SINGLE_TURN_CATEGORIES", "bfcl_dir", "build_sample"]
+
 SAMPLE = Path(__file__).with_name("sample")
 SINGLE_TURN_CATEGORIES = (
     "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",

@@ -25,6 +25,8 @@ from genenv.envs.parsing import ToolCall, parse_tool_calls
 from genenv.envs.spaces import ToolCallSpace, as_tool_calls
 from genenv.envs.task import Task
 
+__all__ = ["BFCLEnv", "SINGLE_TURN_CATEGORIES", "SPLIT_OPTIONS", "gold_calls", "load_bfcl_tasks"]
+
 SPLITS = ("test", "train", "heldout")
 SPLIT_OPTIONS = tuple({"category": c, "split": s} for c in SINGLE_TURN_CATEGORIES for s in SPLITS)
 
@@ -187,6 +189,8 @@ class BFCLEnv(TaskEnv):
     checker accepts the calls. ``info``: ``success``, ``valid``, ``error``, ``error_type``, ``category``.
     """
 
+    extra = "bfcl"
+    extra_modules = ("bfcl_eval", "tree_sitter", "soundfile")
     benchmark = "bfcl"
     action_kind = "structured"
     accepts_tool_calls = True

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["make_bfcl_env"]
+
 
 def make_bfcl_env(category: Any = "simple_python", **kwargs: Any):
     """What ``gymnasium.make("genenv/BFCL-v0", ...)`` calls: a :class:`~genenv.benchmarks.bfcl.env.BFCLEnv` for

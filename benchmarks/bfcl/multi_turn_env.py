@@ -58,6 +58,11 @@ from genenv.envs.data import DataError, benchmark_file, iter_jsonl, require_fiel
 from genenv.envs.parsing import ActionParseError, ToolCall, parse_free_text, parse_tool_calls
 from genenv.envs.task import Task
 
+__all__ = [
+    "BFCLMultiTurnEnv", "DEMO", "MULTI_TURN_CATEGORIES", "REVEAL_MESSAGE", "SPLIT_OPTIONS", "TURN_STEP_LIMIT",
+    "all_functions", "call_string", "free_instances", "gold_call", "load_multi_turn_tasks", "run_calls",
+]
+
 PROTOCOLS = ("official", "per_turn")
 SPLITS = ("test", "train", "heldout")
 SPLIT_OPTIONS = tuple({"category": c, "split": s, "protocol": p} for p in PROTOCOLS for c in MULTI_TURN_CATEGORIES
@@ -274,6 +279,8 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
     ``multi_turn:force_terminated``), ``error``; after every step: ``turn``, ``turn_steps``.
     """
 
+    extra = "bfcl"
+    extra_modules = ("bfcl_eval", "tree_sitter", "soundfile")
     benchmark = "bfcl_multi_turn"
     action_kind = "structured"
     accepts_tool_calls = True

@@ -29,6 +29,8 @@ from genenv.benchmarks.bfcl.multi_turn_env import (
 from genenv.envs.parsing import ActionParseError, parse_tool_calls
 from genenv.envs.task import Task
 
+__all__ = ["BFCLMultiTurnSpec"]
+
 CHECKER = "bfcl-eval 2026.3.23 multi_turn_checker (state + response checks after every turn)"
 PROTOCOLS = {
     "official": f"BFCL multi-turn accuracy, whole entry, {CHECKER}, greedy, 1 episode per entry",

@@ -6,6 +6,8 @@ import json
 
 from genenv.envs.parsing import ToolCall
 
+__all__ = ["DEMO_FUNCTIONS", "DEMO_REPLY", "DEMO_REQUEST", "LANGUAGE_NOTE", "SYSTEM_PROMPT", "calls_text"]
+
 SYSTEM_PROMPT = (
     "You are an expert in composing functions. You are given a request and a set of functions in JSON format. "
     "Make one or more function calls to achieve the purpose, each as "

@@ -25,6 +25,8 @@ from genenv.benchmarks.bfcl.data import SINGLE_TURN_CATEGORIES
 from genenv.envs.task import Task
 from genenv.benchmarks.bfcl.checker import bfcl_check
 
+__all__ = ["BFCLSpec"]
+
 PYTHON_TYPES = ("string", "integer", "float", "boolean", "array", "dict", "tuple", "any")
 # Python value types per schema type. bfcl-eval's checker accepts a string for any type when the key holds a
 # string (it reads it as a variable name), so a self-made key cannot catch e.g. "lots" for a float: we check.

@@ -40,6 +40,8 @@ from genenv.benchmarks.travelplanner.db import (
     PEOPLE_PER_VEHICLE, TravelDB, cuisines_of, house_rule_fits, people_per_unit, room_type_fits,
 )
 
+__all__ = ["COMMONSENSE", "HARD", "LABELS", "PlanVerdict", "aggregate", "evaluate_plan", "plan_reward"]
+
 COMMONSENSE = ("within_sandbox", "complete_information", "within_current_city", "reasonable_city_route",
                "diverse_restaurants", "diverse_attractions", "non_conflicting_transportation", "minimum_nights")
 HARD = ("budget", "room_rule", "room_type", "cuisine", "transportation")

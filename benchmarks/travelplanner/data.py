@@ -40,6 +40,8 @@ from genenv.envs.data import DataError, benchmark_dir, benchmark_file, iter_json
 from genenv.envs.parsing import ActionParseError, parse_literal
 from genenv.envs.task import Task
 
+__all__ = ["MODES", "SAMPLE", "SPLITS", "build_sample", "load_travelplanner_tasks", "query_task", "travelplanner_dir"]
+
 SAMPLE = Path(__file__).with_name("sample")
 SPLITS = ("validation", "train")
 SPLIT_ALIASES = {"test": "validation", "heldout": "validation"}

@@ -37,6 +37,12 @@ import pandas as pd
 from genenv.benchmarks.travelplanner.reference import TITLE_RES
 from genenv.envs.data import DataError, benchmark_file, iter_jsonl, require_fields
 
+__all__ = [
+    "FLIGHT_SECTION_RE", "MAX_ROWS", "PEOPLE_PER_VEHICLE", "TOOLS", "TOOL_ALIASES", "TRAIN_REF_FILE", "TravelDB",
+    "VALIDATION_FILE", "cuisines_of", "house_rule_fits", "literal_sections", "load_database", "parse_flight_table",
+    "people_per_unit", "read_table", "room_type_fits", "shown_rows",
+]
+
 DB_FILES = {
     "accommodations": ("database", "accommodations", "clean_accommodations_2022.csv"),
     "restaurants": ("database", "restaurants", "clean_restaurant_2022.csv"),

@@ -28,6 +28,8 @@ from genenv.envs.base import InvalidAction, MultiStepTaskEnv, TaskEnv, parse_or_
 from genenv.envs.parsing import ActionParseError, ToolCall, parse_bracket_call
 from genenv.envs.task import Task
 
+__all__ = ["SPLIT_OPTIONS", "TravelPlannerEnv", "TravelPlannerTwoStageEnv", "make_travelplanner_env"]
+
 SPLIT_OPTIONS = tuple({"split": s} for s in SPLITS)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from genenv.envs.parsing import MAX_ACTION_CHARS, ActionParseError, parse_literal, strip_think
 
+__all__ = ["normalize_plan", "parse_plan", "plan_text"]
+
 PLAN_KEYS = ("days", "current_city", "transportation", "breakfast", "attraction", "lunch", "dinner",
              "accommodation")
 MAX_PLAN_DAYS = 14

@@ -8,6 +8,10 @@ from typing import Any
 from genenv.benchmarks.travelplanner.db import TOOLS
 from genenv.benchmarks.travelplanner.plan import plan_text
 
+__all__ = [
+    "DEMO_PLAN", "DEMO_QUERY", "DEMO_REFERENCE", "SOLE_SYSTEM", "TWO_STAGE_SYSTEM", "sole_user_turn", "tool_schemas",
+]
+
 
 def tool_schemas() -> list[dict[str, Any]]:
     """The six tools as function descriptions (``name``, ``description``, ``parameters``)."""

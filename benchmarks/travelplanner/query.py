@@ -22,6 +22,11 @@ import datetime as dt
 import re
 from typing import Any, Iterable
 
+__all__ = [
+    "CITY_NUMBER", "CONSTRAINT_KEYS", "CUISINES", "DAYS", "HOUSE_RULES", "MAX_PEOPLE", "QUERY_FIELDS", "ROOM_TYPES",
+    "TRANSPORT_RULES", "VALIDATION_REASONS", "YEAR", "extract_fields", "level_of", "render_query", "validate_fields",
+]
+
 HOUSE_RULES = ("smoking", "parties", "children under 10", "visitors", "pets")
 CUISINES = ("Chinese", "American", "Italian", "Mexican", "Indian", "Mediterranean", "French")
 ROOM_TYPES = ("entire room", "private room", "shared room", "not shared room")

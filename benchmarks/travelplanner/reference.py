@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from genenv.envs.data import DataError
 
+__all__ = ["TITLE_RES", "reference_calls", "reference_cities", "render_reference", "route_calls"]
+
 
 class ToolDatabase(Protocol):
     """What the reference rendering uses of :class:`genenv.benchmarks.travelplanner.db.TravelDB` (a protocol: the

@@ -43,6 +43,8 @@ from genenv.benchmarks.travelplanner.db import (
     MAX_ROWS, PEOPLE_PER_VEHICLE, TravelDB, cuisines_of, house_rule_fits, people_per_unit, room_type_fits, shown_rows,
 )
 
+__all__ = ["SEARCH_FAILURES", "search_plan"]
+
 SEARCH_FAILURES = ("no_candidate_city", "no_transport", "cuisine_unavailable", "over_budget", "checker_failed")
 NIGHTS_PER_CITY = 2
 MAX_ROUTES = 40  # routes built and checked before giving up (they are tried cheapest first)

@@ -49,6 +49,8 @@ from genenv.benchmarks.travelplanner.reference import route_calls
 from genenv.benchmarks.travelplanner.search import SEARCH_FAILURES, search_plan
 from genenv.envs.task import Task
 
+__all__ = ["TravelPlannerSpec", "TravelPlannerTwoStageSpec"]
+
 CHECKER = "our checker (official rules, whole names, rebuilt flights; docs/travelplanner.md)"
 SPLIT_NOTE = {"validation": "validation 102 with fields (42 medium + 60 hard)",
               "train": "train 45 (fields read from text)", "generated": "generated queries"}

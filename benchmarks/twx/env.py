@@ -32,6 +32,11 @@ from genenv.envs.parsing import parse_command
 from genenv.envs.task import Task
 from genenv.envs.text_games import match_command, observation_text
 
+__all__ = [
+    "FOLD_SEEDS", "GAMES", "GRADED_FILE", "SPLIT_OPTIONS", "TWXEngine", "TextWorldExpressEnv", "cancel_detours",
+    "digest", "graded_tasks", "load_twx_tasks", "make_task", "params_dict", "params_string", "steps_bin",
+]
+
 GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
 DEFAULT_GAMES = ("coin", "cookingworld", "twc")
 DEFAULT_PARAMS = {  # small settings; other games use the engine's defaults
@@ -323,6 +328,8 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
     ``limit``; ``max_steps``.
     """
 
+    extra = "twx"
+    extra_modules = ("textworld_express",)
     benchmark = "twx"
     action_kind = "structured"
     idle_text = "look around"

@@ -23,6 +23,8 @@ from typing import Any
 
 from genenv.benchmarks.twx.env import GRADED_FILE, digest, make_task
 
+__all__ = ["build"]
+
 GRID = {"numLocations": (2, 4, 6), "includeDoors": (0, 1), "numDistractorItems": (0, 4)}
 SEEDS = range(10000, 10010)  # the first 10 dev-fold seeds
 

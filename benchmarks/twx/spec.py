@@ -29,6 +29,8 @@ from genenv.benchmarks.twx.env import (
     params_dict,
 )
 
+__all__ = ["TWXSpec", "gold_wins", "pin_steps"]
+
 PROTOCOL = "TextWorldExpress 1.1.0, {split} fold seeds, win within {max_steps} steps, greedy, 1 episode per game"
 PARAM_RANGES = {  # the sizes the environment policy may set, per game (inclusive ranges the engine accepts)
     "coin": {"numLocations": (1, 11), "numDistractorItems": (0, 10), "includeDoors": (0, 1)},

@@ -18,6 +18,8 @@ from typing import Any
 
 import gymnasium as gym
 
+__all__ = ["PromptWindow"]
+
 
 class PromptWindow(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Keep the episode's conversation and put the next turn's chat messages in ``info["messages"]``.

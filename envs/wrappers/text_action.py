@@ -10,6 +10,8 @@ from genenv.envs.base import InvalidAction
 from genenv.envs.parsing import ActionParseError, ToolCall
 from genenv.envs.spaces import UnicodeText
 
+__all__ = ["TextActionWrapper"]
+
 
 class TextActionWrapper(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     """Accept model text as the action and hand the env its structured / free-text action.

@@ -5,3 +5,6 @@ connection and its MCP tools), :mod:`~genenv.runtime.serve.app` (the ASGI app, i
 command line), :mod:`~genenv.runtime.serve.client` (episodes played on a server, the runner of
 ``genenv-train env_server=URL`` and ``genenv-eval --env-server URL``), :mod:`~genenv.runtime.serve.trl` (TRL's
 ``environment_factory``) and :mod:`~genenv.runtime.serve.launch` (a local server in a subprocess)."""
+from genenv.envs.extras import require_extra
+
+require_extra("serve", "openenv", "fastapi", "uvicorn", "websockets", needed_by="genenv.runtime.serve (genenv-serve)")

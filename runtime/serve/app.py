@@ -44,6 +44,8 @@ from genenv.runtime.serve.environment import BenchmarkSession, SessionWorkers
 from genenv.runtime.serve.protocol import (MAX_MESSAGE_BYTES, MAX_NESTING, TOKEN_ENV, SessionAction,
                                            SessionObservation)
 
+__all__ = ["WireGuard", "main"]
+
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _JSON_MARKS = re.compile(r'\\.|[\[\]{}"]', re.S)

@@ -15,6 +15,8 @@ from genenv.envs.registry import env_entry, load_plugins
 from genenv.envs.task import Task
 from genenv.runtime.serve.protocol import task_sha256
 
+__all__ = ["TaskCatalog"]
+
 
 class TaskCatalog:
     """The benchmarks' tasks as the server serves them, loaded once per (benchmark, split, loader options) from the

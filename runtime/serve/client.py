@@ -34,6 +34,8 @@ from genenv.benchmarks.registry import get_benchmark
 from genenv.envs.task import Task
 from genenv.runtime.serve.protocol import MAX_MESSAGE_BYTES, TOKEN_ENV, task_sha256
 
+__all__ = ["RemoteEpisodes", "SessionClient", "reset_arguments", "server_urls"]
+
 
 
 class SessionClient(GenericEnvClient):

@@ -31,6 +31,8 @@ from genenv.runtime.threads import usable_cores
 from genenv.runtime.serve.protocol import (RESET_KEYS, SessionAction, SessionObservation, SessionState,
                                            check_reset_types, json_safe, openai_tools, task_sha256)
 
+__all__ = ["BenchmarkSession", "SessionWorkers"]
+
 log = logging.getLogger(__name__)
 _CLASS_LOCKS: dict[type, threading.Lock] = {}
 _FORBIDDEN_ENV_OPTIONS = {"tasks", "data_dir", "split", "limit", "render_mode", "parsing"}  # never set by a client

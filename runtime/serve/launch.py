@@ -6,6 +6,8 @@ import os
 
 from genenv.runtime.serve.protocol import TOKEN_ENV
 
+__all__ = ["spawn"]
+
 
 def spawn(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0):
     """Start ``genenv-serve`` with ``args`` in a subprocess on a free loopback port; returns ``(process, base URL)``

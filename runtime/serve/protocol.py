@@ -35,6 +35,11 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+__all__ = [
+    "MAX_MESSAGE_BYTES", "MAX_NESTING", "RESET_KEYS", "SessionAction", "SessionObservation", "SessionState",
+    "TOKEN_ENV", "check_reset_types", "json_safe", "openai_tools", "task_sha256",
+]
+
 TOKEN_ENV = "GENENV_SERVE_TOKEN"  # the environment variable holding the bearer token (server and clients)
 RESET_KEYS = ("benchmark", "split", "options", "task_id", "task", "parent_task_id", "seed", "episode_id", "reading",
               "env_options", "task_sha256")

@@ -34,6 +34,8 @@ from typing import Any, Callable
 from genenv.runtime.serve.protocol import RESET_KEYS
 from genenv.runtime.serve.client import SessionClient, server_urls
 
+__all__ = ["ServerEnvironment", "environment_factory", "server_reward"]
+
 
 class ServerEnvironment:
     """One rollout's episode on the server at ``url`` (see the module docstring).

@@ -13,6 +13,8 @@ from genenv.runtime.episodes import Rollout, RolloutSpec
 from genenv.runtime.policies import Policy
 from genenv.trainer.updates import Sample
 
+__all__ = ["Backend", "ROLES", "reuse_saved_role"]
+
 ROLES = ("agent", "env_policy")
 """The two policies: the agent policy (solves tasks) and the environment policy (writes tasks)."""
 

@@ -29,6 +29,8 @@ from genenv.runtime.policies import TransformersPolicy
 from genenv.trainer.settings import RoleConfig, checked_run_settings
 from genenv.trainer.updates import Sample, policy_update
 
+__all__ = ["LocalBackend", "RoleConfig", "build_local_backend"]
+
 class LocalBackend:
     """Both policies in this process (CPU by default, one GPU with ``device="cuda"``).
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+__all__ = ["GIB", "MemoryPlanError", "check_fits", "model_config", "parameter_counts", "plan_role"]
+
 GIB = 1024 ** 3
 HEADROOM = 0.15
 """Share of the free GPU memory the plan leaves for activations, generation's KV cache and allocator slack."""

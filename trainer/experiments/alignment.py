@@ -26,6 +26,8 @@ import numpy as np
 from genenv.trainer.experiments.stats import cell_summary, paired_cells, seed_test
 from genenv.trainer.metrics import P_HAT_BINS
 
+__all__ = ["PAIR", "compare", "draw_band", "in_band_shares", "markdown", "plot"]
+
 
 PAIR = ("genenv", "random_env")  # the compared arms: treatment, control
 

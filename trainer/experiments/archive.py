@@ -27,6 +27,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+__all__ = [
+    "ArchiveError", "REPORT_FILES", "SUMS", "experiment_folder", "pack", "read_sums", "sha256", "unpack", "verify",
+]
+
 SUFFIX = ".tar.xz"
 SUMS = "SHA256SUMS"  # the checksum file beside the archives
 REPORT_FILES = ("summary.md", "summary.json", "curves.png", "alignment.png")  # kept in docs, never archived

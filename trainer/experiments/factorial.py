@@ -41,6 +41,8 @@ from genenv.trainer.experiments.report import (arm_dir, finished_runs, first_ite
 from genenv.trainer.experiments.settings import experiment_settings
 from genenv.trainer.experiments.stats import correct, mean_interval
 
+__all__ = ["CONTRASTS", "DEFAULT_ARMS", "analyse", "cli", "final_bins", "markdown"]
+
 ROLES = ("trained", "frozen", "trained_lever", "frozen_lever")
 DEFAULT_ARMS = ("genenv", "random_env", "genenv_n8", "random_env_n8")  # the confirmatory run's, in ROLES order
 CONTRASTS = {"lever, writer trained": ("trained_lever", "trained"),

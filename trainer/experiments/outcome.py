@@ -29,6 +29,8 @@ import numpy as np
 
 from genenv.trainer.experiments.stats import cell_summary, paired_cells, seed_test
 
+__all__ = ["compare", "compare_all", "final_score", "markdown", "table", "tests"]
+
 TREATMENT = "genenv"
 CONTROLS = ("random_env", "replay", "static", "genenv_released")
 

@@ -24,6 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+__all__ = [
+    "check_first_iteration", "check_hosts", "check_paired", "code_version", "cpu_kernels", "cpu_model",
+    "first_rollouts", "first_writes", "host", "provenance", "recorded",
+]
+
 
 @functools.cache
 def code_version(tree: Path | str | None = None) -> str:

@@ -51,6 +51,11 @@ from genenv.trainer.experiments.provenance import (check_first_iteration, check_
                                                    recorded)
 from genenv.trainer.experiments.stats import correct
 
+__all__ = [
+    "area_under", "arm_dir", "compare_arms", "compare_outcome", "finished_runs", "first_iteration_note", "reach_static",
+    "read_rows", "run_auc", "score_key", "seed_curve", "write_report",
+]
+
 
 def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
     """The run directory of ``arm`` at ``seed``: ``<experiment_dir>/<arm>/seed<seed>``."""

@@ -60,6 +60,8 @@ from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
 from genenv.trainer.experiments.settings import (ExperimentSettings, arm_config, arm_file, arm_name,
                                                  experiment_settings)
 
+__all__ = ["arm_run_config", "main", "run_experiment"]
+
 log = logging.getLogger(__name__)
 
 def admitted_over_run(run_dir: Path) -> int:
@@ -255,6 +257,14 @@ def main() -> int:
             exp = args.out
         print(exp / "summary.md")
         return 0
+    from genenv.envs.extras import MissingExtra, require_extra
+    from genenv.trainer.cli import TRAIN_MODULES
+
+    try:
+        require_extra("train", *TRAIN_MODULES, needed_by="genenv-experiment")
+    except MissingExtra as exc:
+        print(f"genenv-experiment: {exc}", file=sys.stderr)
+        return 1
     import hydra
 
     @hydra.main(config_path="../../configs", config_name="experiment", version_base="1.3")

@@ -11,6 +11,10 @@ from typing import Any
 
 from genenv.trainer.settings import ConfigError, read_key
 
+__all__ = [
+    "ARM_DIR", "ExperimentSettings", "HELDOUT_PROTOCOL", "arm_config", "arm_file", "arm_name", "experiment_settings",
+]
+
 ARM_DIR = Path(__file__).resolve().parents[2] / "configs" / "arm"  # the shipped arm files, one per arm
 HELDOUT_PROTOCOL = ("benchmark.name", "iterations", "eval.every", "eval.limit", "score_metric")  # held-out scores
 # of two experiments measure the same thing only where these agree

@@ -17,6 +17,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+__all__ = [
+    "cell_summary", "correct", "holm", "intraclass_correlation", "mean_interval", "paired_cells", "seed_test",
+    "sign_flip_p",
+]
+
 RESAMPLES = 100_000
 
 

@@ -36,6 +36,8 @@ from genenv.trainer.settings import RunSettings
 from genenv.trainer.strategies.state import LoopState
 from genenv.trainer.updates.advantages import informative_task_ids
 
+__all__ = ["AgentBatch", "EnvGenBatch", "FrozenBatch", "MIN_SHARE", "ReplayBatch", "RolledBatch", "UniformBatch"]
+
 MIN_SHARE = 0.25
 """The informative share a refill round assumes at least (a round draws the missing groups divided by it): a batch
 of mostly equal groups refills in few rounds."""

@@ -26,6 +26,8 @@ from genenv.trainer.generation import GenerationRecord
 from genenv.trainer.updates import Sample
 from genenv.trainer.updates.advantages import rwr_weights
 
+__all__ = ["ScoredGeneration", "drgrpo", "env_policy_samples", "grpo", "rwr"]
+
 
 @dataclass
 class ScoredGeneration:

@@ -43,6 +43,8 @@ from genenv.trainer.strategies.task_sources import TaskSource
 from genenv.trainer.updates.advantages import informative_task_ids
 from genenv.trainer.updates.sample import agent_samples
 
+__all__ = ["GroundedSource"]
+
 
 def trial_of(backend):
     """The engine's ``trial`` context manager (:class:`~genenv.trainer.engines.base.Backend`, optional capability).

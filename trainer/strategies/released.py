@@ -39,6 +39,8 @@ from genenv.trainer.generation import GenerationRecord, PromptPlan, write_tasks
 from genenv.trainer.strategies.state import LoopState
 from genenv.trainer.strategies.task_sources import TaskSource
 
+__all__ = ["ReleasedGenEnvSource", "SCORING_EPISODES", "SIMILAR_TASK_REQUEST", "quantile_filter", "scored_task_count"]
+
 SCORING_EPISODES = 4  # genenv.num_generations_per_prompt of the released config
 FILTERING_K = 0.1  # genenv.filtering_k: the share dropped at each end of the score ranking
 SIMILAR_TASK_REQUEST = ("Above is an original task together with its correct answer. Write a new task that is "

@@ -14,6 +14,8 @@ from genenv.trainer.engines.base import Backend
 from genenv.trainer.settings import RunSettings
 from genenv.trainer.task_pool import TaskPool
 
+__all__ = ["LoopState"]
+
 
 class LoopState(Protocol):
     """The co-evolution loop as a strategy sees it (:class:`~genenv.trainer.loop.CoEvolutionTrainer` is one).

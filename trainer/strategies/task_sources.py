@@ -38,6 +38,8 @@ from genenv.trainer.strategies import ENV_POLICY_UPDATES
 from genenv.trainer.strategies.agent_batches import RolledBatch
 from genenv.trainer.strategies.state import LoopState
 
+__all__ = ["EnvGenSource", "GenEnvSource", "RandomEnvSource", "StaticAugSource", "StaticSource", "TaskSource"]
+
 log = logging.getLogger(__name__)
 
 

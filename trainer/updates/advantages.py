@@ -29,6 +29,11 @@ import torch
 from genenv.envs.tables import Registry
 from genenv.trainer.updates.sample import Sample
 
+__all__ = [
+    "ADVANTAGES", "get_advantage", "grpo_scores", "informative_groups", "informative_task_ids", "register_advantage",
+    "rwr_weights",
+]
+
 Estimator = Callable[[Sequence[Sample]], tuple[list[Sample], list[float], dict[str, Any]]]
 ADVANTAGES = Registry("advantage estimator")  # update mode → estimator
 register_advantage = ADVANTAGES.register  # decorator: ``@register_advantage("name")``

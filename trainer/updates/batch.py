@@ -15,6 +15,11 @@ import torch
 
 from genenv.runtime.models import model_device
 
+__all__ = [
+    "PASS_TOKENS", "build_batch", "place_batch", "prompt_groups", "response_logprobs", "shared_prompt_logprobs",
+    "trained_columns", "trained_tokens", "unpadded_span",
+]
+
 
 def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
                 tensors: dict[str, torch.Tensor] | None = None, non_tensors: dict[str, Sequence[Any]] | None = None,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from genenv.runtime.episodes import Trajectory
 
+__all__ = ["Sample", "agent_samples"]
+
 
 @dataclass
 class Sample:

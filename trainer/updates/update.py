@@ -32,6 +32,8 @@ from genenv.trainer.updates.advantages import get_advantage
 from genenv.trainer.updates.batch import build_batch, place_batch, prompt_groups, response_logprobs
 from genenv.trainer.updates.sample import Sample
 
+__all__ = ["group_length_order", "policy_update", "prepare_update", "sampler_gap"]
+
 
 def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grpo", sampler_log_probs: bool = False):
     """Steps 1-2 of an update, shared by every engine: the samples that carry signal, as one veRL batch with

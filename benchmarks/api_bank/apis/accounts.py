@@ -11,6 +11,8 @@ from typing import Any
 
 from genenv.benchmarks.api_bank.apis.base import Api, ApiError, register_api
 
+__all__ = []  # the API classes are reached by name through API_CLASSES (register_api)
+
 FORGOT_PASSWORD_CODE = 970420  # the benchmark's fixed verification code (recorded ForgotPassword outputs)
 
 

@@ -19,6 +19,11 @@ from typing import Any, ClassVar
 
 from genenv.benchmarks.api_bank.apis.checks import MISSING_ARGUMENT, READINGS, check_result, is_empty, required_missing
 
+__all__ = [
+    "API_CLASSES", "Api", "ApiError", "ApiRuntime", "SUITES", "convert_argument", "month_day", "norm_date",
+    "register_api", "require_text", "strict_datetime",
+]
+
 SUITES = ("lv12", "lv3")  # the level-1/2 APIs and the level-3 APIs (two API sets; some names occur in both)
 API_CLASSES: dict[str, dict[str, type["Api"]]] = {suite: {} for suite in SUITES}
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from genenv.benchmarks.api_bank.apis.base import Api, ApiError, register_api, require_text, strict_datetime
 
+__all__ = []  # the API classes are reached by name through API_CLASSES (register_api)
+
 
 def _next_id(table: dict[str, Any]) -> str:
     return str(max((int(k) for k in table if str(k).isdigit()), default=0) + 1)

@@ -21,6 +21,8 @@ from typing import Any
 from genenv.benchmarks.api_bank.apis.info import recorded_key
 from genenv.envs.data import DataError, iter_jsonl, read_json
 
+__all__ = ["DIALOGUE_DIRS", "dialogue", "load_catalogue", "load_tables", "prompt_descriptions"]
+
 DIALOGUE_DIRS = {1: "level-1-given-desc", 2: "level-2-toolsearcher"}
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+__all__ = ["CHECKS", "DEPARTURES", "MISSING_ARGUMENT", "READINGS", "check_result", "is_empty", "required_missing"]
+
 READINGS = ("official", "lenient")
 MISSING_ARGUMENT = "MISS_INPUT_ARGUMENT"
 """How a result record's ``exception`` starts when the call left out (or gave empty) a required argument: the

@@ -11,6 +11,8 @@ from typing import Any
 
 from genenv.benchmarks.api_bank.apis.base import Api, ApiError, norm_date, register_api, require_text
 
+__all__ = []  # the API classes are reached by name through API_CLASSES (register_api)
+
 DATETIME = "%Y-%m-%d %H:%M:%S"
 
 

@@ -24,6 +24,8 @@ from genenv.benchmarks.api_bank.apis.base import (
     strict_datetime,
 )
 
+__all__ = ["evaluate_formula", "recorded_key"]
+
 TODAY = "2023-03-31"  # the benchmark's fixed "today" (its prompts say the current year is 2023)
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 

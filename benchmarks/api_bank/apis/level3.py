@@ -11,6 +11,8 @@ from typing import Any
 from genenv.benchmarks.api_bank.apis.base import Api, ApiError, register_api, require_text, strict_datetime
 from genenv.benchmarks.api_bank.apis.info import evaluate_formula
 
+__all__ = []  # the API classes are reached by name through API_CLASSES (register_api)
+
 _USERS = {"John": ("123456", "john@example.com", "1234567890"), "Mary": ("abcdef", "mary@example.com", "0987654321"),
           "Peter": ("qwerty", "peter@example.com", "1231231234"), "Tom": ("asdfgh", "tom@example.com", "4564564567"),
           "Jerry": ("zxcvbn", "jerry@example.com", "7897897890")}

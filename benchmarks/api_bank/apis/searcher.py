@@ -15,6 +15,8 @@ from typing import Any
 
 from genenv.benchmarks.api_bank.apis.base import Api, ApiError, register_api, require_text
 
+__all__ = ["ToolRetriever", "describe", "found_names"]
+
 _CAMEL_RE = re.compile(r"(?<!^)(?=[A-Z])")
 
 

@@ -54,6 +54,11 @@ from genenv.runtime.episodes import Episode, Segment, Trajectory, Turn, episode_
 from genenv.runtime.models import chat_prompt_ids
 from genenv.runtime.policies import Generation
 
+__all__ = [
+    "AGENT_LOOP_NAME", "GymAgentLoop", "LocalGenerateClient", "agent_loop_config", "make_agent_loop",
+    "rollout_agent_loop", "trajectory_of",
+]
+
 AGENT_LOOP_NAME = "genenv_gym"
 """The name our agent loop is registered under in veRL (``actor_rollout_ref.rollout.agent.default_agent_loop``)."""
 ENV_STEPS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="genenv-env")

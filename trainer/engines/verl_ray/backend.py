@@ -23,6 +23,8 @@ from genenv.runtime.episodes import Rollout, RolloutSpec, RolloutTimings
 from genenv.trainer.settings import checked_run_settings
 from genenv.trainer.updates import Sample, prepare_update
 
+__all__ = ["VerlRayBackend", "build_verl_ray_backend"]
+
 
 class _Role:
     """One role's live objects on the cluster (built by :meth:`VerlRayBackend._build_role`) and the state of its

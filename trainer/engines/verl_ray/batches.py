@@ -13,6 +13,11 @@ from genenv.envs.verl_rows import write_verl_parquet
 from genenv.trainer.engines.verl_ray.agent_loop import trajectory_of
 from genenv.runtime.episodes import Trajectory, per_task
 
+__all__ = [
+    "batch_meta", "pad_for_workers", "response_log_probs", "tasks_to_batch", "trajectories_from_output", "update_meta",
+    "worker_tensordict",
+]
+
 
 def tasks_to_batch(tasks: Sequence[Task], n: int | Sequence[int], tokenizer, data_config, path: Path):
     """The agent's rollout batch through veRL's own data path: ``tasks`` written as veRL parquet rows

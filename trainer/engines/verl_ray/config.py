@@ -14,6 +14,10 @@ from genenv.trainer.engines.verl_ray.agent_loop import AGENT_LOOP_NAME
 from genenv.trainer.generation import run_generation_budget
 from genenv.trainer.settings import RunSettings, checked_run_settings
 
+__all__ = [
+    "agent_loop_worker_config", "derived_settings", "lora_rank", "ref_in_actor", "role_config", "validate_role_config",
+]
+
 
 def compose_verl_config(overrides: Sequence[str] = ()) -> DictConfig:
     """veRL's own trainer config: ``verl/trainer/config/ppo_trainer.yaml`` composed by Hydra with ``overrides``

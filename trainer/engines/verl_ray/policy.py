@@ -7,6 +7,8 @@ from uuid import uuid4
 
 from genenv.runtime.policies import Generation, Prompt
 
+__all__ = ["VerlPolicy"]
+
 
 class VerlPolicy:
     """A :class:`~genenv.runtime.policies.Policy` over veRL's generate client: token ids in, token ids out.

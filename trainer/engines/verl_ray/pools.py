@@ -7,6 +7,8 @@ from typing import Sequence
 from genenv.trainer.engines.base import ROLES
 from genenv.trainer.settings import RunSettings, checked_run_settings
 
+__all__ = ["check_cluster", "cluster_nodes", "resource_pool_manager", "resource_pool_spec"]
+
 POOLS = {"agent": "genenv_agent_pool", "env_policy": "genenv_env_policy_pool"}
 
 

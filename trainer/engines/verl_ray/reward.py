@@ -28,6 +28,8 @@ from genenv.envs.registry import env_entry
 from genenv.envs.task import Task
 from genenv.envs.wrappers import make_text_env
 
+__all__ = ["compute_score"]
+
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None,
                   env_kwargs: dict[str, dict[str, Any]] | None = None, **_: Any) -> dict[str, Any]:

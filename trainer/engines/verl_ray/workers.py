@@ -46,6 +46,11 @@ from verl.workers.rollout.replica import get_rollout_replica_class
 
 import genenv.trainer.engines.verl_ray.agent_loop  # noqa: F401  (registers "genenv_gym" in every process that loads this module)
 
+__all__ = [
+    "GenEnvActorRolloutRefWorker", "GenEnvAgentLoopManager", "GenEnvLLMServerManager", "GymAgentLoopWorker",
+    "rollout_world_size", "worker_replica_rank",
+]
+
 SQ_SUM_CHUNK = 1 << 24  # elements per float64 chunk in param_sq_sum (128 MB of temporaries)
 
 
