@@ -1,7 +1,7 @@
 """The benchmarks: one folder each (env, data loading, backends, checker, task-generation spec, sample builder,
-packaged sample) and the spec base class every folder implements (:mod:`genenv.benchmarks.spec`).
+packaged sample) and the spec base class every folder implements (`genenv.benchmarks.spec`).
 
-Importing this package imports no benchmark. :func:`register_builtin` (this project's entry point in the
+Importing this package imports no benchmark. `register_builtin` (this project's entry point in the
 ``genenv.benchmarks`` group, called by ``import genenv.envs``) imports the ``__init__`` of each folder, which only
 registers its envs and spec by name and entry-point string.
 """
@@ -18,3 +18,8 @@ def register_builtin() -> list[str]:
     for name in names:
         importlib.import_module(f"{__name__}.{name}")
     return names
+
+__all__ = [  # what a user may import: the names above and the public modules
+    "register_builtin", "alfworld", "api_bank", "bamboogle", "bfcl", "bounded_schema", "fuzz", "grounding",
+    "registry", "spec", "task_writer", "travelplanner", "twx",
+]

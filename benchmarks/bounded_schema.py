@@ -1,26 +1,26 @@
 """JSON Schemas of generation formats whose every accepted text has a known maximum length.
 
-Under structured decoding (:mod:`genenv.runtime.grammar`) a generation can still fail: the token budget ends while
+Under structured decoding (`genenv.runtime.grammar`) a generation can still fail: the token budget ends while
 the object is open (a string or an array the model keeps extending). A schema built from the helpers here bounds
-every part, and :func:`max_json_bytes` gives the longest text its grammar accepts. A byte-level BPE token carries
+every part, and `max_json_bytes` gives the longest text its grammar accepts. A byte-level BPE token carries
 at least one byte of text, so ``max_json_bytes(schema) + 1`` tokens (the last one the end-of-turn token) always hold
-a complete object: that is the token budget of a constrained generation (:mod:`genenv.trainer.generation`).
+a complete object: that is the token budget of a constrained generation (`genenv.trainer.generation`).
 
 What the bound relies on (xgrammar 0.2.9's JSON-Schema grammar, the engine of the local policy and vLLM's default;
 measured, and tested in ``tests/test_task_generation.py``):
 
-- separators ``", "`` and ``": "``, no other whitespace (:data:`genenv.runtime.grammar.JSON_OPTIONS`);
+- separators ``", "`` and ``": "``, no other whitespace (`genenv.runtime.grammar.JSON_OPTIONS`);
 - a string with a ``pattern`` or a ``maxLength`` is generated without escape sequences (``\\"``, ``\\n``,
   ``\\uXXXX`` are refused):
-  its JSON text is its characters in quotes; :func:`text` patterns allow printable ASCII except ``"`` and ``\\``,
+  its JSON text is its characters in quotes; `text` patterns allow printable ASCII except ``"`` and ``\\``,
   one byte (so at most one token) per character;
 - ``enum`` / ``const`` values are generated as their JSON text with raw UTF-8;
-- a ``number`` with ``minimum`` and ``maximum`` has at most :data:`FRACTION_DIGITS` fractional digits and no
+- a ``number`` with ``minimum`` and ``maximum`` has at most `FRACTION_DIGITS` fractional digits and no
   exponent; an ``integer`` with both bounds has their digits at most;
 - ``maxItems``, ``maxProperties`` and ``propertyNames`` patterns are enforced.
 
 Anything else (a string without a bounded pattern, an array without ``maxItems``, a number without bounds, ``{}``)
-makes :func:`max_json_bytes` raise :class:`UnboundedSchema` naming where.
+makes `max_json_bytes` raise `UnboundedSchema` naming where.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def integer(minimum: int = -NUMBER_LIMIT, maximum: int = NUMBER_LIMIT) -> dict[s
 
 
 def number(minimum: float = -NUMBER_LIMIT, maximum: float = NUMBER_LIMIT) -> dict[str, Any]:
-    """A number in ``[minimum, maximum]`` (at most :data:`FRACTION_DIGITS` fractional digits when generated)."""
+    """A number in ``[minimum, maximum]`` (at most `FRACTION_DIGITS` fractional digits when generated)."""
     return {"type": "number", "minimum": minimum, "maximum": maximum}
 
 
@@ -201,7 +201,7 @@ def max_json_bytes(schema: dict[str, Any] | bool, path: str = "$") -> int:
 
 
 def _object_bytes(schema: dict[str, Any], path: str) -> int:
-    """:func:`max_json_bytes` of an object: its listed properties (all present, the worst case) and, when
+    """`max_json_bytes` of an object: its listed properties (all present, the worst case) and, when
     ``additionalProperties`` is a schema, ``maxProperties`` more with keys of a bounded ``propertyNames``."""
     parts = [len(json.dumps(k, ensure_ascii=False).encode()) + 2 + max_json_bytes(s, f"{path}.{k}")
              for k, s in schema.get("properties", {}).items()]
@@ -224,7 +224,7 @@ _GENERABLE_NUMBER = re.compile(rf"-?(0|[1-9][0-9]*)(\.[0-9]{{1,{FRACTION_DIGITS}
 
 def _numbers_generable(value: Any) -> bool:
     """Whether every number in ``value`` has a JSON text a bounded number's grammar writes (no exponent, at most
-    :data:`FRACTION_DIGITS` fractional digits: ``1e-09`` cannot be written)."""
+    `FRACTION_DIGITS` fractional digits: ``1e-09`` cannot be written)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return True
     if isinstance(value, (int, float)):
@@ -238,8 +238,8 @@ def _numbers_generable(value: Any) -> bool:
 
 def fits(value: Any, schema: dict[str, Any]) -> bool:
     """Whether the grammar of ``schema`` can write ``value``: valid under ``schema`` (``jsonschema``'s Draft
-    2020-12 validator; the anchored patterns of :func:`text` test the whole string) with every number in a form a
-    bounded number is generated in (:func:`_numbers_generable`)."""
+    2020-12 validator; the anchored patterns of `text` test the whole string) with every number in a form a
+    bounded number is generated in (`_numbers_generable`)."""
     import jsonschema
 
     return _numbers_generable(value) and jsonschema.Draft202012Validator(schema).is_valid(value)

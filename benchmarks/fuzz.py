@@ -2,13 +2,13 @@
 spec's ``parse_generated``.
 
 The contract (``docs/adding-an-env.md``): a text is an action, or an invalid action that scores 0 with
-``info["error"]``, or a generated task, or a :class:`~genenv.benchmarks.task_writer.Rejection`; never an exception.
-:func:`fuzz_texts` makes the texts: random printable / Unicode / control-character strings; integer literals of
+``info["error"]``, or a generated task, or a `Rejection`; never an exception.
+`fuzz_texts` makes the texts: random printable / Unicode / control-character strings; integer literals of
 thousands of digits (beyond Python's 4,300-digit int-string limit) and huge hexadecimal literals inside JSON,
 Python-literal, ``<tool_call>``, ``API-Request:`` and ReAct forms; nesting thousands of levels deep; ``NaN`` /
 ``Infinity`` / ``1e999``; oversized texts; and mutations (truncation, splices, repeats, injected fragments) of
-given gold texts (:func:`gold_texts`), so that parsers reach their deeper branches. :func:`fuzz_env` steps one
-registered env (:data:`genenv.envs.ENVS`) with them, :func:`fuzz_generation` feeds one registered spec's generation
+given gold texts (`gold_texts`), so that parsers reach their deeper branches. `fuzz_env` steps one
+registered env (`genenv.envs.ENVS`) with them, `fuzz_generation` feeds one registered spec's generation
 parser; both count what happened instead of raising. The test suite runs a slice; ``lab/benches/bench_fuzz.py``
 runs every env and parser with 10,000 texts and prints the figures.
 """
@@ -122,7 +122,7 @@ def fuzz_texts(n: int, seed: int = 0, golds: Sequence[str] = ()) -> list[str]:
 
 def fuzz_env(name: str, texts: Sequence[str], tasks: int = 4, data_dir: str | None = None) -> dict[str, Any]:
     """Step the registered env ``name`` once per text, made on the first ``tasks`` tasks of its first split and
-    wrapped in :class:`~genenv.envs.wrappers.TextActionWrapper` (reset first, and again whenever an episode ends,
+    wrapped in `TextActionWrapper` (reset first, and again whenever an episode ends,
     with the next task in turn). An exception of a step is counted, not raised.
 
     Returns:
@@ -200,7 +200,7 @@ def fuzz_generation(name: str, texts: Sequence[str], data_dir: str | None = None
 
 def gold_texts(data_dir: str | None = None, per_env: int = 4) -> list[str]:
     """The gold texts of the first ``per_env`` tasks of every registered env's first split (seeds for mutation in
-    :func:`fuzz_texts`), and their generation form (``spec.as_generation`` as JSON) where the spec has one; a task
+    `fuzz_texts`), and their generation form (``spec.as_generation`` as JSON) where the spec has one; a task
     without a gold text, or one its spec cannot write as a generation, adds nothing.
 
     Returns:

@@ -62,7 +62,7 @@ def _singular(word: str) -> str:
 
 def stated_numbers(text: str) -> set[float]:
     """Every number the text states: numeric literals (``1,200``, ``3.5``, ``1e-9``; ``5%`` gives 0.05 and 5) and
-    number words (:data:`_WORDS`), as absolute values."""
+    number words (`_WORDS`), as absolute values."""
     text = str(text)[:MAX_TEXT]
     out: set[float] = set()
     for match in _NUMBER_RE.finditer(text):

@@ -1,9 +1,9 @@
-"""The benchmark-spec registry: name → the ``"module:Class"`` of its :class:`~genenv.benchmarks.spec.BenchmarkSpec`.
+"""The benchmark-spec registry: name → the ``"module:Class"`` of its `BenchmarkSpec`.
 
-A benchmark folder's ``__init__`` registers its spec by entry-point string (:func:`register_benchmark`) beside its
-envs (:func:`genenv.envs.registry.register_env`); the spec module is imported only when :func:`get_benchmark` asks
-for it. Registrations are loaded with the envs' plugins (:func:`genenv.envs.registry.load_plugins`), so a
-third-party benchmark plugs in through the same entry-point group. :func:`paper_benchmarks` lists the specs that
+A benchmark folder's ``__init__`` registers its spec by entry-point string (`register_benchmark`) beside its
+envs (`genenv.envs.registry.register_env`); the spec module is imported only when `get_benchmark` asks
+for it. Registrations are loaded with the envs' plugins (`genenv.envs.registry.load_plugins`), so a
+third-party benchmark plugs in through the same entry-point group. `paper_benchmarks` lists the specs that
 evaluate the paper's protocols (``genenv-eval --benchmarks paper``).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ _INSTANCES: dict[tuple[str, str | None], "BenchmarkSpec"] = {}
 def register_benchmark(name: str, entry_point: str, *, env_id: str = "", env: str = "",
                        split_options: tuple[dict[str, Any], ...] | str = ({},), gym_entry_point: str = "") -> None:
     """Register benchmark ``name`` in one call: its spec class at ``entry_point`` (``"module:Class"``) and, with
-    ``env_id`` and ``env``, its Gymnasium env (:func:`genenv.envs.registry.register_env` with ``split_options``
+    ``env_id`` and ``env``, its Gymnasium env (`genenv.envs.registry.register_env` with ``split_options``
     and ``gym_entry_point``), so the two halves share one name by construction. Nothing is imported.
 
     Raises:
@@ -78,7 +78,7 @@ def paper_benchmarks(data_dir: str | os.PathLike | None = None) -> dict[str, dic
     ``paper_options = None`` is left out).
 
     Raises:
-        KeyError / TypeError: as :func:`get_benchmark`, for a registered spec that does not load.
+        KeyError / TypeError: as `get_benchmark`, for a registered spec that does not load.
     """
     from genenv.envs.registry import load_plugins
 

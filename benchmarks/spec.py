@@ -1,12 +1,12 @@
 """The benchmark spec: everything the trainer and the leaderboard need to know about one benchmark, in two parts.
 
-A :class:`BenchmarkSpec` ties a registered environment (``envs/``) to
+A `BenchmarkSpec` ties a registered environment (``envs/``) to
 
-- evaluation (:class:`BenchmarkEvaluation`, this module; what the leaderboard and held-out evaluation use): the
+- evaluation (`BenchmarkEvaluation`, this module; what the leaderboard and held-out evaluation use): the
   units a leaderboard run covers (BFCL: one per category), the labelled metrics computed from trajectories, the paper's Table 1 column the benchmark belongs to, and which metric (if any) is measured under
-  that column's protocol (:meth:`BenchmarkSpec.paper_metric`, run by :attr:`BenchmarkSpec.paper_options`; or
-  why it cannot be, :attr:`BenchmarkSpec.paper_unavailable`);
-- task writing by the environment policy (:class:`~genenv.benchmarks.task_writer.TaskWriter`; what the trainer's
+  that column's protocol (`BenchmarkSpec.paper_metric`, run by `BenchmarkSpec.paper_options`; or
+  why it cannot be, `BenchmarkSpec.paper_unavailable`);
+- task writing by the environment policy (`TaskWriter`; what the trainer's
   task writing uses): the prompt, the JSON Schema of a generation, the strict-JSON parser and the validator.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ class BenchmarkEvaluation(abc.ABC):
 
     Args:
         data_dir: the data directory this spec's loaders, backends and validators read (``None``:
-            ``$GENENV_DATA_DIR``, else the packaged samples; see :func:`genenv.envs.data.resolve_data_dir`).
+            ``$GENENV_DATA_DIR``, else the packaged samples; see `genenv.envs.data.resolve_data_dir`).
     """
 
     name: str = ""
@@ -60,11 +60,11 @@ class BenchmarkEvaluation(abc.ABC):
 
     @property
     def env_class(self) -> type:
-        """The benchmark's :class:`~genenv.envs.base.TaskEnv` subclass."""
+        """The benchmark's `TaskEnv` subclass."""
         return env_entry(self.name).env_class
 
     def pool_options(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Loader options of the training pool: this benchmark's :attr:`seed_options` updated key by key with
+        """Loader options of the training pool: this benchmark's `seed_options` updated key by key with
         ``overrides`` (a run's ``benchmark.seed_options``, which holds only what the run changes). The one place a
         run's seed pool options are resolved (the loop's seed pool, its held-out evaluation, the benchmark scripts)."""
         return {**self.seed_options, **dict(overrides or {})}
@@ -86,7 +86,7 @@ class BenchmarkEvaluation(abc.ABC):
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         """The benchmark's main metric (with its protocol label): the score a training run's held-out evaluation
         records and the leaderboard lists first; it follows the paper's protocol only where
-        :meth:`paper_metric` says so."""
+        `paper_metric` says so."""
 
     def paper_metric(self, metrics: Sequence[Metric]) -> Metric | None:
         """The metric of ``metrics`` measured under the protocol of the paper's ``baseline_column`` (the one
@@ -101,13 +101,13 @@ class BenchmarkEvaluation(abc.ABC):
 
 
 class BenchmarkSpec(BenchmarkEvaluation, TaskWriter):
-    """A benchmark's spec: its evaluation part (:class:`BenchmarkEvaluation`) and its task-writer part
-    (:class:`~genenv.benchmarks.task_writer.TaskWriter`), one subclass per benchmark, registered with
-    :func:`genenv.benchmarks.registry.register_benchmark`. Code that needs one part takes that type.
+    """A benchmark's spec: its evaluation part (`BenchmarkEvaluation`) and its task-writer part
+    (`TaskWriter`), one subclass per benchmark, registered with
+    `genenv.benchmarks.registry.register_benchmark`. Code that needs one part takes that type.
 
     Args:
-        data_dir: as :class:`BenchmarkEvaluation` (the writer's validators read it too).
-        grounded: as :class:`~genenv.benchmarks.task_writer.TaskWriter`.
+        data_dir: as `BenchmarkEvaluation` (the writer's validators read it too).
+        grounded: as `TaskWriter`.
     """
 
     def __init__(self, data_dir: str | None = None, grounded: bool = True):

@@ -1,10 +1,10 @@
 """The task-writer part of a benchmark spec: what the environment policy is asked for and how its text becomes a
-task. :class:`TaskWriter` holds the prompt (the benchmark's format, seed tasks from the training pool as
+task. `TaskWriter` holds the prompt (the benchmark's format, seed tasks from the training pool as
 demonstrated turns, the agent's recent success rate or EnvGen's per-skill rates), the JSON Schema of one generation
 (structured decoding), the strict-JSON parser and the validator, and the near-duplicate check. A generation that
-fails any check is a :class:`Rejection` with a reason from a fixed vocabulary, counted by the trainer and given
-environment-policy reward 0; it never enters the task pool. :class:`~genenv.benchmarks.spec.BenchmarkSpec` joins
-it with the benchmark's evaluation part; the trainer's task writing (:mod:`genenv.trainer.generation`) and the env
+fails any check is a `Rejection` with a reason from a fixed vocabulary, counted by the trainer and given
+environment-policy reward 0; it never enters the task pool. `BenchmarkSpec` joins
+it with the benchmark's evaluation part; the trainer's task writing (`genenv.trainer.generation`) and the env
 server's inline tasks use only this part.
 """
 from __future__ import annotations
@@ -34,9 +34,9 @@ class Rejection:
 def extract_json_object(text: str) -> dict[str, Any] | Rejection:
     """The first complete JSON object in generated text, strictly parsed.
 
-    Scans to the first ``{`` and decodes one value with :func:`genenv.envs.parsing.raw_decode_json` (standard
+    Scans to the first ``{`` and decodes one value with `genenv.envs.parsing.raw_decode_json` (standard
     JSON, no repair; numeric literals and nesting bounded as for agent actions); text after the object (small
-    models often add stray braces or commentary) is ignored. Returns a :class:`Rejection` (``no_json`` /
+    models often add stray braces or commentary) is ignored. Returns a `Rejection` (``no_json`` /
     ``invalid_json`` / ``not_object``) instead of raising.
     """
     if not isinstance(text, str) or len(text) > 20_000:
@@ -67,7 +67,7 @@ class TaskWriter(abc.ABC):
     """The task-writer part of a benchmark spec (see the module docstring).
 
     Class attributes: ``name`` (the benchmark's registry key, the default skill), ``rejection_reasons`` (the spec's
-    own reasons; :attr:`all_rejection_reasons` adds the shared ones), ``generation_system_prompt``,
+    own reasons; `all_rejection_reasons` adds the shared ones), ``generation_system_prompt``,
     ``grounding_reasons`` (the reasons only grounded validation gives; empty: no such rules).
 
     Args:
@@ -99,8 +99,8 @@ class TaskWriter(abc.ABC):
         Layout: the benchmark's system instructions; each seed task as a demonstrated turn (a request, then the
         seed in the output JSON format as the assistant's reply: small models copy a demonstrated format far
         more reliably than a described one); finally the request carrying the feedback: by default (GenEnv) the
-        agent's recent success rate p̂ and the target rate α (:func:`final_request`); ``feedback``
-        replaces it (EnvGen's per-skill success rates, :mod:`genenv.trainer.generation`).
+        agent's recent success rate p̂ and the target rate α (`final_request`); ``feedback``
+        replaces it (EnvGen's per-skill success rates, `genenv.trainer.generation`).
         """
         ask = "Write one new task as a single JSON object."
         messages = [{"role": "system", "content": self.generation_system_prompt}]
@@ -119,8 +119,8 @@ class TaskWriter(abc.ABC):
     grounding_reasons: tuple[str, ...] = ()  # the reasons only grounded validation gives (empty: no such rules)
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
-        """The JSON Schema of one generation (the format :meth:`as_generation` writes, properties in its order),
-        for structured decoding (:mod:`genenv.runtime.grammar`); ``seeds`` are the prompt's
+        """The JSON Schema of one generation (the format `as_generation` writes, properties in its order),
+        for structured decoding (`genenv.runtime.grammar`); ``seeds`` are the prompt's
         demonstrations (a spec may narrow the schema to their context, e.g. ALFWorld's scene). ``None`` (the
         default): the environment policy samples freely."""
         return None
@@ -131,10 +131,10 @@ class TaskWriter(abc.ABC):
         return True
 
     def admits_own_demonstration(self, task: Task) -> bool:
-        """Whether :meth:`parse_generated` admits ``task``'s own demonstration (:meth:`as_generation`), with
-        ``task`` as the parent, and the demonstration fits :meth:`generation_schema` of ``[task]`` (so structured
+        """Whether `parse_generated` admits ``task``'s own demonstration (`as_generation`), with
+        ``task`` as the parent, and the demonstration fits `generation_schema` of ``[task]`` (so structured
         decoding could write it: a demonstration with a character or a length the schema excludes would teach
-        what the grammar refuses); cached per task id and :attr:`grounded` (validation may execute calls). A
+        what the grammar refuses); cached per task id and `grounded` (validation may execute calls). A
         demonstration the format cannot express (``ValueError``) is not admitted."""
         key = (task.id, self.grounded)
         cache = self.__dict__.setdefault("_admits_own", {})
@@ -156,8 +156,8 @@ class TaskWriter(abc.ABC):
 
     @abc.abstractmethod
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Parse and validate one generation into a :class:`Task` (origin ``generated``, ``admitted_iteration`` =
-        ``iteration``, the training iteration that wrote it) or a :class:`Rejection`. Callers pass the arguments
+        """Parse and validate one generation into a `Task` (origin ``generated``, ``admitted_iteration`` =
+        ``iteration``, the training iteration that wrote it) or a `Rejection`. Callers pass the arguments
         by position."""
 
     def dedup_text(self, task: Task) -> str:
@@ -171,7 +171,7 @@ class TaskWriter(abc.ABC):
 
     def gold_key(self, task: Task) -> str:
         """The task's gold answer in a canonical form (JSON, keys sorted): two requests that read alike but have
-        different gold answers are different tasks (:meth:`near_duplicate`). A spec whose seed and generated golds
+        different gold answers are different tasks (`near_duplicate`). A spec whose seed and generated golds
         are written differently overrides it."""
         return json.dumps(task.gold, sort_keys=True, ensure_ascii=False, default=str)
 
@@ -179,11 +179,11 @@ class TaskWriter(abc.ABC):
                        ) -> Rejection | None:
         """``Rejection("near_duplicate")`` if a pool task of this benchmark is the same task, else ``None``.
 
-        The same task: for benchmarks with a :meth:`duplicate_key`, the same key; otherwise a request within
-        ``threshold`` (rapidfuzz ``token_set_ratio`` of :meth:`dedup_text`, case and punctuation aside) that is
+        The same task: for benchmarks with a `duplicate_key`, the same key; otherwise a request within
+        ``threshold`` (rapidfuzz ``token_set_ratio`` of `dedup_text`, case and punctuation aside) that is
         either the same text
         (rapidfuzz's default processing: case, punctuation and spacing aside) or has the same gold answer
-        (:meth:`gold_key`). A request that restates a pool task with other values (another city, another
+        (`gold_key`). A request that restates a pool task with other values (another city, another
         number) and so another gold answer is a new task."""
         key = self.duplicate_key(task)
         if key is not None:

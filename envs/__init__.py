@@ -1,9 +1,9 @@
-"""The environment framework: the :class:`Task` record, the base envs, the action parsers and spaces, the
+"""The environment framework: the `Task` record, the base envs, the action parsers and spaces, the
 wrappers, the lazy registry, data location and the episode workers. It knows no benchmark and no trainer.
 
 Importing this package registers every ``genenv/<Name>-v0`` with Gymnasium by entry-point string
-(:func:`genenv.envs.registry.load_plugins`): no benchmark module is imported until ``gymnasium.make`` (or
-:attr:`~genenv.envs.registry.EnvEntry.env_class`) asks for it. It imports neither torch nor verl.
+(`genenv.envs.registry.load_plugins`): no benchmark module is imported until ``gymnasium.make`` (or
+`env_class`) asks for it. It imports neither torch nor verl.
 """
 from genenv.envs.base import InvalidAction, MultiStepTaskEnv, TaskEnv
 from genenv.envs.data import DataError, resolve_data_dir
@@ -18,4 +18,7 @@ __all__ = [
     "ActionParseError", "DataError", "ENVS", "InvalidAction", "MultiStepTaskEnv", "PromptWindow", "Task", "TaskEnv",
     "TextActionWrapper", "ToolCall", "env_entry", "load_plugins", "make_text_env", "parse_free_text",
     "parse_tool_calls", "register_env", "render_messages", "resolve_data_dir",
+    # the public modules
+    "base", "data", "extras", "parsing", "registry", "spaces", "tables", "task", "text_games", "verl_rows", "workers",
+    "wrappers",
 ]

@@ -1,21 +1,21 @@
-"""Base classes of the benchmark environments: :class:`TaskEnv` (every env; single-step by itself) and
-:class:`MultiStepTaskEnv` (its multi-step subclass).
+"""Base classes of the benchmark environments: `TaskEnv` (every env; single-step by itself) and
+`MultiStepTaskEnv` (its multi-step subclass).
 
-An episode is one :class:`~genenv.envs.task.Task`: ``reset`` picks a task and returns its prompt as the
+An episode is one `Task`: ``reset`` picks a task and returns its prompt as the
 observation. In a single-step env (BFCL single-turn, Bamboogle) ``step(action)`` scores the action against the
 gold answer and terminates; in a multi-step env (text games) ``step`` advances the episode's state and returns the
 next observation until the task is won, lost, or ``max_steps`` truncates it. The environment takes
-*structured* actions (a list of tool calls) or *free text* (a string); :class:`~genenv.envs.wrappers.TextActionWrapper`
-turns raw model text into them through :meth:`TaskEnv.read_action`, and a parse failure arrives here as an
-:class:`InvalidAction`, scored 0 with ``info["error"]``. Every env has a ``parsing`` option
-(:data:`~genenv.envs.parsing.PARSING_MODES`): ``"official"`` (default) reads model text as the benchmark's
-official harness does (:meth:`TaskEnv.parse_official`), ``"lenient"`` with our forgiving parsers
-(:meth:`TaskEnv.parse_lenient`); training configs choose (``parsing`` in ``configs/train.yaml``), evaluation
+*structured* actions (a list of tool calls) or *free text* (a string); `TextActionWrapper`
+turns raw model text into them through `TaskEnv.read_action`, and a parse failure arrives here as an
+`InvalidAction`, scored 0 with ``info["error"]``. Every env has a ``parsing`` option
+(`PARSING_MODES`): ``"official"`` (default) reads model text as the benchmark's
+official harness does (`TaskEnv.parse_official`), ``"lenient"`` with our forgiving parsers
+(`TaskEnv.parse_lenient`); training configs choose (``parsing`` in ``configs/train.yaml``), evaluation
 under the official label always uses ``"official"``.
 
-Subclasses set ``benchmark`` and implement :meth:`load_tasks`, :meth:`render_messages`, :meth:`parse_lenient`,
-:meth:`gold_action` / :meth:`gold_text` (the oracle's action, used to prove env and reward agree), and either
-:meth:`TaskEnv.score` (single-step) or :meth:`MultiStepTaskEnv.start` / :meth:`MultiStepTaskEnv.transition`.
+Subclasses set ``benchmark`` and implement `load_tasks`, `render_messages`, `parse_lenient`,
+`gold_action` / `gold_text` (the oracle's action, used to prove env and reward agree), and either
+`TaskEnv.score` (single-step) or `MultiStepTaskEnv.start` / `MultiStepTaskEnv.transition`.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class InvalidAction:
 
 
 def parse_or_invalid(parser: Callable[[str], Any], text: str) -> Any:
-    """``parser(text)``, or an :class:`InvalidAction` carrying the :class:`ActionParseError`'s message."""
+    """``parser(text)``, or an `InvalidAction` carrying the `ActionParseError`'s message."""
     try:
         return parser(text)
     except ActionParseError as exc:
@@ -51,17 +51,17 @@ def parse_or_invalid(parser: Callable[[str], Any], text: str) -> Any:
 
 class TaskEnv(gym.Env, abc.ABC):
     """The base of every benchmark env: an episode over one task of a fixed list. Its own ``step`` is a
-    single-step episode (:meth:`score` the action, terminate); :class:`MultiStepTaskEnv` replaces ``step`` with
+    single-step episode (`score` the action, terminate); `MultiStepTaskEnv` replaces ``step`` with
     its episode of several steps and keeps the rest (tasks, reset, the readings of model text, the oracle).
 
     Args:
-        tasks: the tasks to serve; if ``None`` they are loaded with :meth:`load_tasks` from ``split``.
-        split: split or category name passed to :meth:`load_tasks`.
-        data_dir: data directory (see :func:`genenv.envs.data.resolve_data_dir`).
+        tasks: the tasks to serve; if ``None`` they are loaded with `load_tasks` from ``split``.
+        split: split or category name passed to `load_tasks`.
+        data_dir: data directory (see `genenv.envs.data.resolve_data_dir`).
         limit: keep only the first ``limit`` tasks (after loading).
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the current prompt and last result).
-        parsing: ``"official"`` (the official harness's reading of model text, :meth:`parse_official`) or
-            ``"lenient"`` (ours, :meth:`parse_lenient`); see :data:`~genenv.envs.parsing.PARSING_MODES`.
+        parsing: ``"official"`` (the official harness's reading of model text, `parse_official`) or
+            ``"lenient"`` (ours, `parse_lenient`); see `PARSING_MODES`.
         **load_kwargs: benchmark-specific loader options.
 
     ``reset(options={"task_index": i})`` or ``{"task_id": id}`` selects a task; otherwise one is drawn with the
@@ -124,19 +124,19 @@ class TaskEnv(gym.Env, abc.ABC):
     @classmethod
     @abc.abstractmethod
     def parse_lenient(cls, text: str) -> Any:
-        """Turn raw model text into this env's action, or an :class:`InvalidAction` with the reason: the
+        """Turn raw model text into this env's action, or an `InvalidAction` with the reason: the
         ``lenient`` reading (every accepted form listed in the env's docstring)."""
 
     @classmethod
     def parse_official(cls, text: str) -> Any:
         """The ``official`` reading of model text: as the benchmark's official harness reads it. Default: the same
-        as :meth:`parse_lenient` (for benchmarks whose official reading is ours; ``docs/official-differences.md``
+        as `parse_lenient` (for benchmarks whose official reading is ours; ``docs/official-differences.md``
         says so per benchmark); envs whose harness reads text differently override it."""
         return cls.parse_lenient(text)
 
     def read_action(self, text: str) -> Any:
-        """``text`` read under this env's ``parsing`` setting (:meth:`parse_official` or :meth:`parse_lenient`);
-        an :class:`InvalidAction` when it cannot be read."""
+        """``text`` read under this env's ``parsing`` setting (`parse_official` or `parse_lenient`);
+        an `InvalidAction` when it cannot be read."""
         return self.parse_official(text) if self.parsing == "official" else self.parse_lenient(text)
 
     @abc.abstractmethod
@@ -152,12 +152,12 @@ class TaskEnv(gym.Env, abc.ABC):
     @abc.abstractmethod
     def gold_text(cls, task: Task, turn: int = 0) -> str:
         """The gold action of ``turn`` (0-based; single-step envs have only turn 0) as model text that
-        :meth:`parse_lenient` turns back into the gold action."""
+        `parse_lenient` turns back into the gold action."""
 
     @classmethod
     def action_from_calls(cls, calls: list[ToolCall]) -> Any:
         """The env's action for structured tool calls (a client that sends calls instead of model text): the list
-        itself where :attr:`accepts_tool_calls` is set, for envs whose actions are lists of calls.
+        itself where `accepts_tool_calls` is set, for envs whose actions are lists of calls.
 
         Raises:
             ValueError: this env takes model text only (its actions are not tool calls), or ``calls`` is empty.
@@ -171,11 +171,11 @@ class TaskEnv(gym.Env, abc.ABC):
     @classmethod
     def past_observation(cls, text: str) -> str:
         """How an observation is shown in the prompt once it is no longer the latest (with ``prompt_window``
-        set, :class:`~genenv.envs.wrappers.PromptWindow`); unchanged by default."""
+        set, `PromptWindow`); unchanged by default."""
         return text
 
     def make_action_space(self) -> gym.Space:
-        """The action space; free-text envs use :class:`UnicodeText`."""
+        """The action space; free-text envs use `UnicodeText`."""
         return UnicodeText()
 
     # ----- Gymnasium API -----
@@ -249,16 +249,16 @@ class TaskEnv(gym.Env, abc.ABC):
 class MultiStepTaskEnv(TaskEnv):
     """An episode of several steps over one task (a text game, a multi-turn tool session).
 
-    Subclasses implement :meth:`start` (set up the episode's state for ``self.task``), :meth:`transition`
-    (apply one parsed action) and :meth:`gold_action` (the oracle's model texts, one per step); :meth:`score` is
+    Subclasses implement `start` (set up the episode's state for ``self.task``), `transition`
+    (apply one parsed action) and `gold_action` (the oracle's model texts, one per step); `score` is
     not used. The base class counts steps, truncates at
-    ``max_steps``, and turns an :class:`InvalidAction` into an observation that says what was wrong (reward 0,
+    ``max_steps``, and turns an `InvalidAction` into an observation that says what was wrong (reward 0,
     ``info["error"]``, the episode goes on and the step counts). ``info`` after each step: ``success``,
     ``error``, ``steps``, ``max_steps``, ``task_id`` and the subclass's fields.
 
     Args:
         max_steps: steps before truncation (default: the class's ``default_max_steps``).
-        Other arguments as for :class:`TaskEnv`.
+        Other arguments as for `TaskEnv`.
     """
 
     multi_step: ClassVar[bool] = True
@@ -278,7 +278,7 @@ class MultiStepTaskEnv(TaskEnv):
 
     @abc.abstractmethod
     def start(self, task: Task) -> None:
-        """Set up the episode of ``task`` (called by :meth:`reset`)."""
+        """Set up the episode of ``task`` (called by `reset`)."""
 
     @abc.abstractmethod
     def transition(self, action: Any) -> tuple[str, float, bool, dict[str, Any]]:
@@ -286,7 +286,7 @@ class MultiStepTaskEnv(TaskEnv):
 
     @classmethod
     def gold_text(cls, task: Task, turn: int = 0) -> str:
-        """Step ``turn`` of :meth:`gold_action` (model texts), or :attr:`idle_text` past its end."""
+        """Step ``turn`` of `gold_action` (model texts), or `idle_text` past its end."""
         steps = cls.gold_action(task)
         return steps[turn] if turn < len(steps) else cls.idle_text
 
@@ -295,11 +295,11 @@ class MultiStepTaskEnv(TaskEnv):
         return f"Invalid action: {action.reason}"
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
-        """Not used by multi-step envs (their reward comes from :meth:`transition`)."""
+        """Not used by multi-step envs (their reward comes from `transition`)."""
         raise TypeError(f"{type(self).__name__} is multi-step: use reset() and step()")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Pick the task (see :meth:`TaskEnv.reset`), start its state (:meth:`start`), then render the first
+        """Pick the task (see `TaskEnv.reset`), start its state (`start`), then render the first
         observation (so an env whose first observation comes from its engine renders it from the started
         episode instead of loading the game twice)."""
         self.select_task(seed, options)

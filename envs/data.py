@@ -8,7 +8,7 @@ The data directory holds one folder per benchmark (``bfcl/``, ``bamboogle/``, ..
 3. otherwise the small real sample that each benchmark folder ships (``benchmarks/<name>/sample/``, the same
    layout as ``<data_dir>/<name>/``), so that a fresh clone runs.
 
-A benchmark reads its folder with :func:`benchmark_dir`; every reader raises :class:`DataError` naming the file,
+A benchmark reads its folder with `benchmark_dir`; every reader raises `DataError` naming the file,
 the record and what to do, never a bare ``KeyError``.
 """
 from __future__ import annotations
@@ -65,14 +65,14 @@ def is_packaged(data_dir: str | os.PathLike | None = None) -> bool:
 
 
 def data_label(data_dir: str | os.PathLike | None = None) -> str:
-    """The resolved data directory as text for result files, or :data:`PACKAGED`."""
+    """The resolved data directory as text for result files, or `PACKAGED`."""
     root = resolve_data_dir(data_dir)
     return str(root) if root is not None else PACKAGED
 
 
 def benchmark_dir(benchmark: str, data_dir: str | os.PathLike | None, sample: Path) -> Path:
     """The folder a benchmark reads: ``<data dir>/<benchmark>``, or its packaged ``sample`` folder when no data
-    directory is set (:func:`resolve_data_dir`). A missing file under it is reported by :func:`benchmark_file`.
+    directory is set (`resolve_data_dir`). A missing file under it is reported by `benchmark_file`.
 
     Raises:
         DataError: an explicitly set data directory does not exist.
@@ -82,7 +82,7 @@ def benchmark_dir(benchmark: str, data_dir: str | os.PathLike | None, sample: Pa
 
 
 def benchmark_file(folder: Path, *parts: str) -> Path:
-    """Path of a data file under ``folder`` (usually a :func:`benchmark_dir`); raises :class:`DataError` naming
+    """Path of a data file under ``folder`` (usually a `benchmark_dir`); raises `DataError` naming
     the expected path if it is missing."""
     path = Path(folder, *parts)
     if not path.is_file():
@@ -119,7 +119,7 @@ def jsonl_line(record: Any) -> str:
 
 
 def write_jsonl(path: Path, records: Iterable[Any]) -> None:
-    """Write ``records`` to ``path`` as JSON Lines (:func:`jsonl_line`) through a temporary file, so a kill leaves
+    """Write ``records`` to ``path`` as JSON Lines (`jsonl_line`) through a temporary file, so a kill leaves
     the old file or the new one, never half of one."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -129,7 +129,7 @@ def write_jsonl(path: Path, records: Iterable[Any]) -> None:
 
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` to ``path`` as indented JSON (``indent=1``; values JSON cannot hold written as ``str``),
-    creating its folder, through a temporary file like :func:`write_jsonl`: the summary file of every benchmark
+    creating its folder, through a temporary file like `write_jsonl`: the summary file of every benchmark
     script (``bench_rollout.json``, ``bench_endpoint.json``, ``parsing.json``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +139,7 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Read a whole JSON file; raises :class:`DataError` naming the file on a syntax error."""
+    """Read a whole JSON file; raises `DataError` naming the file on a syntax error."""
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
@@ -148,7 +148,7 @@ def read_json(path: Path) -> Any:
 
 
 def require_fields(record: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
-    """Raise :class:`DataError` if ``record`` lacks any of ``fields``; ``where`` names file and record."""
+    """Raise `DataError` if ``record`` lacks any of ``fields``; ``where`` names file and record."""
     missing = [f for f in fields if f not in record]
     if missing:
         raise DataError(f"{where}: missing field(s) {missing}; the file does not have the documented layout.")

@@ -3,7 +3,7 @@
 ``pip install genenv`` installs the env framework, the rewards, the registry, the light benchmarks (Bamboogle,
 TravelPlanner) and evaluation against an OpenAI-compatible endpoint; each heavier benchmark or role is an extra
 of ``pyproject.toml`` (``genenv[bfcl]``, ``genenv[alfworld]``, ``genenv[train]``, ...; ``docs/install.md``). A
-module that needs an extra calls :func:`require_extra` before importing it, as Gymnasium's own envs raise
+module that needs an extra calls `require_extra` before importing it, as Gymnasium's own envs raise
 ``DependencyNotInstalled`` naming ``gymnasium[box2d]``; ``gymnasium.make`` of such an env then fails with a
 message that names the extra to install instead of a bare ``ModuleNotFoundError``.
 """
@@ -19,8 +19,8 @@ __all__ = ["MissingExtra", "require_extra", "missing_modules"]
 class MissingExtra(DependencyNotInstalled, ImportError):
     """An optional dependency of the ``genenv`` distribution is not installed.
 
-    A :class:`gymnasium.error.DependencyNotInstalled` (what Gymnasium raises for its own extras) and an
-    :class:`ImportError` (what ``except ImportError`` expects). Attributes: ``extra`` (the extra's name, e.g.
+    A `gymnasium.error.DependencyNotInstalled` (what Gymnasium raises for its own extras) and an
+    `ImportError` (what ``except ImportError`` expects). Attributes: ``extra`` (the extra's name, e.g.
     ``"alfworld"``) and ``missing`` (the top-level module names that could not be found).
     """
 
@@ -33,7 +33,7 @@ class MissingExtra(DependencyNotInstalled, ImportError):
 
 def missing_modules(*modules: str) -> list[str]:
     """The names among ``modules`` (top-level import names, e.g. ``"textworld"``) that cannot be imported here,
-    found without importing them (:func:`importlib.util.find_spec`)."""
+    found without importing them (`importlib.util.find_spec`)."""
     return [name for name in modules if importlib.util.find_spec(name) is None]
 
 

@@ -6,27 +6,27 @@ Structured actions (tool / API calls) are accepted in three surface forms, tried
    one call per block, or one call per line inside a block (ToolRL's format);
 2. JSON: one call object or a list of them, optionally in a ```json fence (``arguments`` or ``parameters``);
 3. Python call syntax, ``[f(a=1), g.h(b='x')]`` or ``f(a=1)``, optionally after ``API-Request:`` (API-Bank; an
-   ``API-Request: [...]`` line inside longer text is found too), parsed with :mod:`ast` and
-   :func:`ast.literal_eval` only: model text is never executed.
+   ``API-Request: [...]`` line inside longer text is found too), parsed with `ast` and
+   `ast.literal_eval` only: model text is never executed.
 
 Free-text answers: the content of ``<answer>...</answer>``, else the text after the last ``Answer:``, else the
 whole text, stripped (``<think>`` blocks removed first).
 
-Two more surface forms, for structured outputs that are not tool calls: :func:`parse_literal` (the first JSON or
+Two more surface forms, for structured outputs that are not tool calls: `parse_literal` (the first JSON or
 Python-literal list / object in the text, e.g. a TravelPlanner plan as JSON or in its annotated
-``[{'days': 1, ...}]`` form) and :func:`parse_bracket_call` (a ReAct action ``Name[arg1, arg2]``, e.g.
+``[{'days': 1, ...}]`` form) and `parse_bracket_call` (a ReAct action ``Name[arg1, arg2]``, e.g.
 TravelPlanner's ``FlightSearch[New York, London, 2022-10-01]``).
 
-**Parsing settings** (:data:`PARSING_MODES`, the envs' ``parsing`` option): ``official`` reads model text exactly as
+**Parsing settings** (`PARSING_MODES`, the envs' ``parsing`` option): ``official`` reads model text exactly as
 the benchmark's official harness (or the reference the paper cites) reads it; ``lenient`` is this module's
 forgiving reading above. Each env documents its official reading (``TaskEnv.parse_official``) and
 ``docs/official-differences.md`` lists, per benchmark, every place where we differ from the official harness.
 
-Every failure raises :class:`ActionParseError` with a human-readable reason; environments turn that into
+Every failure raises `ActionParseError` with a human-readable reason; environments turn that into
 reward 0 and ``info["error"]``. Nothing in here raises anything else, whatever the input (fuzz-tested:
-``python lab/benches/bench_fuzz.py``). Bounds: text length :data:`MAX_ACTION_CHARS`, numeric literals
-:data:`MAX_NUMBER_CHARS` characters, nesting :data:`MAX_NESTING` levels (:func:`loads_json`,
-:func:`literal_eval`, :func:`check_value`: use them, not ``json.loads`` / ``ast.literal_eval``, on model text).
+``python lab/benches/bench_fuzz.py``). Bounds: text length `MAX_ACTION_CHARS`, numeric literals
+`MAX_NUMBER_CHARS` characters, nesting `MAX_NESTING` levels (`loads_json`,
+`literal_eval`, `check_value`: use them, not ``json.loads`` / ``ast.literal_eval``, on model text).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class ActionParseError(ValueError):
 
 
 def check_parsing(parsing: str) -> str:
-    """``parsing`` if it is one of :data:`PARSING_MODES`.
+    """``parsing`` if it is one of `PARSING_MODES`.
 
     Raises:
         ValueError: any other value (the message lists the choices).
@@ -86,16 +86,16 @@ def _bounded_float(text: str) -> float:
 
 
 JSON_DECODER = json.JSONDecoder(parse_int=_bounded_int, parse_float=_bounded_float)
-"""Strict JSON with bounded numbers: an integer or float literal longer than :data:`MAX_NUMBER_CHARS` raises
-:class:`ActionParseError` (plain :func:`json.loads` raises a bare ``ValueError`` past Python's 4,300-digit
+"""Strict JSON with bounded numbers: an integer or float literal longer than `MAX_NUMBER_CHARS` raises
+`ActionParseError` (plain `json.loads` raises a bare ``ValueError`` past Python's 4,300-digit
 int-string limit, and converts anything shorter at quadratic cost)."""
 
 
 def check_value(value: Any, what: str = "value") -> Any:
     """``value`` (decoded from model text) unchanged, after checking its bounds.
 
-    Checks: nesting of lists / tuples / sets / dicts at most :data:`MAX_NESTING` deep; every ``int`` (``bool``
-    aside) fits in :data:`MAX_NUMBER_CHARS` decimal digits (tested on ``bit_length``, never by converting it to
+    Checks: nesting of lists / tuples / sets / dicts at most `MAX_NESTING` deep; every ``int`` (``bool``
+    aside) fits in `MAX_NUMBER_CHARS` decimal digits (tested on ``bit_length``, never by converting it to
     text, which raises past 4,300 digits; Python literals such as ``0xfff...`` are not covered by the length
     bound of the text). Iterative, so a deep value cannot exhaust the stack.
 
@@ -120,7 +120,7 @@ def check_value(value: Any, what: str = "value") -> Any:
 
 
 def loads_json(text: str) -> Any:
-    """``json.loads`` for model text: strict JSON through :data:`JSON_DECODER`, then :func:`check_value`.
+    """``json.loads`` for model text: strict JSON through `JSON_DECODER`, then `check_value`.
 
     Raises:
         ActionParseError: too long a number or too deep a nesting; ``json.JSONDecodeError`` (a ``ValueError``):
@@ -130,17 +130,17 @@ def loads_json(text: str) -> Any:
 
 
 def raw_decode_json(text: str, start: int = 0) -> tuple[Any, int]:
-    """:meth:`json.JSONDecoder.raw_decode` of ``text`` from index ``start`` with :func:`loads_json`'s bounds;
-    returns ``(value, end index)``. Raises as :func:`loads_json`."""
+    """`json.JSONDecoder.raw_decode` of ``text`` from index ``start`` with `loads_json`'s bounds;
+    returns ``(value, end index)``. Raises as `loads_json`."""
     value, end = JSON_DECODER.raw_decode(text, start)
     return check_value(value, "JSON"), end
 
 
 def literal_eval(text: Any) -> Any:
-    """:func:`ast.literal_eval` with :func:`check_value`'s bounds (``text``: source or an ``ast`` node).
+    """`ast.literal_eval` with `check_value`'s bounds (``text``: source or an ``ast`` node).
 
     Raises:
-        ActionParseError: a bound is exceeded; otherwise what :func:`ast.literal_eval` raises (``ValueError``,
+        ActionParseError: a bound is exceeded; otherwise what `ast.literal_eval` raises (``ValueError``,
             ``TypeError``, ``SyntaxError``, ``MemoryError``, ``RecursionError``).
     """
     if isinstance(text, str) and len(text) > MAX_ACTION_CHARS:
@@ -177,10 +177,10 @@ def strip_think(text: str) -> str:
 
 
 def checked_text(text: Any) -> str:
-    """``text`` with its ``<think>`` blocks removed (:func:`strip_think`), after the checks every parser makes.
+    """``text`` with its ``<think>`` blocks removed (`strip_think`), after the checks every parser makes.
 
     Raises:
-        ActionParseError: ``text`` is not a string, or longer than :data:`MAX_ACTION_CHARS`.
+        ActionParseError: ``text`` is not a string, or longer than `MAX_ACTION_CHARS`.
     """
     return strip_think(raw_text(text))
 
@@ -189,7 +189,7 @@ def raw_text(text: Any) -> str:
     """``text`` unchanged, for official readings that pass model text on as it is (e.g. ALFWorld's game).
 
     Raises:
-        ActionParseError: ``text`` is not a string, or longer than :data:`MAX_ACTION_CHARS` (our bound).
+        ActionParseError: ``text`` is not a string, or longer than `MAX_ACTION_CHARS` (our bound).
     """
     if not isinstance(text, str):
         raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
@@ -322,7 +322,7 @@ def _final_line(text: str, marker: str, what: str) -> str:
     (case-insensitive), else of the whole text; ``<think>`` blocks removed.
 
     Raises:
-        ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no line.
+        ActionParseError: not a string, longer than `MAX_ACTION_CHARS`, or no line.
     """
     text = checked_text(text)
     tag = _ANSWER_TAG_RE.search(text)
@@ -364,7 +364,7 @@ def parse_command(text: str) -> str:
     commands is the env's job).
 
     Raises:
-        ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no command text.
+        ActionParseError: not a string, longer than `MAX_ACTION_CHARS`, or no command text.
     """
     line = _final_line(text, "action:", "command")
     command = _COMMAND_PREFIX_RE.sub("", line).strip().strip("`'\"").rstrip(".!").strip()
@@ -404,14 +404,14 @@ def parse_literal(text: str, openers: str = "[{") -> Any:
     """The first list or object in model text, as JSON or as a Python literal.
 
     Candidates are the contents of ``` fences, then the whole text (``<think>`` blocks removed). In each, up to
-    :data:`MAX_LITERAL_STARTS` opening brackets of ``openers`` are tried in order: first strict JSON
-    (:meth:`json.JSONDecoder.raw_decode`), then :func:`ast.literal_eval` of the text up to the matching closing
+    `MAX_LITERAL_STARTS` opening brackets of ``openers`` are tried in order: first strict JSON
+    (`json.JSONDecoder.raw_decode`), then `ast.literal_eval` of the text up to the matching closing
     bracket (Python literals such as ``[{'days': 1, 'breakfast': '-'}]``; never ``eval``).
 
     Returns:
         the decoded value (a ``list`` or ``dict``).
     Raises:
-        ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no candidate decodes (the
+        ActionParseError: not a string, longer than `MAX_ACTION_CHARS`, or no candidate decodes (the
             message names the first decoding error).
     """
     text = checked_text(text)
@@ -447,7 +447,7 @@ def parse_literal(text: str, openers: str = "[{") -> Any:
 
 def parse_bracket_call(text: str, signatures: dict[str, tuple[str, ...]],
                        aliases: dict[str, str] | None = None) -> ToolCall:
-    """A ReAct action ``Name[arg1, arg2, ...]`` (optionally after ``Action:``) as a :class:`ToolCall`.
+    """A ReAct action ``Name[arg1, arg2, ...]`` (optionally after ``Action:``) as a `ToolCall`.
 
     The first ``Name[...]`` whose name is a key of ``signatures`` (or of ``aliases``, mapped to its target) is
     taken; its bracket content is split on commas and stripped, and the values are named by the signature's

@@ -1,15 +1,15 @@
 """Registry of the benchmark environments, filled lazily: env ids map to entry-point strings, not classes.
 
-A benchmark registers its environments by name, as Gymnasium and skyrl-gym do: :func:`register_env` records the
-Gymnasium id, the benchmark name and the ``"module:Class"`` entry point, and calls :func:`gymnasium.register` with
+A benchmark registers its environments by name, as Gymnasium and skyrl-gym do: `register_env` records the
+Gymnasium id, the benchmark name and the ``"module:Class"`` entry point, and calls `gymnasium.register` with
 that string. Nothing is imported until an env is made (``gymnasium.make``) or its class is asked for
-(:attr:`EnvEntry.env_class`), so ``import genenv.envs`` imports no benchmark.
+(`EnvEntry.env_class`), so ``import genenv.envs`` imports no benchmark.
 
-Where registrations come from (:func:`load_plugins`, run by ``import genenv.envs``, as Gymnasium's
+Where registrations come from (`load_plugins`, run by ``import genenv.envs``, as Gymnasium's
 ``load_plugin_envs``): every entry point of the Python entry-point group ``genenv.benchmarks``, and nothing else:
 this module names no benchmark package. The project's own benchmarks come in through the entry point its
 ``pyproject.toml`` declares (installed with the package, editable or not), which imports the light ``__init__`` of
-each benchmark folder; a third-party package adds its own entry point (a function that calls :func:`register_env`,
+each benchmark folder; a third-party package adds its own entry point (a function that calls `register_env`,
 or a module whose import does), and its benchmarks appear in ``genenv-envs``, ``genenv-train`` and
 ``genenv-eval`` without any edit here (``docs/adding-an-env.md``).
 """
@@ -41,9 +41,9 @@ class EnvEntry:
     Attributes:
         benchmark: registry name (``"bfcl"``), equal to the env class's ``benchmark`` attribute.
         env_id: the Gymnasium id, ``"genenv/<Name>-v<version>"``.
-        entry_point: ``"module:Class"`` of the :class:`~genenv.envs.base.TaskEnv` subclass.
+        entry_point: ``"module:Class"`` of the `TaskEnv` subclass.
         split_source: the loader keyword sets that ``genenv-envs`` counts, or the ``"module:attribute"`` that holds
-            them (read on first use, see :attr:`split_options`).
+            them (read on first use, see `split_options`).
         gym_entry_point: what ``gymnasium.make`` calls when it is not the class (e.g. a factory by category).
     """
 
@@ -85,7 +85,7 @@ def register_env(benchmark: str, env_id: str, entry_point: str,
     """Register one environment by entry-point string (nothing is imported) and its id with Gymnasium.
 
     ``split_options``: the loader keyword sets of its splits, or the ``"module:attribute"`` holding them.
-    Idempotent for the same entry point; returns the :class:`EnvEntry`.
+    Idempotent for the same entry point; returns the `EnvEntry`.
 
     Raises:
         ValueError: an empty name, a malformed entry point, or the name / env id already taken by another class.
@@ -124,10 +124,10 @@ def register_sample_builder(folder: str, entry_point: str) -> None:
 def load_plugins(entry_points: list[Any] | None = None) -> dict[str, EnvEntry]:
     """Call every entry point of the ``genenv.benchmarks`` group once per process (later calls return at once).
 
-    A plugin that raises is logged and recorded in :data:`PLUGIN_ERRORS` (the other benchmarks stay usable). The
+    A plugin that raises is logged and recorded in `PLUGIN_ERRORS` (the other benchmarks stay usable). The
     group is read from the installed packages' metadata only: a source tree that is not installed has no
-    benchmarks (:func:`env_entry` then says so). ``entry_points`` replaces the group's (tests). Returns
-    :data:`ENVS`.
+    benchmarks (`env_entry` then says so). ``entry_points`` replaces the group's (tests). Returns
+    `ENVS`.
     """
     global _plugins_loaded
     if _plugins_loaded and entry_points is None:
@@ -165,7 +165,7 @@ def env_entry(benchmark: str) -> EnvEntry:
 
 
 def render_messages(task) -> list[dict[str, str]]:
-    """The chat messages that present ``task`` (a :class:`~genenv.envs.task.Task`) to a chat model: its env
+    """The chat messages that present ``task`` (a `Task`) to a chat model: its env
     class's ``render_messages``."""
     return env_entry(task.benchmark).env_class.render_messages(task)
 

@@ -1,9 +1,9 @@
 """Gymnasium spaces for text observations, free-text actions and structured tool-call actions.
 
-Gymnasium's :class:`~gymnasium.spaces.Text` only contains strings over a fixed character set (alphanumerics by
-default), which rejects every real prompt (spaces, punctuation, unicode). :class:`UnicodeText` keeps ``Text``'s
-sampling and length bounds but contains any ``str`` whose length is within bounds. :class:`ToolCallSpace`
-contains lists of :class:`~genenv.envs.parsing.ToolCall` (or ``{"name", "arguments"}`` dicts).
+Gymnasium's `Text` only contains strings over a fixed character set (alphanumerics by
+default), which rejects every real prompt (spaces, punctuation, unicode). `UnicodeText` keeps ``Text``'s
+sampling and length bounds but contains any ``str`` whose length is within bounds. `ToolCallSpace`
+contains lists of `ToolCall` (or ``{"name", "arguments"}`` dicts).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ _SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " 
 @functools.cache
 def _sample_charset_tables() -> dict[str, Any]:
     """The charset attributes (``_char_set``, ``_char_list``, ``_char_index``, ``_char_str``) gymnasium's ``Text``
-    computes for :data:`_SAMPLE_CHARSET`, computed once."""
+    computes for `_SAMPLE_CHARSET`, computed once."""
     prototype = spaces.Text(max_length=1, min_length=0, charset=_SAMPLE_CHARSET)
     return {k: v for k, v in vars(prototype).items() if k.startswith("_char")}
 

@@ -1,6 +1,6 @@
-"""Named tables and entry points, the project's one registry helper: :class:`Registry` (advantage estimators,
+"""Named tables and entry points, the project's one registry helper: `Registry` (advantage estimators,
 environment-policy update modes, environment-policy rewards, engine builders, env entries) and
-:func:`load_object` (``"package.module:attribute"`` strings, imported on first use). The bottom of the import
+`load_object` (``"package.module:attribute"`` strings, imported on first use). The bottom of the import
 layers: it imports nothing of this project (a contract in ``pyproject.toml``)."""
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Registry(dict):
         return obj
 
     def register(self, name: str):
-        """Decorator form of :meth:`add`: ``@REGISTRY.register("name")``."""
+        """Decorator form of `add`: ``@REGISTRY.register("name")``."""
         return lambda obj: self.add(name, obj)
 
     def lookup(self, name: str) -> Any:

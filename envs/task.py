@@ -1,8 +1,8 @@
 """The one task record shared by every benchmark, the task pool, the trainer and the leaderboard.
 
-A :class:`Task` is what an environment episode is about: the user-facing prompt, the tools (function schemas)
+A `Task` is what an environment episode is about: the user-facing prompt, the tools (function schemas)
 when the action space is structured, and the gold answer the reward compares against. It serialises to JSON
-(lossless round trip); :mod:`genenv.envs.verl_rows` writes it as a veRL parquet row.
+(lossless round trip); `genenv.envs.verl_rows` writes it as a veRL parquet row.
 """
 from __future__ import annotations
 
@@ -55,12 +55,12 @@ class Task:
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:
-        """One-line JSON string; :meth:`from_json` inverts it exactly."""
+        """One-line JSON string; `from_json` inverts it exactly."""
         return json.dumps(self.to_dict(), ensure_ascii=False)  # key order kept: prompts render dicts in order
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Task":
-        """Build a task from :meth:`to_dict` output; raises ``ValueError`` naming unknown or missing keys."""
+        """Build a task from `to_dict` output; raises ``ValueError`` naming unknown or missing keys."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
@@ -72,5 +72,5 @@ class Task:
 
     @classmethod
     def from_json(cls, text: str) -> "Task":
-        """Inverse of :meth:`to_json`."""
+        """Inverse of `to_json`."""
         return cls.from_dict(json.loads(text))

@@ -33,7 +33,7 @@ def task_extra_info(task: Task) -> dict[str, Any]:
 
 
 def from_verl_row(row: dict[str, Any]) -> Task:
-    """Inverse of :func:`to_verl_row` (reads ``extra_info.task_json``).
+    """Inverse of `to_verl_row` (reads ``extra_info.task_json``).
 
     Raises:
         ValueError: the row has no ``extra_info.task_json`` (not written by genenv).
@@ -45,14 +45,14 @@ def from_verl_row(row: dict[str, Any]) -> Task:
 
 
 def write_verl_parquet(tasks: list[Task], path) -> None:
-    """Write ``tasks`` as a veRL RL parquet file (one :func:`to_verl_row` per row; pandas + pyarrow)."""
+    """Write ``tasks`` as a veRL RL parquet file (one `to_verl_row` per row; pandas + pyarrow)."""
     import pandas as pd
 
     pd.DataFrame([to_verl_row(t) for t in tasks]).to_parquet(path)
 
 
 def read_verl_parquet(path) -> list[Task]:
-    """The tasks of a parquet file written by :func:`write_verl_parquet` (or any veRL file whose rows carry
+    """The tasks of a parquet file written by `write_verl_parquet` (or any veRL file whose rows carry
     ``extra_info.task_json``).
 
     Raises:

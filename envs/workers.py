@@ -1,8 +1,8 @@
 """Playing many episodes at once: in this process, or spread over worker processes.
 
-The lock-step episode loop (:func:`genenv.runtime.episodes.play_episodes`) opens one episode per (task,
-rollout) and, every round, steps all unfinished episodes with the texts the policy generated. :class:`LocalEpisodes`
-does that in this process (one env instance per episode). :class:`ProcessEpisodes` does it in ``workers`` worker
+The lock-step episode loop (`genenv.runtime.episodes.play_episodes`) opens one episode per (task,
+rollout) and, every round, steps all unfinished episodes with the texts the policy generated. `LocalEpisodes`
+does that in this process (one env instance per episode). `ProcessEpisodes` does it in ``workers`` worker
 processes (``multiprocessing`` with the ``spawn`` start method, like ``gymnasium.vector.AsyncVectorEnv``): the
 episodes are spread over the workers, and one round sends each worker its share of the actions at once, so the
 workers step in parallel. Engines whose step is CPU-heavy Python (ALFWorld: TextWorld's PDDL translation on
@@ -10,13 +10,13 @@ reset, 50-300 ms per step) gain up to ``workers``-fold; ``workers`` is the CPU b
 (capped at ``os.cpu_count()``). A worker that played ``recycle_after`` episodes is replaced once its episodes
 are closed (ALFWorld's engine leaks memory across many games in one process).
 
-Episodes are text-level: each env is opened with :func:`~genenv.envs.wrappers.make_text_env` (model text in,
+Episodes are text-level: each env is opened with `make_text_env` (model text in,
 the next turn's prompt in ``info["messages"]``); ``open`` returns ``(observation, info)`` of ``env.reset`` and
 ``step`` takes model text (or, from the session server, a list of structured tool calls).
 
-:class:`ProcessEpisodes` may be called from many threads at once (the session server's sessions): calls that touch
-different workers run in parallel, calls to one worker take turns in the order they came (:class:`FairLock`). A
-worker that dies fails the call in flight and every episode it held with :class:`WorkerDied`, and is replaced by a
+`ProcessEpisodes` may be called from many threads at once (the session server's sessions): calls that touch
+different workers run in parallel, calls to one worker take turns in the order they came (`FairLock`). A
+worker that dies fails the call in flight and every episode it held with `WorkerDied`, and is replaced by a
 fresh one.
 """
 from __future__ import annotations
@@ -38,9 +38,9 @@ StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
 @runtime_checkable
 class EpisodeRunner(Protocol):
-    """What plays the episode loop's envs: :class:`LocalEpisodes` (this process), :class:`ProcessEpisodes` (worker
-    processes) and :class:`~genenv.runtime.serve.client.RemoteEpisodes` (a ``genenv-serve`` server). The one place
-    a runner is chosen is :func:`genenv.runtime.episodes.episode_runner`. Episode ids are the caller's ints, unique
+    """What plays the episode loop's envs: `LocalEpisodes` (this process), `ProcessEpisodes` (worker
+    processes) and `RemoteEpisodes` (a ``genenv-serve`` server). The one place
+    a runner is chosen is `genenv.runtime.episodes.episode_runner`. Episode ids are the caller's ints, unique
     among its open episodes."""
 
     def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:
@@ -227,7 +227,7 @@ class ProcessEpisodes:
 
     def _replace_dead(self, w: int, worker: dict[str, Any]) -> str:
         """Mark a dead worker's episodes lost and put a fresh worker in its place (its lock is held); returns why
-        they were lost, the message of :class:`WorkerDied`."""
+        they were lost, the message of `WorkerDied`."""
         worker["proc"].join(timeout=5)
         reason = (f"env worker process {worker['proc'].pid} died (exit code {worker['proc'].exitcode}); "
                   "its episodes are lost: reset to start another")
@@ -247,7 +247,7 @@ class ProcessEpisodes:
             return self._where[eid]
 
     def processes(self) -> list[Any]:
-        """The live worker processes (never more than :attr:`size`)."""
+        """The live worker processes (never more than `size`)."""
         return [w["proc"] for w in self._workers if w["proc"].is_alive()]
 
     def open(self, items: Sequence[tuple[int, Task, dict[str, Any] | None]]) -> list[tuple[str, dict[str, Any]]]:

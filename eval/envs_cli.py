@@ -1,7 +1,7 @@
 """``genenv-envs``: list the registered environments with their splits and sizes, export tasks as veRL parquet,
 rebuild the packaged samples.
 
-Usage::
+Usage:
 
     genenv-envs                       # table of env id, options (category/split) and task counts
     genenv-envs --data-dir DIR        # the same for another data directory
@@ -37,7 +37,7 @@ def list_envs(data_dir: str | None = None) -> list[dict]:
 
 def build_samples(source: Path) -> list[str]:
     """Rebuild every packaged sample from the full data dir ``source``: each registered sample builder
-    (:data:`~genenv.envs.registry.SAMPLE_BUILDERS`, one per benchmark folder) writes its folder's ``sample/``, and
+    (`SAMPLE_BUILDERS`, one per benchmark folder) writes its folder's ``sample/``, and
     the paper's Table 1 is copied into ``eval/baselines/``. Returns the folders rebuilt."""
     load_plugins()
     for folder, entry_point in sorted(SAMPLE_BUILDERS.items()):

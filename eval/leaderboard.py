@@ -1,6 +1,6 @@
 """``genenv-eval``: run a policy over benchmarks through the environments and print a leaderboard.
 
-Example::
+Example:
 
     genenv-eval --benchmarks bfcl,bamboogle --policy smollm2 --limit 20
     genenv-eval --benchmarks bfcl --categories all --policy oracle        # proves env and checker agree
@@ -8,10 +8,10 @@ Example::
     genenv-eval --benchmarks paper --policy oracle --limit 5              # the paper's protocols, all five columns
 
 Writes ``<out>/tasks.jsonl`` (per task: prompt, raw output, parsed action, reward, error), ``summary.json``,
-``summary.csv``, ``summary.md`` and ``leaderboard.png``, and prints two tables (:mod:`genenv.eval.report`): beside
+``summary.csv``, ``summary.md`` and ``leaderboard.png``, and prints two tables (`genenv.eval.report`): beside
 the paper's Table 1 rows, our number only where the paper's protocol was measured (else the reason, in the cell);
 then every metric of the run with its protocol label. ``--benchmarks paper`` evaluates the paper's protocols on
-all five Table 1 benchmarks (:func:`expand_benchmarks`; Bamboogle's cannot run offline, its cell says why). Model
+all five Table 1 benchmarks (`expand_benchmarks`; Bamboogle's cannot run offline, its cell says why). Model
 text is read as the official harness reads it (``--parsing official``, the default); ``--parsing lenient`` uses
 our forgiving parsers and says so in every label (``docs/official-differences.md``): a lenient number is never
 put beside the paper's.
@@ -58,9 +58,9 @@ def expand_benchmarks(text: str, base: dict[str, dict[str, Any]] | None = None
     """``--benchmarks`` → (registry names, per-benchmark loader options).
 
     ``text`` is a comma list of registry names; ``paper`` stands for the benchmarks that evaluate the paper's
-    Table 1 protocols (:func:`~genenv.benchmarks.registry.paper_benchmarks`), each with its ``paper_options``
+    Table 1 protocols (`paper_benchmarks`), each with its ``paper_options``
     merged over ``base``'s options for it. Names are kept in order, once each. The user's ``--option`` values go
-    over the returned options (:func:`parse_options` with them as ``base``).
+    over the returned options (`parse_options` with them as ``base``).
 
     Raises:
         KeyError: an unknown benchmark name (fail fast, before any model is loaded).
@@ -118,8 +118,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace):
-    """The policy that :func:`add_eval_arguments`' options name (:func:`~genenv.runtime.policies.make_policy`),
-    after this process's CPU threads are set from ``--threads`` (:func:`~genenv.runtime.threads.prepare_cpu`)."""
+    """The policy that `add_eval_arguments`' options name (`make_policy`),
+    after this process's CPU threads are set from ``--threads`` (`prepare_cpu`)."""
     from genenv.runtime.policies import make_policy
     from genenv.runtime.threads import prepare_cpu
 
@@ -134,9 +134,9 @@ RESUME_KEYS = ("policy", "benchmarks", "categories", "option", "env_option", "sp
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``genenv-eval``: :func:`evaluate_main`; an optional dependency that the chosen benchmarks or
+    """Entry point of ``genenv-eval``: `evaluate_main`; an optional dependency that the chosen benchmarks or
     policy need and that is not installed exits with 1 and the message naming its extra
-    (:class:`~genenv.envs.extras.MissingExtra`)."""
+    (`MissingExtra`)."""
     from genenv.envs.extras import MissingExtra
 
     try:
@@ -192,7 +192,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
 
 
 def open_results(out: Path, settings: dict[str, Any], require: bool = False):
-    """The :class:`~genenv.runtime.evaluation.ResultLog` of results folder ``out`` (``tasks.jsonl``),
+    """The `ResultLog` of results folder ``out`` (``tasks.jsonl``),
     with ``settings`` written to ``out/eval.json``; an existing folder is resumed when its ``eval.json`` holds the
     same ``settings``.
 

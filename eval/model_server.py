@@ -3,7 +3,7 @@ packaged SmolLM2-135M-Instruct GGUF as it is, for testing and measuring the endp
 
 llama.cpp's server answers one request at a time (measured: 8 concurrent requests took as long as 8 sequential
 ones, ``shared/NOTES-verl-and-cpu.md``); a vLLM server batches concurrent requests. Start it from the command
-line::
+line:
 
     python -m genenv.eval.model_server --port 8011  # then: genenv-eval --policy openai:http://127.0.0.1:8011/v1#smollm2
     python -m genenv.eval.model_server --check      # start, stream one chat completion (tokens/s), stop
@@ -12,7 +12,7 @@ Install: ``.ci/install`` builds ``llama-cpp-python[server]==0.3.36`` from its sd
 (``CMAKE_ARGS="-DGGML_NATIVE=OFF"``: AVX2-level kernels that run on any x86-64 host of the last decade, ~5 min
 on 2 cores, kept in ``~/.cache/genenv/wheels``) and ends with ``--check``. A build tuned to the building host
 (``GGML_NATIVE=ON``, the sdist's default) died with SIGILL (illegal instruction) or SIGSEGV on the first chat
-request on Intel Xeon hosts with AVX-512 and AMX; :func:`exit_description` names those cases and the fix.
+request on Intel Xeon hosts with AVX-512 and AMX; `exit_description` names those cases and the fix.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def free_port() -> int:
 
 
 def exit_description(code: int) -> str:
-    """``code`` as :attr:`subprocess.Popen.returncode` gives it, in words: ``"code 3"``, or for a negative code
+    """``code`` as `subprocess.Popen.returncode` gives it, in words: ``"code 3"``, or for a negative code
     (killed by a signal) ``"code -4 (SIGILL)"``, with what to do where the signal has a known cause here."""
     if code >= 0:
         return f"code {code}"
@@ -76,7 +76,7 @@ class LlamaServer:
     Args:
         port: TCP port (default: a free one).
         threads: llama.cpp threads: a number, or ``"auto"``: the usable cores less those other processes keep busy
-            now (:func:`~genenv.runtime.threads.resolve_threads`, counted when the server is made).
+            now (`resolve_threads`, counted when the server is made).
         n_ctx: context window in tokens (SmolLM2 was trained to 8192).
         startup_timeout: seconds to wait for the first answer.
         log_path: file for the server's output (default: a new ``llama-server-*.log`` in the temp folder, kept, so
@@ -125,7 +125,7 @@ class LlamaServer:
 
     def failure(self, wait: float = 0.0) -> str | None:
         """``None`` while the server process runs (or before it was started); once it has exited, what happened:
-        the exit code in words (:func:`exit_description`), the log file and its last lines. ``wait``: seconds to
+        the exit code in words (`exit_description`), the log file and its last lines. ``wait``: seconds to
         give a dying process to exit first (after a request failed); with 0 it is one ``poll``, cheap enough for
         the endpoint policy to call while requests are in flight."""
         if self.proc is None:
@@ -139,8 +139,8 @@ class LlamaServer:
                 f"log: {self.log_path}" + (f"; its last lines:\n{tail}" if tail else ""))
 
     def policy(self, **kwargs):
-        """An :class:`~genenv.runtime.policies.OpenAIPolicy` on this server that watches the process: when it dies,
-        the policy's ``generate`` raises at once with :meth:`failure`'s words instead of retrying a dead address.
+        """An `OpenAIPolicy` on this server that watches the process: when it dies,
+        the policy's ``generate`` raises at once with `failure`'s words instead of retrying a dead address.
         ``kwargs`` go to the policy (``concurrency``, ``timeout``, ``max_retries``)."""
         from genenv.runtime.policies import OpenAIPolicy
 
@@ -198,8 +198,8 @@ class LlamaServer:
             raise ServerError(f"the first chat completion answered {resp.status_code}: {resp.text[:300]}")
 
     def stream_speed(self, **kwargs) -> dict[str, float]:
-        """:func:`stream_speed` against this server (``kwargs`` go to it). Raises ServerError when the request
-        fails, with what happened to the server (:meth:`failure`)."""
+        """`stream_speed` against this server (``kwargs`` go to it). Raises ServerError when the request
+        fails, with what happened to the server (`failure`)."""
         try:
             return stream_speed(self.base_url, **kwargs)
         except Exception as e:  # noqa: BLE001 (any failure of the request is reported, with the server's state)
@@ -245,7 +245,7 @@ def stream_speed(base_url: str, max_tokens: int = 128, chat: bool = True,
 
 
 def check(threads: int | str = "auto", max_tokens: int = 128, chat: bool = True) -> int:
-    """Start the server, stream one completion (:func:`stream_speed`), print the figures and stop: 0 when it
+    """Start the server, stream one completion (`stream_speed`), print the figures and stop: 0 when it
     answered; 1 with the reason (the server's exit code, its log's last lines, what to do) on stderr when not.
     ``.ci/install`` ends with it."""
     try:

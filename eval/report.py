@@ -2,7 +2,7 @@
 
 Table 1 sets the run beside the paper's Table 1 rows: one column per Table 1 column a benchmark of the run belongs
 to (``baseline_column``), the paper's rows as published, and our row, whose cell holds our number only where a
-benchmark measured that column's protocol (:meth:`~genenv.benchmarks.spec.BenchmarkSpec.paper_metric`, official
+benchmark measured that column's protocol (`paper_metric`, official
 parsing). Elsewhere the cell says why in words: ``n/a offline: ...`` (the spec's ``paper_unavailable``), ``not
 measured: ran <our headline>``, or ``not measured: lenient parsing``, then ``(see below)``; a note per column
 below the table names both protocols and how to measure the paper's. Table 2 lists every metric of the run with
@@ -29,7 +29,7 @@ __all__ = ["leaderboard_markdown", "write_results"]
 def paper_result(spec, metrics: list[Metric], headline: Metric) -> Metric | str:
     """``spec``'s metric measured under its Table 1 column's protocol, or why there is none, in the words the
     table cell shows: the protocol cannot run offline (``paper_unavailable``); it was not evaluated (the run's
-    ``headline`` is named instead); or it was read with lenient parsing (:data:`LENIENT_LABEL` in the label),
+    ``headline`` is named instead); or it was read with lenient parsing (`LENIENT_LABEL` in the label),
     which the paper's harnesses do not do."""
     if spec.paper_unavailable:
         return f"n/a offline: {spec.paper_unavailable}"
@@ -42,7 +42,7 @@ def paper_result(spec, metrics: list[Metric], headline: Metric) -> Metric | str:
 
 
 def paper_cells(result, data_dir: str | None = None) -> dict[str, dict[str, Metric | str]]:
-    """Table 1 column → {benchmark of the run in that column → :func:`paper_result`}, for the columns of the
+    """Table 1 column → {benchmark of the run in that column → `paper_result`}, for the columns of the
     paper's Table 1 (in its order) that the run's benchmarks belong to; benchmarks outside Table 1 are left out."""
     columns = list(load_baselines(data_dir).columns)
     cells: dict[str, dict[str, Metric | str]] = {}
@@ -145,7 +145,7 @@ def write_results(result, out: Path, data_dir: str | None = None, split: str = "
 
     ``summary.json``: ``policy``, ``split``, ``data_dir``, ``metrics``, ``headlines`` (benchmark → metric),
     ``paper_metrics`` (Table 1 column → {benchmark → the metric measured under the paper's protocol, or
-    ``{"reason": ...}``}: :func:`paper_cells`), ``timing``.
+    ``{"reason": ...}``}: `paper_cells`), ``timing``.
     """
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(out / "tasks.jsonl", result.rows)  # the records in task order (a resumed log's order may differ)

@@ -3,17 +3,17 @@
 All functions take ``p_hat`` (float in [0, 1], the mean agent success over the n rollouts of one task) and
 return a float in [0, 1]; they accept NumPy arrays elementwise too.
 
-- :func:`alpha_curriculum_reward` — GenEnv paper Eq. 3: ``R_env = exp(-β (p̂ - α)²)``, highest when the task
+- `alpha_curriculum_reward` — GenEnv paper Eq. 3: ``R_env = exp(-β (p̂ - α)²)``, highest when the task
   is solved at the target rate α (0.5 by default). β is not given in the paper; the public GenEnv config uses 2.0.
-- :func:`difficulty_filter` — GenEnv's filter: a group updates the environment policy only if ``|p̂ - α| ≤ k_min``
+- `difficulty_filter` — GenEnv's filter: a group updates the environment policy only if ``|p̂ - α| ≤ k_min``
   (k_min = 0.1 in the paper).
-- :func:`rzero_reward` — R-Zero's uncertainty reward ``min(p̂, 1 - p̂)`` (scaled by 2 so that its maximum is 1).
-- :func:`absolute_zero_reward` — Absolute Zero's learnability reward ``1 - p̂`` for ``0 < p̂ < 1``, else 0
+- `rzero_reward` — R-Zero's uncertainty reward ``min(p̂, 1 - p̂)`` (scaled by 2 so that its maximum is 1).
+- `absolute_zero_reward` — Absolute Zero's learnability reward ``1 - p̂`` for ``0 < p̂ < 1``, else 0
   (tasks that are always or never solved teach nothing).
-- :func:`learnability_reward` — the proposer-solver learnability ``4 p̂ (1 - p̂)`` (the variance of a Bernoulli
+- `learnability_reward` — the proposer-solver learnability ``4 p̂ (1 - p̂)`` (the variance of a Bernoulli
   success, scaled to 1 at p̂ = 0.5; the ``verifiers`` library's proposer-solver environments).
 
-Each is registered under its config name (``curriculum.env_reward``) with :func:`register_env_policy_reward`; all share
+Each is registered under its config name (``curriculum.env_reward``) with `register_env_policy_reward`; all share
 the signature ``f(p_hat, alpha=0.5, beta=2.0)`` (rewards that need no α or β ignore them).
 """
 from __future__ import annotations

@@ -12,9 +12,9 @@ Metrics, each returning a float in [0, 1]:
   loaded offline), clipped to [0, 1].
 - ``rouge_l``: ROUGE-L F1 (``rouge-score``'s ``rougeL``, no stemming), API-Bank's response metric.
 
-:func:`similarity` selects one by name; that name comes from the config (``reward.free_text_metric``).
+`similarity` selects one by name; that name comes from the config (``reward.free_text_metric``).
 
-A gold answer is a string or a list of aliases (:func:`aliases`); every metric takes the best alias, as the
+A gold answer is a string or a list of aliases (`aliases`); every metric takes the best alias, as the
 references do (Search-R1's ``em_check`` over ``golden_answers``, FlashRAG's max over golden answers).
 """
 from __future__ import annotations
@@ -59,12 +59,12 @@ def aliases(gold: Any) -> list[str]:
 
 
 def first_alias(gold: Any) -> str:
-    """The first accepted answer of ``gold`` (:func:`aliases`): the one shown where a single answer is written."""
+    """The first accepted answer of ``gold`` (`aliases`): the one shown where a single answer is written."""
     return aliases(gold)[0]
 
 
 def exact_match(prediction: str, gold: str | Sequence[str]) -> float:
-    """1.0 if the normalised prediction equals a normalised alias of ``gold`` (:func:`aliases`), else 0.0."""
+    """1.0 if the normalised prediction equals a normalised alias of ``gold`` (`aliases`), else 0.0."""
     pred = normalize_answer(prediction)
     return float(any(pred == normalize_answer(g) for g in aliases(gold)))
 
@@ -154,10 +154,10 @@ FREE_TEXT_METRICS: dict[str, Callable[[str, str], float]] = {
 
 def similarity(prediction: str, gold: str | Sequence[str], metric: str = "f1") -> float:
     """Score ``prediction`` against ``gold`` (a string or a list of aliases: the best alias counts) with the
-    named metric (keys of :data:`FREE_TEXT_METRICS`).
+    named metric (keys of `FREE_TEXT_METRICS`).
 
     Raises:
-        ValueError: unknown metric name, or a malformed gold (:func:`aliases`).
+        ValueError: unknown metric name, or a malformed gold (`aliases`).
     """
     try:
         fn = FREE_TEXT_METRICS[metric]

@@ -5,13 +5,13 @@ Measured on this 2-core CPU (torch 2.13, SmolLM2-135M shapes: 9 query heads over
 cached tokens, 30 layers): ``torch.nn.functional.scaled_dot_product_attention`` takes 0.50 s per decoding step in
 bfloat16 (0.12 s in float32), the same attention as grouped matmuls 0.04 s: a 12x gap that made a multi-step
 episode's decoding, not its prefill, the cost of a long conversation once the KV cache is reused across turns
-(:mod:`~genenv.runtime.prefix_cache`). So the local policy registers this function with transformers'
+(`prefix_cache`). So the local policy registers this function with transformers'
 ``AttentionInterface`` (its extension point for attention kernels) and uses it for every call whose query is a
 single token on the CPU; every other call (prefill, training's log-prob passes, GPUs) goes to transformers' own
 ``sdpa_attention_forward`` unchanged.
 
 In bfloat16 (chosen only where the CPU computes it natively, AVX-512 BF16 or AMX) the kernel depends on the CPU
-(:func:`sdpa_decodes_bfloat16`). PyTorch's bf16 matmul through oneDNN (``aten/src/ATen/native/mkldnn/Matmul.cpp``)
+(`sdpa_decodes_bfloat16`). PyTorch's bf16 matmul through oneDNN (``aten/src/ATen/native/mkldnn/Matmul.cpp``)
 copies an operand that is neither contiguous nor transposed in its last two dims, and a cache view (the first ``T``
 of its buffer's columns) is neither.
 ``scaled_dot_product_attention`` with ``enable_gqa`` reads the view in place without repeating the KV heads (which
@@ -19,7 +19,7 @@ transformers' ``sdpa_attention_forward`` does). Measured on a 2-core Intel Xeon 
 attention over 30 layers, bf16: 4 rows x 6,000 cached tokens 142.7 ms (matmuls over the view) / 39.3 ms (SDPA with
 grouped heads) / 170.3 ms (transformers' SDPA path); 16 x 1,300: 87.3 / 33.4 / 145.1; 16 x 400: 23.0 / 9.3 / 34.6.
 On a 2-core AMD EPYC with AVX-512 BF16 and no AMX SDPA is the slow one, so the matmuls stay there, and their
-scores are taken against the key's whole buffer, which oneDNN reads in place (:func:`grouped_attention`): one
+scores are taken against the key's whole buffer, which oneDNN reads in place (`grouped_attention`): one
 layer, bf16 views of larger buffers, SDPA with grouped heads against the matmuls, 8 rows x 1,000 cached tokens
 4.4-4.6 / 0.5, 16 x 400 3.4-3.5 / 0.4, 16 x 1,300 10.6-11.3 / 1.4-1.8, 4 x 6,000 13.1-13.8 / 1.5-1.6, 32 x 300
 5.5-5.6 / 0.6-1.0 ms, both within 0.004 of float32 SDPA (``python lab/benches/bench_decode_attention.py``; over the
@@ -28,11 +28,11 @@ whole buffer. In float32 the matmuls stay everywhere (AMX host, 4 x 6,000: 46.4 
 
 The computation is exactly attention (softmax of scaled scores, masked, times values), with the scores and the
 softmax in float32: greedy tokens are the same as with SDPA in float32 (tested). A continuous batch's packed
-pass (:mod:`~genenv.runtime.continuous`) passes its layout as the ``genenv_packed`` keyword, which transformers
+pass (`continuous`) passes its layout as the ``genenv_packed`` keyword, which transformers
 hands through to the attention function; such a call is computed by the layout
-(:meth:`~genenv.runtime.continuous.Packed.attend`). An update's pass whose rows carry no padding before their
-last query passes ``genenv_causal=True`` (:func:`~genenv.trainer.updates.batch.shared_prompt_logprobs`); such a call
-is computed by :func:`causal_attention`, without the mask.
+(`attend`). An update's pass whose rows carry no padding before their
+last query passes ``genenv_causal=True`` (`shared_prompt_logprobs`); such a call
+is computed by `causal_attention`, without the mask.
 """
 from __future__ import annotations
 
@@ -59,13 +59,13 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
             head ``h`` reading KV head ``h // (H / KV)`` as ``repeat_kv`` does).
         attention_mask: SDPA's mask, ``[B, 1, Q, K]`` boolean (True: attend) or additive float, or ``None``.
         scaling: the score scale (default ``D ** -0.5``).
-        genenv_packed (keyword): a :class:`~genenv.runtime.continuous.Packed` layout; then ``query`` is the packed
+        genenv_packed (keyword): a `Packed` layout; then ``query`` is the packed
             pass's ``[1, H, T, D]``, ``key`` / ``value`` the batch's buffers ``[R, KV, capacity, D]``, and the mask
             is unused.
         genenv_causal (keyword): ``True`` when the mask is the causal one aligned to the last key (the queries are
             the last ``Q`` of the ``K`` positions, every row unpadded before its own queries; padding after a row's
             last token is allowed, as its outputs are never read); such a call with ``1 < Q`` and ``2 K <= 3 Q``
-            is :func:`causal_attention` (not with a sliding window, or dropout in training): past that its zero
+            is `causal_attention` (not with a sliding window, or dropout in training): past that its zero
             rows cost more than the mask saves (``lab/benches/bench_causal_attention.py``).
     Returns:
         ``(out [B, Q, H, D], None)``.
@@ -99,9 +99,9 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
 
 @functools.cache
 def sdpa_decodes_bfloat16() -> bool:
-    """Whether :func:`decode_attention` computes a bfloat16 single-token call with SDPA (a CPU with AMX, where the
-    matmuls over a cache view were 2.5-3.6x slower) rather than :func:`grouped_attention` (every other CPU, where
-    SDPA was 7-9x slower). Decided by :func:`~genenv.runtime.models.bfloat16_path` (``"amx"``), so one host
+    """Whether `decode_attention` computes a bfloat16 single-token call with SDPA (a CPU with AMX, where the
+    matmuls over a cache view were 2.5-3.6x slower) rather than `grouped_attention` (every other CPU, where
+    SDPA was 7-9x slower). Decided by `bfloat16_path` (``"amx"``), so one host
     always takes the same kernel and its runs stay reproducible."""
     from genenv.runtime.models import bfloat16_path
 
@@ -111,8 +111,8 @@ def sdpa_decodes_bfloat16() -> bool:
 def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
                       blocked: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
     """One query token per row and grouped-query head as two matmuls and a softmax, the scores and the softmax in
-    float32 (the single-token path of :func:`decode_attention` and of a continuous batch's packed pass,
-    :meth:`~genenv.runtime.continuous.Packed.attend`).
+    float32 (the single-token path of `decode_attention` and of a continuous batch's packed pass,
+    `attend`).
 
     Args:
         query: ``[B, KV, G, D]`` (the ``G`` query heads that read each KV head); key / value: ``[B, KV, K, D]``,
@@ -123,8 +123,8 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     Returns:
         ``[B, KV, G, D]`` in ``value``'s dtype.
 
-    Below float32, when ``key`` is the first ``K`` columns of a contiguous buffer (:func:`column_buffer`: a decoding
-    cache's view, :mod:`~genenv.runtime.kv_cache`), the scores are computed against the whole buffer and their
+    Below float32, when ``key`` is the first ``K`` columns of a contiguous buffer (`column_buffer`: a decoding
+    cache's view, `kv_cache`), the scores are computed against the whole buffer and their
     first ``K`` columns kept. oneDNN's bfloat16 matmul takes an operand only contiguous or with its last two dims
     transposed, and copies any other one first: the transposed view of ``key`` cost a transposing copy, the whole
     buffer none (its extra columns are computed and dropped). The result is bit for bit the view's. Measured on a
@@ -146,8 +146,8 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
 
 def reads_whole_buffer(dtype: torch.dtype) -> bool:
     """Whether single-token attention in ``dtype`` multiplies by a KV buffer's every column rather than a view of its
-    filled ones: below float32, where PyTorch's oneDNN matmul copies such a view first (:func:`grouped_attention`
-    over a cache view; :meth:`~genenv.runtime.continuous.Packed.attend` over the batch's buffers, its unfilled
+    filled ones: below float32, where PyTorch's oneDNN matmul copies such a view first (`grouped_attention`
+    over a cache view; `attend` over the batch's buffers, its unfilled
     columns masked). Float32 matmuls read the view in place, and there the whole buffer was slower."""
     return dtype != torch.float32
 
@@ -194,7 +194,7 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
 
 def use_decode_attention(model) -> None:
-    """Register :func:`decode_attention` (once) and switch ``model`` to it where it runs on the CPU with SDPA
+    """Register `decode_attention` (once) and switch ``model`` to it where it runs on the CPU with SDPA
     (a model already on another kernel, e.g. flash attention on a GPU, is left alone)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask

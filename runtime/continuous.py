@@ -1,28 +1,28 @@
 """Continuous batching across episodes and turns for the local engine: every unfinished episode decodes in one
 batch, and each row keeps its KV states from turn to turn.
 
-The lock-step loop (:func:`~genenv.runtime.episodes.play_episodes` with a policy that has no continuous batch)
+The lock-step loop (`play_episodes` with a policy that has no continuous batch)
 runs a turn as one call per batch: every row waits for the batch's longest response before the envs step, the
 next call prefills each row's observation in a left-padded batch, and the reused KV states of earlier turns are
-copied out of the batch into the prefix cache and back (:mod:`~genenv.runtime.prefix_cache`). Here a row whose
+copied out of the batch into the prefix cache and back (`prefix_cache`). Here a row whose
 turn ends leaves the batch only for its env step: the caller steps the env and hands back the next prompt
-(:meth:`ContinuousBatch.add`); the prompt's new tokens (past the longest prefix it shares with the row's cached
+(`ContinuousBatch.add`); the prompt's new tokens (past the longest prefix it shares with the row's cached
 tokens) go into the same row, and the batch decodes on. A finished episode frees its row
-(:meth:`~ContinuousBatch.release`) for a waiting episode; rows nobody refills are dropped from the buffers once a
+(`release`) for a waiting episode; rows nobody refills are dropped from the buffers once a
 quarter of the batch is free.
 
-Each :meth:`~ContinuousBatch.step` is one packed forward pass (:class:`Packed`), as vLLM schedules a step: the
+Each `step` is one packed forward pass (`Packed`), as vLLM schedules a step: the
 decoding rows' last sampled tokens and the pending prompt tokens of rows starting a turn, concatenated into one
 sequence with no padding (a long prompt is fed in chunks of at most ``step_tokens``). The linear layers read the
-weights once for all of them; attention reads each token's own row (:meth:`Packed.attend`, reached through the
-CPU decoding attention, :func:`~genenv.runtime.attention.decode_attention`, which hands it the pass's layout).
-The KV layout (:class:`RowCache`): per layer one buffer ``[R, kv_heads, capacity, head_dim]``, row ``r`` holding
+weights once for all of them; attention reads each token's own row (`Packed.attend`, reached through the
+CPU decoding attention, `decode_attention`, which hands it the pass's layout).
+The KV layout (`RowCache`): per layer one buffer ``[R, kv_heads, capacity, head_dim]``, row ``r`` holding
 its sequence's states in columns ``[0, fill[r])``; a token's position id is its column, as when its sequence is
-fed in one piece. The buffers hold the longest row's columns plus one or two steps of :data:`COLUMN_STEP`, and are
+fed in one piece. The buffers hold the longest row's columns plus one or two steps of `COLUMN_STEP`, and are
 cut when the rows that filled them end. The ``n`` episodes of one task that start from the same prompt share one
 prefill: the states are copied to the sibling rows and each samples its own tokens from the same logits.
 
-Sampling is :func:`~genenv.runtime.decoding.sample_tokens` (as ``generate``: float32 logits / temperature,
+Sampling is `sample_tokens` (as ``generate``: float32 logits / temperature,
 softmax; ``argmax`` at 0), drawn by the inverse cumulative distribution (one uniform number a row instead of
 ``multinomial``'s one exponential number per vocabulary entry, 7 % of a TWX rollout's time); a turn ends at a stop
 token (kept) or at its cap. Greedy episodes are the lock-step loop's (tested on real TWX and Bamboogle tasks in
@@ -34,7 +34,7 @@ conversation's states between them; vLLM's scheduler does (prefix caching) but i
 (``engine=verl_ray``), not the trainer's in-process model whose weights change every iteration.
 
 Limits: free text only (prompts under a JSON Schema use the lock-step path); models without sliding-window layers
-on the CPU decoding attention (:meth:`~genenv.runtime.policies.TransformersPolicy.continuous` returns ``None``
+on the CPU decoding attention (`continuous` returns ``None``
 otherwise, and the loop plays in lock step).
 """
 from __future__ import annotations
@@ -63,20 +63,20 @@ Sampling and bookkeeping are outside both."""
 
 PACKED_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)
 """The ``attention_mask`` of a packed pass: a 4-D mask is used as given by transformers (no mask is built), and
-:meth:`Packed.attend` masks by the layout instead."""
+`Packed.attend` masks by the layout instead."""
 
 COLUMN_STEP = 64
 """The buffers' columns are a multiple of this: a pass that needs ``w`` columns grows them to ``(w // 64 + 2) x 64``
 (64-128 columns of room), and a step whose rows fill fewer than ``capacity - 3 x 64`` crops them to the same
 formula of the longest row's fill. A decoding pass in bfloat16 reads every column of every row
-(:meth:`Packed.attend`), so the room is read on every pass: sized at 1.5 times the longest row, a powered
+(`Packed.attend`), so the room is read on every pass: sized at 1.5 times the longest row, a powered
 TextWorldExpress rollout's passes read twice the columns its longest rows held (measured 4.08 M against 2.06 M
 row-columns over 220 passes, about 2.2 us per row-column for 30 layers on a 2-core Xeon with AMX), while each
 growth or crop copies the buffers once (about one pass's reading)."""
 
 
 def buffer_columns(width: int) -> int:
-    """The columns a buffer gets for rows needing ``width`` columns (:data:`COLUMN_STEP`)."""
+    """The columns a buffer gets for rows needing ``width`` columns (`COLUMN_STEP`)."""
     return (int(width) // COLUMN_STEP + 2) * COLUMN_STEP
 
 
@@ -84,9 +84,9 @@ class RowCache(DynamicCache):
     """The KV states of the batch's rows, each at its own length (see the module docstring).
 
     Per layer ``keys[l]`` / ``values[l]``: ``[R, kv_heads, capacity, head_dim]``; ``fill``: ``[R]`` (long) columns
-    filled per row. Before each forward pass the batch sets :attr:`packed` (the pass's :class:`Packed` layout);
-    :meth:`update` writes the pass's new states (``[1, kv_heads, T, head_dim]``, the packed tokens) at their rows
-    and columns and returns the whole buffers, which :meth:`Packed.attend` reads row by row. ``fill`` is advanced
+    filled per row. Before each forward pass the batch sets `packed` (the pass's `Packed` layout);
+    `update` writes the pass's new states (``[1, kv_heads, T, head_dim]``, the packed tokens) at their rows
+    and columns and returns the whole buffers, which `Packed.attend` reads row by row. ``fill`` is advanced
     by the batch, not here.
     """
 
@@ -137,7 +137,7 @@ class RowCache(DynamicCache):
         self.rows = len(keep)
 
     def crop(self) -> None:
-        """Cut the buffers to :func:`buffer_columns` of the longest row's fill once they hold more than
+        """Cut the buffers to `buffer_columns` of the longest row's fill once they hold more than
         ``COLUMN_STEP`` columns beyond it (the rows that filled them have ended or restarted); copies the
         buffers."""
         kbuf = self.keys[0]
@@ -150,7 +150,7 @@ class RowCache(DynamicCache):
         self.values = [v[:, :, :columns].contiguous() if v is not None else None for v in self.values]
 
     def add_rows(self, count: int) -> None:
-        """Append ``count`` empty rows (the buffers grow at the next :meth:`update`)."""
+        """Append ``count`` empty rows (the buffers grow at the next `update`)."""
         self.fill = torch.cat([self.fill, self.fill.new_zeros(count)])
         self.rows += count
 
@@ -199,8 +199,8 @@ class Packed:
         """Attention of the packed ``query`` (``[1, H, T, D]``) over each token's own row of ``keys`` /
         ``values`` (``[R, KV, capacity, D]``, ``H`` a multiple of ``KV``: head ``h`` reads KV head ``h // (H /
         KV)``): token ``j`` of a segment sees its row's columns ``<= fill + j``. Single-token segments are
-        computed together over every row's buffer (:func:`~genenv.runtime.attention.grouped_attention`, as
-        :func:`~genenv.runtime.attention.decode_attention` computes single tokens; the rows without such a token
+        computed together over every row's buffer (`grouped_attention`, as
+        `decode_attention` computes single tokens; the rows without such a token
         compute and drop theirs; below float32 over the whole buffer, whose columns past a row's fill are
         masked), longer segments one by one with ``scaled_dot_product_attention`` and a causal mask offset by the
         row's fill.
@@ -274,9 +274,9 @@ class ContinuousBatch:
         stop_ids: tokens that end a turn (kept as its last token).
         temperature: 0 for greedy.
         max_new_tokens: tokens per turn at most (a turn's own cap may be lower).
-        capacity: rows decoding at once at most (:meth:`free` says how many more can start).
+        capacity: rows decoding at once at most (`free` says how many more can start).
         precision: the context every forward pass runs in (e.g. ``torch.autocast``).
-        counters: a dict the batch adds its counts to (:data:`COUNTERS`; e.g. the policy's running totals), or
+        counters: a dict the batch adds its counts to (`COUNTERS`; e.g. the policy's running totals), or
             ``None`` for its own.
         step_tokens: prompt tokens a step feeds at most (a longer prompt is fed in chunks; decoding rows always
             feed their token): bounds a pass's activations.
@@ -312,7 +312,7 @@ class ContinuousBatch:
         return self.capacity - used
 
     def busy(self) -> bool:
-        """Whether any row is prefilling or decoding (a :meth:`step` has work)."""
+        """Whether any row is prefilling or decoding (a `step` has work)."""
         return any(r is not None and (r.pending or r.token is not None) for r in self.rows)
 
     def add(self, key: Hashable, ids: Sequence[int], cap: int | None = None) -> None:
@@ -357,7 +357,7 @@ class ContinuousBatch:
 
     def release(self, key: Hashable) -> None:
         """The sequence ``key`` has ended: free its row (unknown keys are ignored); its columns no longer count
-        as filled (:meth:`free`, :meth:`RowCache.crop`)."""
+        as filled (`free`, `RowCache.crop`)."""
         slot = self.where.pop(key, None)
         if slot is not None:
             self.rows[slot] = None
@@ -367,7 +367,7 @@ class ContinuousBatch:
     def step(self) -> list[TurnOutput]:
         """One packed forward pass: every decoding row's last sampled token and up to ``step_tokens`` pending
         prompt tokens (a long prompt goes in chunks over several steps); returns the turns that ended in it
-        (their rows wait for :meth:`add` or :meth:`release`)."""
+        (their rows wait for `add` or `release`)."""
         with torch.no_grad(), self.precision():
             self._ensure_cache()
             self._compact()
@@ -387,7 +387,7 @@ class ContinuousBatch:
 
     def _compact(self) -> None:
         """Drop free rows once they are a quarter of the batch (at least one); a prompt waiting for a row takes
-        a free one before the step (:meth:`add`). Cut the columns no row fills (:meth:`RowCache.crop`)."""
+        a free one before the step (`add`). Cut the columns no row fills (`RowCache.crop`)."""
         if self.cache is not None:
             self.cache.crop()
         empty = [i for i, r in enumerate(self.rows) if r is None]

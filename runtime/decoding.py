@@ -4,11 +4,11 @@
 gets padding tokens, ``transformers/generation/utils.py: _sample``), so a batch whose responses differ in length
 spends most of its decoding steps on rows that are done: measured on a default Bamboogle rollout (24 rows, up to
 96 tokens, 29 on average), 54 % of the decoded rows were finished ones (``lab/benches/bench_rollout.py``'s ``useful
-decode rows``). :func:`decode` samples exactly as ``generate`` does (the last position's logits in float32, divided
+decode rows``). `decode` samples exactly as ``generate`` does (the last position's logits in float32, divided
 by the temperature, softmax, ``torch.multinomial``; ``argmax`` at temperature 0) but drops finished rows from the
 batch and from its KV cache, so each step computes only unfinished sequences. A retired row's KV states are handed
 to ``on_retire`` first (the prefix cache keeps them for the episode's next turn,
-:meth:`~genenv.runtime.prefix_cache.PrefixCache.keep_row`).
+`keep_row`).
 
 Dropping rows copies the remaining rows' cache (``DynamicCache.batch_select_indices``), so rows are dropped in
 bunches: once a quarter of the batch (at least one row) has finished, or when every row has.
@@ -16,7 +16,7 @@ bunches: once a quarter of the batch (at least one row) has finished, or when ev
 Seeded samples differ from ``generate``'s once a row retires (the batch of the ``multinomial`` draw changes), while
 each sample still comes from the same distribution; greedy tokens are ``generate``'s (tested in float32).
 Under a grammar (structured decoding) each row has its own matcher, named by the row's input index so that it
-survives the batch shrinking (:class:`~genenv.runtime.grammar.RowMatchers`): the logits a row's grammar forbids are
+survives the batch shrinking (`RowMatchers`): the logits a row's grammar forbids are
 set to ``-inf`` before sampling, as xgrammar's logits processor does inside ``generate``.
 """
 from __future__ import annotations
@@ -66,8 +66,8 @@ def decode(model, input_ids: torch.Tensor, attention: torch.Tensor, cache, max_n
         max_new_tokens: tokens per row at most; ``caps``: a lower cap per row (``None``: none).
         temperature: 0 for greedy.
         stop_ids: tokens that end a row (kept as its last token).
-        on_retire: called once per row as it finishes, before its states leave the cache (:data:`RetireHook`).
-        grammar: a :class:`~genenv.runtime.grammar.RowMatchers` with one matcher per input row (``None``: free).
+        on_retire: called once per row as it finishes, before its states leave the cache (`RetireHook`).
+        grammar: a `RowMatchers` with one matcher per input row (``None``: free).
     Returns:
         ``B`` lists of response token ids (each ending with its stop token when it stopped).
     Raises:

@@ -1,28 +1,28 @@
 """The one episode loop: how the agent plays a task, turn by turn, for evaluation, local training and the veRL
 agent loop alike.
 
-An :class:`Episode` is the bookkeeping of one episode of one task. Its env is opened with
-:func:`~genenv.envs.wrappers.make_text_env` (in this process or in a worker process,
-:mod:`genenv.envs.workers`), whose :class:`~genenv.envs.wrappers.PromptWindow` puts the chat messages of the next
-turn in ``info["messages"]``. Each turn the episode builds the :class:`~genenv.runtime.policies.Prompt`
+An `Episode` is the bookkeeping of one episode of one task. Its env is opened with
+`make_text_env` (in this process or in a worker process,
+`genenv.envs.workers`), whose `PromptWindow` puts the chat messages of the next
+turn in ``info["messages"]``. Each turn the episode builds the `Prompt`
 from those messages (token ids with the policy's chat template when it has one,
-:func:`~genenv.runtime.models.chat_prompt_ids`), the policy generates, the env steps on the generated
-text, and the episode records a :class:`Turn`: exactly the tokens the policy conditioned on and the tokens it
+`chat_prompt_ids`), the policy generates, the env steps on the generated
+text, and the episode records a `Turn`: exactly the tokens the policy conditioned on and the tokens it
 produced. So training samples are on-policy by construction, and every loop shows the agent the same prompts
 (``tests/test_episodes.py`` asserts it for every multi-step env).
 
-Drivers: :func:`play_episodes` plays many episodes through the policy's continuous batch where it has one
-(``policy.continuous``, :mod:`~genenv.runtime.continuous`: every unfinished episode decodes in one batch, a turn's
+Drivers: `play_episodes` plays many episodes through the policy's continuous batch where it has one
+(``policy.continuous``, `continuous`: every unfinished episode decodes in one batch, a turn's
 end steps its env at once and the next prompt goes back into the episode's row), else in lock step (every round,
 the unfinished episodes' prompts are generated as batches, identical prompts sampled ``k`` times at once, then every
-env steps); the veRL agent loop (:mod:`genenv.trainer.engines.verl_ray.agent_loop`) plays one episode per ``run``
+env steps); the veRL agent loop (`genenv.trainer.engines.verl_ray.agent_loop`) plays one episode per ``run``
 against veRL's server manager. Single-step envs are episodes of one turn.
 
 A response budget (``max_response_tokens``, veRL's ``response_length``) bounds an episode's tokens after its first
 prompt, policy and environment tokens together: each turn may generate at most what is left, and an episode with
 nothing left ends (truncated) before it overflows, so its reward always belongs to tokens that are trained on.
 
-For training, :meth:`Trajectory.segments` turns the turns into update sequences: one packed sequence for each run
+For training, `Trajectory.segments` turns the turns into update sequences: one packed sequence for each run
 of turns whose prompts extend the previous prompt and response (the conversation grew append-only), with a mask of
 0 on the environment's tokens. A prompt that does not extend it (a windowed prompt dropped history; a sampled
 response that the chat template re-encodes to other tokens) starts the next sequence, so the update feeds a
@@ -55,7 +55,7 @@ class Turn:
     """One turn: the ``messages`` shown, the generated ``text``, the env's ``reward`` for it, the tokens the
     policy conditioned on (``prompt_ids``) and produced (``response_ids``; both empty for text-only policies), and
     the sampler's log-probs of ``response_ids`` (``response_logprobs``; empty when the sampler reports none) and
-    the policy's token ``usage`` (:class:`~genenv.runtime.policies.Generation`)."""
+    the policy's token ``usage`` (`Generation`)."""
 
     messages: list[dict[str, str]]
     text: str
@@ -87,7 +87,7 @@ class Trajectory:
     ``reward`` in [0, 1] (paper Eq. 1; a multi-step episode's return), ``success`` the benchmark's correctness
     bit, ``info`` the env's last step info (metric parts, ``error``) plus ``turns``, ``messages`` the whole
     conversation (the rendered prompt and every exchange), ``text`` the generations joined by newlines, ``turns``
-    the :class:`Turn` records.
+    the `Turn` records.
     """
 
     task: Task
@@ -160,7 +160,7 @@ class Episode:
 
     def prompt(self) -> Prompt | None:
         """The next turn's prompt, or ``None`` when the response budget is spent (the episode then ends,
-        truncated, with ``info["error"]`` = :data:`BUDGET_EXHAUSTED` if it had none)."""
+        truncated, with ``info["error"]`` = `BUDGET_EXHAUSTED` if it had none)."""
         ids = self.encode(self.next_messages) if self.encode is not None else []
         cap = None
         if self.first_prompt_len is None:
@@ -193,7 +193,7 @@ class Episode:
             self.next_messages = info["messages"]
 
     def trajectory(self) -> Trajectory:
-        """The finished (or cut) episode as a :class:`Trajectory`."""
+        """The finished (or cut) episode as a `Trajectory`."""
         info = {k: v for k, v in self.info.items() if k != "messages"}
         info["turns"] = len(self.turns)
         return Trajectory(self.task, self.sample_index, self.conversation, "\n".join(t.text for t in self.turns),
@@ -206,12 +206,12 @@ def encoder_of(policy: Policy) -> Callable[[list[dict[str, str]]], list[int]] | 
 
 
 def episode_runner(env_server: str | None = None, workers: int | None = None) -> EpisodeRunner:
-    """The one place an :class:`~genenv.envs.workers.EpisodeRunner` is chosen: episodes on the ``genenv-serve``
+    """The one place an `EpisodeRunner` is chosen: episodes on the ``genenv-serve``
     server(s) at ``env_server`` (one URL or several, comma-separated;
-    :class:`~genenv.runtime.serve.client.RemoteEpisodes`, imported on use: it needs
+    `RemoteEpisodes`, imported on use: it needs
     ``openenv``; ``workers`` is then unused), else in ``workers`` worker processes when ``workers`` ≥ 1
-    (:class:`~genenv.envs.workers.ProcessEpisodes`), else in this process
-    (:class:`~genenv.envs.workers.LocalEpisodes`)."""
+    (`ProcessEpisodes`), else in this process
+    (`LocalEpisodes`)."""
     if env_server:
         from genenv.runtime.serve.client import RemoteEpisodes
 
@@ -221,7 +221,7 @@ def episode_runner(env_server: str | None = None, workers: int | None = None) ->
 
 @dataclass(frozen=True)
 class RolloutSpec:
-    """How a batch of agent episodes is played: what :func:`play_episodes`, an engine's ``rollout`` and the
+    """How a batch of agent episodes is played: what `play_episodes`, an engine's ``rollout`` and the
     leaderboard's evaluation pass down together.
 
     Attributes:
@@ -229,7 +229,7 @@ class RolloutSpec:
         group_sizes: episodes of each task in task order, where tasks differ in group size (e.g. newly admitted
             tasks with ``generation.rollouts_per_task`` episodes beside pool tasks with ``agent.n``): all of them
             decode in one batch instead of one rollout per size; ``None``: ``n`` for every task
-            (:meth:`sizes`).
+            (`sizes`).
         temperature: sampling temperature (0: greedy).
         max_new_tokens: tokens the policy may generate per turn.
         max_response_tokens: each episode's response budget after its first prompt, policy and environment tokens
@@ -251,7 +251,7 @@ class RolloutSpec:
 
     def sizes(self, tasks: int) -> list[int]:
         """The episodes of each of ``tasks`` tasks, in task order: ``group_sizes``, or ``n`` for each
-        (:func:`per_task`).
+        (`per_task`).
 
         Raises:
             ValueError: ``group_sizes`` does not have one size per task, or a size is below 1.
@@ -290,7 +290,7 @@ class RolloutTimings:
 @dataclass(frozen=True)
 class Rollout:
     """What a rollout returns: the ``trajectories`` (each task's group size of them, grouped by task in input
-    order) and the :class:`RolloutTimings` it took."""
+    order) and the `RolloutTimings` it took."""
 
     trajectories: list[Trajectory]
     timings: RolloutTimings = RolloutTimings()
@@ -298,23 +298,23 @@ class Rollout:
 
 def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = RolloutSpec(), chunk_size: int = 16,
                   progress: Any = None) -> Rollout:
-    """Play ``spec.n`` episodes per task (or ``spec.group_sizes``: :meth:`RolloutSpec.sizes`; any mix of
+    """Play ``spec.n`` episodes per task (or ``spec.group_sizes``: `RolloutSpec.sizes`; any mix of
     benchmarks, single- and multi-step envs) through the policy's continuous batch, or in lock step where it has
-    none (see the module docstring), on the runner :func:`episode_runner` chooses for ``spec``.
+    none (see the module docstring), on the runner `episode_runner` chooses for ``spec``.
 
     Args:
         tasks: the tasks.
         policy: generates the agent's text (and token ids, when local).
-        spec: the sampling and env settings (:class:`RolloutSpec`; default: one greedy episode per task here).
+        spec: the sampling and env settings (`RolloutSpec`; default: one greedy episode per task here).
         chunk_size: prompts per policy call (progress granularity; an endpoint policy's requests in flight); rows
             of the continuous batch.
         progress: description for a tqdm progress bar, an open bar to advance by one per finished episode (the
             caller closes it), or ``None`` for none.
     Returns:
-        the :class:`Rollout`: ``len(tasks) * spec.n`` trajectories (the sum of the group sizes), grouped by task
+        the `Rollout`: ``len(tasks) * spec.n`` trajectories (the sum of the group sizes), grouped by task
         in input order, and timings.
     Raises:
-        ValueError: ``spec.group_sizes`` does not fit ``tasks`` (:meth:`RolloutSpec.sizes`).
+        ValueError: ``spec.group_sizes`` does not fit ``tasks`` (`RolloutSpec.sizes`).
     """
     runner = episode_runner(spec.env_server, spec.env_workers)
     encode = encoder_of(policy)
@@ -359,7 +359,7 @@ def play_episodes(tasks: Sequence[Task], policy: Policy, spec: RolloutSpec = Rol
 
 def _continuous_batch(policy: Policy, spec: RolloutSpec, capacity: int):
     """The policy's continuous batch for this rollout (``policy.continuous``,
-    :class:`~genenv.runtime.continuous.ContinuousBatch`), or ``None`` to play in lock step: the policy has none
+    `ContinuousBatch`), or ``None`` to play in lock step: the policy has none
     or declines."""
     continuous = getattr(policy, "continuous", None)
     if continuous is None:

@@ -1,7 +1,7 @@
 """Greedy evaluation of a policy on benchmarks' units, through the one episode loop: what ``genenv-eval`` prints
 and what a training run's held-out evaluations record.
 
-An evaluation can keep a :class:`ResultLog` (``tasks.jsonl``): each task's record is appended as soon as its
+An evaluation can keep a `ResultLog` (``tasks.jsonl``): each task's record is appended as soon as its
 chunk of episodes finishes, and a later evaluation with the same log plays only the tasks it lacks, rebuilding the
 others' results from their records, so an interrupted evaluation resumes to the same metrics.
 """
@@ -28,7 +28,7 @@ LENIENT_LABEL = "LENIENT parsing (ours, not the official reading of model text)"
 
 @dataclass
 class EvalResult:
-    """Outcome of :func:`evaluate`: ``metrics`` (labelled), ``headlines`` (benchmark → metric beside the paper's
+    """Outcome of `evaluate`: ``metrics`` (labelled), ``headlines`` (benchmark → metric beside the paper's
     column), ``rows`` (per-task records, as the log holds them), ``trajectories`` (the episodes, in the same
     order, with their turns; a task taken from a log has only what its record holds), ``timing`` per unit
     (``tasks``, ``seconds``, ``tasks_per_second``)."""
@@ -63,7 +63,7 @@ def output_agreement(reference: EvalResult, other: EvalResult) -> dict[str, floa
 class ResultLog:
     """Per-task records of an evaluation in a JSON-lines file, appended as tasks finish.
 
-    One record per task and unit (:func:`task_row`): ``unit``, ``index`` (the task's position in the unit's
+    One record per task and unit (`task_row`): ``unit``, ``index`` (the task's position in the unit's
     list), ``task_id``, the scores, the raw output, token usage and the env's final ``info``. A record cut off by
     a kill (a last line that is not JSON) is dropped when the log is opened, so appends stay well-formed.
 
@@ -100,7 +100,7 @@ def task_row(unit: str, index: int, t: Trajectory) -> dict[str, Any]:
     """The record of one evaluated episode: ``unit``, ``index``, ``task_id``, ``prompt``, ``raw_output``,
     ``parsed_action``, ``reward``, ``success``, ``error``, ``turns``, token usage summed over the turns
     (``prompt_tokens``, ``completion_tokens``), ``em`` / ``f1`` / ``error_type`` where the env reports them, and
-    the env's final ``info`` (JSON; what :func:`row_trajectory` rebuilds the metrics from)."""
+    the env's final ``info`` (JSON; what `row_trajectory` rebuilds the metrics from)."""
     usage = {k: sum(turn.usage.get(k, 0) for turn in t.turns) for k in ("prompt_tokens", "completion_tokens")}
     return {"unit": unit, "index": index, "task_id": t.task.id, "prompt": t.task.prompt, "raw_output": t.text,
             "parsed_action": t.info.get("parsed_action"), "reward": t.reward, "success": t.success,
@@ -110,7 +110,7 @@ def task_row(unit: str, index: int, t: Trajectory) -> dict[str, Any]:
 
 
 def row_trajectory(task, row: dict[str, Any]) -> Trajectory:
-    """A :class:`Trajectory` of ``task`` rebuilt from its :func:`task_row` record (no turns or messages: what
+    """A `Trajectory` of ``task`` rebuilt from its `task_row` record (no turns or messages: what
     the benchmarks' ``summarize`` reads is the task, ``reward``, ``success`` and ``info``)."""
     return Trajectory(task, 0, [], row.get("raw_output", ""), float(row["reward"]), bool(row["success"]),
                       dict(row.get("info") or {}))
@@ -124,26 +124,26 @@ def evaluate(policy, benchmarks: Sequence[str], split: str = "test", data_dir: s
     per task, played to the end).
 
     Args:
-        policy: a :class:`~genenv.runtime.policies.Policy`.
+        policy: a `Policy`.
         benchmarks: registry names.
         split: ``"test"`` (official) or ``"heldout"`` (the co-evolution held-out split).
         data_dir: data directory of the tasks, the envs' backends and databases (default ``$GENENV_DATA_DIR``,
             else the packaged samples).
         limit: at most this many tasks per unit (first ones, file order).
         options: per-benchmark loader options, e.g. ``{"bfcl": {"category": "all"}}``.
-        spec: how each episode is played (:class:`~genenv.runtime.episodes.RolloutSpec`): ``max_new_tokens``,
+        spec: how each episode is played (`RolloutSpec`): ``max_new_tokens``,
             ``max_response_tokens``, ``env_kwargs`` (per-benchmark env constructor options, e.g.
             ``{"twx": {"max_steps": 30}}``), ``env_workers`` (worker processes for the envs) and ``env_server`` (a
             ``genenv-serve`` URL: the same rewards as in this process); one greedy episode per task, so ``n`` must
             be 1 and ``temperature`` 0.
-        parsing: how the envs read model text (:data:`~genenv.envs.parsing.PARSING_MODES`); ``"official"``
+        parsing: how the envs read model text (`PARSING_MODES`); ``"official"``
             (default) is the official harness's reading. A benchmark read otherwise (this argument or its
-            ``spec.env_kwargs``) gets every metric's protocol label marked :data:`LENIENT_LABEL`.
-        log: a :class:`ResultLog`: tasks it already holds are not played again (their records give their
+            ``spec.env_kwargs``) gets every metric's protocol label marked `LENIENT_LABEL`.
+        log: a `ResultLog`: tasks it already holds are not played again (their records give their
             results), the others' records are appended every ``save_every`` tasks.
         save_every: tasks per chunk of episodes (the most work a kill can lose when ``log`` is given).
     Returns:
-        the :class:`EvalResult`; ``rows`` in task order, ``timing`` over the tasks played now (``resumed``: how
+        the `EvalResult`; ``rows`` in task order, ``timing`` over the tasks played now (``resumed``: how
         many came from the log).
     Raises:
         KeyError: an unknown benchmark. DataError: missing or malformed data. ValueError: unknown ``parsing``, or

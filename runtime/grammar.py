@@ -1,7 +1,7 @@
 """Structured decoding: sampling under a JSON Schema with xgrammar (the grammar engine vLLM itself uses).
 
 The environment policy writes tasks as JSON objects in a format each benchmark spec declares as a JSON Schema
-(:meth:`genenv.benchmarks.task_writer.TaskWriter.generation_schema`). Sampled freely, a 135M model closes that object
+(`genenv.benchmarks.task_writer.TaskWriter.generation_schema`). Sampled freely, a 135M model closes that object
 once in 8 to 30 tries; sampled under the schema's grammar, every token it emits keeps the text a prefix of a
 valid object, and the object ends with the end-of-turn token.
 
@@ -12,9 +12,9 @@ How the grammar is applied (xgrammar 0.2.9):
   separators=(", ", ": "), strict_mode=True)`` compiles one schema (properties in the schema's order, Python's
   ``json.dumps`` spacing, no properties the schema does not list); compiled grammars are cached by schema text.
 - local engine: ``xgrammar.contrib.hf.LogitsProcessor`` (one fresh processor per ``generate`` call, one
-  grammar per batch row) masks the logits before sampling (:class:`SchemaGrammars.logits_processor`);
+  grammar per batch row) masks the logits before sampling (`SchemaGrammars.logits_processor`);
 - ``engine=verl_ray``: the same schema goes to vLLM as ``SamplingParams(structured_outputs=
-  StructuredOutputsParams(json=schema))`` (:class:`genenv.trainer.engines.verl_ray.policy.VerlPolicy`).
+  StructuredOutputsParams(json=schema))`` (`genenv.trainer.engines.verl_ray.policy.VerlPolicy`).
 
 What the update sees: the tokens actually sampled. Their log-probabilities in the update are the *unmasked*
 policy's (the model's own forward pass), so RWR maximises the reward-weighted likelihood of admitted samples
@@ -39,7 +39,7 @@ class SchemaGrammars:
     """JSON-Schema grammars compiled for one tokenizer, cached by schema.
 
     Args:
-        tokenizer: a Hugging Face tokenizer prepared by :func:`~genenv.runtime.models.prepare_tokenizer`
+        tokenizer: a Hugging Face tokenizer prepared by `prepare_tokenizer`
             (its ``stop_token_ids`` end a completed object).
         vocab_size: the model's vocabulary size (``model.config.vocab_size``; may exceed the tokenizer's, padding).
     Raises:
@@ -83,11 +83,11 @@ class SchemaGrammars:
 
 class RowMatchers:
     """One grammar matcher per row of a decoding batch that shrinks as rows finish
-    (:func:`genenv.runtime.decoding.decode`): rows are named by their index in the input batch, so a row keeps its
+    (`genenv.runtime.decoding.decode`): rows are named by their index in the input batch, so a row keeps its
     matcher when other rows leave. What xgrammar's transformers ``LogitsProcessor`` does per step, by row name.
 
     Args:
-        compiled: one compiled grammar per input row (:meth:`SchemaGrammars.compiled`).
+        compiled: one compiled grammar per input row (`SchemaGrammars.compiled`).
         vocab_size: the logits' width the bitmask covers (``SchemaGrammars.info.vocab_size``).
     """
 
@@ -116,7 +116,7 @@ class RowMatchers:
         """Advance row ``row``'s matcher by its sampled ``token``.
 
         Raises:
-            RuntimeError: the grammar refuses ``token`` (it was sampled without :meth:`mask`).
+            RuntimeError: the grammar refuses ``token`` (it was sampled without `mask`).
         """
         if not self.matchers[row].accept_token(int(token)):
             raise RuntimeError(f"row {row}: token {token} is outside its grammar")

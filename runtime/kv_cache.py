@@ -4,15 +4,15 @@ key/value tensors live in buffers of doubling capacity.
 transformers' ``DynamicLayer.update`` appends each decoding step's key/value states with ``torch.cat``
 (``transformers/cache_utils.py``), so every step copies the layer's whole cache: at 16 rows and 800 cached tokens
 that is 16 x 800 x 46 KiB (SmolLM2-135M, float32: 30 layers x 2 x 3 KV heads x 64) = 590 MB written per step,
-as much memory traffic as reading the weights twice. :class:`GrowingLayer` writes the new states into spare
+as much memory traffic as reading the weights twice. `GrowingLayer` writes the new states into spare
 capacity instead (amortised O(1) copies per token) and hands attention views of the filled part, the same values
 in the same layout. transformers' ``StaticCache`` also writes in place, but holds one fixed length for every row
 and attends over all of it; the growing layer keeps ``DynamicCache``'s semantics (crop, batch selection and
-repetition, any length), which the prefix cache (:mod:`~genenv.runtime.prefix_cache`) and the episode loop rely
+repetition, any length), which the prefix cache (`prefix_cache`) and the episode loop rely
 on.
 
 Measured here (2-core AMD EPYC, AVX2, torch 2.13, SmolLM2-135M float32 with
-:func:`~genenv.runtime.attention.decode_attention`; ``lab/benches/bench_rollout.py`` prints the loop's figures):
+`decode_attention`; ``lab/benches/bench_rollout.py`` prints the loop's figures):
 seconds per decoding step 0.197 → 0.173 at 16 rows and 300 cached tokens, 0.298 → 0.254 at 16 x 800,
 0.448 → 0.367 at 64 x 300.
 
@@ -34,7 +34,7 @@ MIN_CAPACITY = 64
 class GrowingLayer(DynamicLayer):
     """A ``DynamicLayer`` whose ``keys`` / ``values`` (``[B, KV, T, D]``) are views of buffers of capacity
     ``>= T`` (doubled when full). Any operation that replaces ``keys`` with a new tensor (``batch_select_indices``,
-    ``batch_repeat_interleave``, an assignment) is noticed at the next :meth:`update`, which copies the states into
+    ``batch_repeat_interleave``, an assignment) is noticed at the next `update`, which copies the states into
     a fresh buffer; ``crop`` keeps the view and the next update overwrites the cropped positions."""
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
@@ -62,7 +62,7 @@ class GrowingLayer(DynamicLayer):
 
 
 def growing_cache(config, layers: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> DynamicCache:
-    """A ``DynamicCache`` for ``config``'s model whose full-attention layers are :class:`GrowingLayer`\\ s
+    """A ``DynamicCache`` for ``config``'s model whose full-attention layers are `GrowingLayer`\\ s
     (sliding-window layers keep transformers' own class), optionally filled with ``layers`` (per layer ``(keys,
     values)``, ``[B, KV, T, D]``)."""
     cache = DynamicCache(config=config)

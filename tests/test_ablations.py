@@ -222,7 +222,7 @@ def test_informative_batches_never_train_on_an_equal_reward_group(tmp_path, tiny
 
 
 def test_the_first_round_holds_the_groups_the_expected_share_needs():
-    """The first round's extra pool groups (:meth:`AgentBatch.early_groups`) on real Bamboogle tasks:
+    """The first round's extra pool groups (`AgentBatch.early_groups`) on real Bamboogle tasks:
     ``ceil(batch_tasks / share) - len(batch)`` within the rollout cap, the share being the prior before any group,
     then the previous iteration's informative share, never below ``MIN_SHARE``."""
     from collections import Counter

@@ -123,7 +123,7 @@ def two_guess(monkeypatch):
 
 
 def lead_then_gold(tokenizer, lead: int) -> list[int]:
-    """``lead`` filler tokens, then the gold answer to :data:`HAMLET` as the env parses it, then the stop token."""
+    """``lead`` filler tokens, then the gold answer to `HAMLET` as the env parses it, then the stop token."""
     gold = BamboogleEnv.gold_text(HAMLET, 0)
     return (tokenizer.encode(" and" * lead, add_special_tokens=False)
             + tokenizer.encode("\n" + gold, add_special_tokens=False) + tokenizer.stop_token_ids[:1])

@@ -321,8 +321,8 @@ def test_worker_processes_serve_many_threads_and_survive_a_dead_worker():
 
 
 def test_memoised_parsers_and_shallow_context_copies_give_textworld_s_episodes():
-    """Gold episodes played with TextWorld's parses memoised (:func:`_memoise_parsers`) and its text-grammar
-    contexts copied shallowly (:func:`_copy_contexts_shallowly`) give the observations and rewards that TextWorld's
+    """Gold episodes played with TextWorld's parses memoised (`_memoise_parsers`) and its text-grammar
+    contexts copied shallowly (`_copy_contexts_shallowly`) give the observations and rewards that TextWorld's
     own parsers and deep copies give: one game of each of the six task types, the whole walkthrough."""
     import importlib
 
@@ -356,7 +356,7 @@ def test_memoised_parsers_and_shallow_context_copies_give_textworld_s_episodes()
 
 
 def test_translation_cache_on_disk_gives_the_same_episodes_in_another_process(tmp_path):
-    """A game translated once (:func:`translation_cache`, ``$GENENV_CACHE/alfworld/sas``) is read from disk by
+    """A game translated once (`translation_cache`, ``$GENENV_CACHE/alfworld/sas``) is read from disk by
     another process, one whose ``sys.argv`` holds arguments fast-downward's option parser does not know (a
     server's), and the gold episode's observations and rewards are the ones a fresh translation gives."""
     import subprocess
@@ -390,7 +390,7 @@ def test_translation_cache_on_disk_gives_the_same_episodes_in_another_process(tm
 
 
 def test_cache_files_are_written_whole_or_not_at_all(tmp_path):
-    """:func:`write_atomically` replaces a file in one rename, leaving no temporary file, and reports a folder it
+    """`write_atomically` replaces a file in one rename, leaving no temporary file, and reports a folder it
     cannot write (here a path under a plain file) with ``False`` instead of raising."""
     from genenv.benchmarks.alfworld.game import write_atomically
 

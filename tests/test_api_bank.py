@@ -251,7 +251,7 @@ AGREEMENT_FILE = Path(__file__).resolve().parents[1] / "lab" / "figures" / "api_
 
 def test_official_reading_agrees_with_the_released_checkers_per_api():
     """Per API and per perturbation (padded, re-cased, spaces removed or added, replaced): our official verdict
-    (:mod:`genenv.benchmarks.api_bank.agreement`) equals the released evaluator's recorded in the shipped agreement
+    (`genenv.benchmarks.api_bank.agreement`) equals the released evaluator's recorded in the shipped agreement
     study (``lab/benches/api_bank_agreement.py``), one case per (API, perturbation, verdict); the only
     disagreements are the study's listed ones, each on a task whose dialogue's earlier calls we replay and the
     released evaluator does not."""

@@ -2,6 +2,7 @@
 folder has the same shape, and the configs compose in the documented order."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from genenv.trainer.cli import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ["envs", "rewards", "benchmarks", "runtime", "trainer", "eval"]  # the installed top-level folders
 
 
 def test_import_contracts_are_kept():
@@ -146,17 +148,52 @@ def test_relative_links_of_the_readme_and_docs_resolve():
 
 
 def test_the_readme_is_short_and_speaks_of_the_project_only():
-    """README.md is at most 200 lines, none over 300 characters; README and docs name no work item, stop or
+    """README.md is at most 120 lines, none over 300 characters, and docs/results.md (the summary of what is
+    established) at most 220; README and docs name no work item, stop or
     working session of how the project was made (the pattern below: a numbered work item or stop, and the
     words for a working session or work item)."""
     import re
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    assert len(readme) <= 200 and max(map(len, readme)) <= 300
+    assert len(readme) <= 120 and max(map(len, readme)) <= 300
+    assert len((ROOT / "docs" / "results.md").read_text(encoding="utf-8").splitlines()) <= 220
     made = re.compile(r"\bissue #?\d+|\bstop \d+|\b(this|the) (session|issue)\b|\bthe issue's\b", re.I)
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if made.search(line)]
     assert not hits, hits
+
+
+def test_the_api_reference_renders_every_module(tmp_path):
+    """pdoc (docs/architecture.md, "The public API") renders a page for every module of the packages a core
+    install holds (the env framework, the rewards, the benchmarks), reached through the packages' ``__all__``; the
+    pages show the docstrings as Markdown (code spans rendered, no reStructuredText role left). The trainer's and
+    the runtime's modules follow the same rules, checked statically above."""
+    core = ["envs", "rewards", "benchmarks"]
+    out = subprocess.run([sys.executable, "-m", "pdoc", "--docformat", "markdown", *(f"genenv.{n}" for n in core),
+                          "-o", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    modules = [p.relative_to(ROOT).with_suffix("") for p in _library_modules()
+               if p.relative_to(ROOT).parts[0] in core]
+    expected = {Path("genenv", *(m.parts[:-1] if m.name == "__init__" else m.parts)) for m in modules}
+    pages = {p.relative_to(tmp_path).with_suffix("") for p in (tmp_path / "genenv").rglob("*.html")}
+    assert len(expected) > 60 and expected - pages == set(), sorted(map(str, expected - pages))
+    task = (tmp_path / "genenv" / "envs" / "task.html").read_text(encoding="utf-8")
+    assert 'id="Task"' in task and task.count("<code>") > 5  # the class, its docstring's code spans rendered
+    docstrings = re.findall(r'<div class="docstring">(.*?)</div>', task, re.S)
+    assert docstrings and not any(re.search(r":(?:class|func|meth|mod|attr):`", d) for d in docstrings)
+
+
+def test_user_docs_pin_no_commit():
+    """The user pages (README, ``docs/*.md``) state what holds now: no commit hash (a 7-40 character hex word with
+    letters and digits) in their sentences; measurements by commit belong in ``lab/``. The experiment reports
+    under ``docs/curriculum/`` are generated from the runs and name the code each run used, as a report must."""
+    import re
+
+    hexword = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    hits = [f"{p.relative_to(ROOT)}:{i}: {m.group()}" for p in pages
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) for m in hexword.finditer(line)]
+    assert len(pages) > 10 and not hits, hits
 
 
 def test_code_and_tests_say_what_the_code_does_not_how_it_was_made():
@@ -180,9 +217,74 @@ def test_code_and_tests_say_what_the_code_does_not_how_it_was_made():
 def test_no_library_module_is_a_measurement_script():
     """Timing and measurement scripts live in ``lab/benches/``, outside the installed packages: no module named
     ``bench_*`` under the top-level package folders."""
-    packages = ["envs", "rewards", "benchmarks", "runtime", "trainer", "eval", "configs"]
+    packages = [*PACKAGES, "configs"]
     found = [str(p.relative_to(ROOT)) for name in packages for p in (ROOT / name).rglob("bench_*.py")]
     assert not found, found
+
+
+def _library_modules() -> list[Path]:
+    """Every module of the installed packages (the top-level folders), packaged samples excluded."""
+    return [p for name in PACKAGES for p in sorted((ROOT / name).rglob("*.py")) if "sample" not in p.parts]
+
+
+def _bound_names(body) -> set[str]:
+    """The names a module body binds at its top level (definitions, assignments, imports), looking into
+    ``if``/``try``/``with``/``for`` blocks as Python does."""
+    import ast
+
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names |= _bound_names(getattr(node, field, []) or [])
+    return names
+
+
+def test_every_module_and_package_names_its_public_surface():
+    """Each library module and package ``__init__`` has a literal ``__all__`` (what a user may import), and every
+    name in it is bound at the module's top level or, in a package, is one of its modules: a rename that leaves a
+    stale public name fails here. A package's ``__all__`` names each of its modules whose name has no leading
+    underscore (pdoc, like ``import *``, shows a package's modules only when ``__all__`` names them)."""
+    import ast
+
+    bad = []
+    for path in _library_modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        public = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                  and any(getattr(t, "id", None) == "__all__" for t in node.targets)]
+        if not public:
+            bad.append(f"{path.relative_to(ROOT)}: no __all__")
+            continue
+        names = ast.literal_eval(public[-1])
+        known = _bound_names(tree.body)
+        if path.name == "__init__.py":
+            modules = {p.stem for p in path.parent.glob("*.py")}
+            modules |= {p.parent.name for p in path.parent.glob("*/__init__.py")}
+            known |= modules
+            bad += [f"{path.relative_to(ROOT)}: module {m} not in __all__" for m in sorted(modules)
+                    if not m.startswith("_") and m not in names]
+        bad += [f"{path.relative_to(ROOT)}: {name}" for name in names if name not in known]
+    assert len(_library_modules()) > 100 and not bad, bad
+
+
+def test_docstrings_are_plain_markdown():
+    """Docstrings are Markdown, so that ``help()``, editors and pdoc render them as written: code spans in
+    backticks, no Sphinx cross-reference roles (which render nowhere without Sphinx) and no reStructuredText
+    ``::`` literal-block markers (an indented block is already code in Markdown)."""
+    import re
+
+    role = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|obj|exc|const|ref|doc):`")
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in [*_library_modules(), *sorted((ROOT / "tests").glob("*.py"))]
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if role.search(line) or re.search(r"\w::$", line)]
+    assert not hits, hits
 
 
 def test_run_settings_are_built_once_validated_and_name_the_bad_key():

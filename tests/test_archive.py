@@ -37,7 +37,7 @@ def test_every_archive_has_its_checksum_and_every_report_its_runs():
 
 
 def test_a_corrupted_archive_is_refused_before_anything_is_read(tmp_path):
-    """One flipped byte: :func:`unpack`, :func:`experiment_folder` and ``genenv-experiment report`` refuse the archive
+    """One flipped byte: `unpack`, `experiment_folder` and ``genenv-experiment report`` refuse the archive
     with a checksum mismatch and unpack nothing; an archive without a recorded checksum is refused too."""
     archive = tmp_path / "twx_env_policy_rwr.tar.xz"
     data = bytearray((ARCHIVES / archive.name).read_bytes())

@@ -107,7 +107,7 @@ def test_check_env_raw_and_wrapped(name):
 
 
 def test_unicode_text_space_is_gymnasium_s_text_with_any_characters():
-    """:class:`UnicodeText` (its charset tables shared, not rebuilt) equals gymnasium's ``Text`` over the sampling
+    """`UnicodeText` (its charset tables shared, not rebuilt) equals gymnasium's ``Text`` over the sampling
     charset, samples strings within its bounds reproducibly under a seed, contains any ``str`` within the bounds,
     and refuses bad bounds."""
     from gymnasium import spaces

@@ -181,7 +181,7 @@ def test_the_kv_budget_holds_back_new_rows(policies):
 
 
 def test_the_buffers_hold_the_longest_rows_fill_plus_a_step_and_shrink_when_it_ends(policies):
-    """The KV buffers' columns follow :func:`buffer_columns` of the longest row: they grow in steps of
+    """The KV buffers' columns follow `buffer_columns` of the longest row: they grow in steps of
     ``COLUMN_STEP`` while it decodes, are cut once it is released, and the short row's greedy response is the one a
     fresh ``generate`` gives, before and after the cut."""
     from genenv.runtime.continuous import COLUMN_STEP, buffer_columns

@@ -1,6 +1,6 @@
 """The endpoint policy (``openai:URL#MODEL``) against a real OpenAI-compatible server (llama.cpp's, serving the
 embedded GGUF), its retries, concurrency and errors against a scripted HTTP server, and what the server's owner
-(:class:`LlamaServer`, the install check) says when the server process fails (a scripted stand-in for
+(`LlamaServer`, the install check) says when the server process fails (a scripted stand-in for
 ``llama_cpp.server`` in ``tests/fake_llama_cpp``)."""
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class Scripted(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted():
-    """A :class:`Scripted` server on a free port: ``(server, base_url)``."""
+    """A `Scripted` server on a free port: ``(server, base_url)``."""
     srv = ThreadingHTTPServer(("127.0.0.1", free_port()), Scripted)
     srv.lock, srv.requests, srv.in_flight, srv.max_in_flight = threading.Lock(), 0, 0, 0
     srv.script, srv.delay = [], 0.0

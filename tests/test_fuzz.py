@@ -1,4 +1,4 @@
-"""A fast slice of the env contract's fuzzing (:mod:`genenv.benchmarks.fuzz`; ``python lab/benches/bench_fuzz.py``
+"""A fast slice of the env contract's fuzzing (`genenv.benchmarks.fuzz`; ``python lab/benches/bench_fuzz.py``
 runs it in full): random and adversarial texts (huge integer literals, deep nesting, oversized text) through every
 registered env's step and every benchmark spec's ``parse_generated``; none may raise."""
 from __future__ import annotations

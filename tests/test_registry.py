@@ -193,7 +193,7 @@ def test_a_third_party_plugin_adds_a_benchmark_and_a_broken_one_is_recorded(tmp_
 
 def test_every_registry_is_the_one_registry_helper():
     """Environment rewards, advantage estimators, environment-policy update modes and engines are tables of the
-    same :class:`~genenv.envs.tables.Registry`: a name is taken once, re-registering the same object is a no-op,
+    same `Registry`: a name is taken once, re-registering the same object is a no-op,
     and an unknown name's error lists the registered ones."""
     from genenv.envs.tables import Registry
     from genenv.rewards.env_policy_reward import ENV_POLICY_REWARDS

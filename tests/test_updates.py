@@ -158,7 +158,7 @@ def test_a_role_not_updated_since_the_last_checkpoint_shares_its_files(backend, 
 def test_a_role_never_trained_writes_no_files_and_loads_from_its_model(backend, tmp_path, tiny_model_dir):
     """A full fine-tune never updated (a frozen task source's environment policy) writes no folder and is recorded
     ``saved: false``; a resumed run rebuilds it from its model (the same weights, a fresh AdamW), the evaluation's
-    :func:`checkpoint_folder` gives that model's folder, and once the role changes it is written in full."""
+    `checkpoint_folder` gives that model's folder, and once the role changes it is written in full."""
     from genenv.runtime.models import checkpoint_folder
 
     samples = [Sample([1, 2], [3, 2], 1.0, "a"), Sample([1, 2], [4, 2], 0.0, "a")]
@@ -367,7 +367,7 @@ def test_causal_attention_is_sdpa_under_the_causal_mask_aligned_to_the_last_key(
 
 
 def test_grouped_attention_is_sdpa_with_the_mask_for_every_query_row_of_a_kv_head():
-    """:func:`~genenv.runtime.attention.grouped_attention` with each KV head's query heads and queries as one run of
+    """`grouped_attention` with each KV head's query heads and queries as one run of
     rows (the matmul formulation ``lab/benches/bench_causal_attention.py`` times against SDPA's fused kernels): the
     output and the gradients of query, key and value equal SDPA's under the same mask, grouped heads read in
     place."""
@@ -398,7 +398,7 @@ def test_a_group_on_the_cpu_attention_runs_its_responses_causally_up_to_their_la
     """A GRPO group of multi-turn responses whose last tokens are the environment's (never trained): on the CPU
     attention (``use_decode_attention``, as the local engine sets its models) the responses' passes stop at the
     last trained token, in one pass or, where padding would cost more than a pass (``PASS_TOKENS`` 0 here), one
-    pass per response, and compute :func:`~genenv.runtime.attention.causal_attention` without the mask where the
+    pass per response, and compute `causal_attention` without the mask where the
     queries are most of the keys (a one-token tail takes the single-token path; after the 8-token prompt, SDPA
     with the mask); the log-probs and the gradient are those of the same model on transformers' SDPA with the
     mask."""

@@ -495,7 +495,7 @@ class LogprobClient:
 
 
 def test_env_policy_samples_as_verls_agent_loop_worker_does(tokenizer, tmp_path):
-    """``top_p``/``top_k``: the env policy's generations (and held-out evaluation, :class:`VerlPolicy`) use the
+    """``top_p``/``top_k``: the env policy's generations (and held-out evaluation, `VerlPolicy`) use the
     values veRL's ``AgentLoopWorker`` sends the agent's rollouts, from the same veRL keys; veRL's defaults are
     plain temperature sampling, as the local engine samples (``TransformersPolicy``: ``top_p=1.0, top_k=0``)."""
     from genenv.trainer.engines.verl_ray.workers import GymAgentLoopWorker

@@ -1,6 +1,6 @@
 """``genenv-train``: the co-evolution trainer (Hydra) and ``genenv-train plot RUN_DIR``.
 
-Examples::
+Examples:
 
     genenv-train benchmark=bfcl                       # CPU profile, SmolLM2 as agent and env policy
     genenv-train benchmark=bamboogle iterations=5 arm=random_env   # RandomEnv ablation (configs/arm/)

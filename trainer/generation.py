@@ -2,24 +2,24 @@
 generation prompts, sampling, and the benchmark spec's parsing and validation, each generation recorded with its
 verdict.
 
-Two kinds of prompts, chosen by the run's task source (:mod:`genenv.trainer.strategies.task_sources`):
+Two kinds of prompts, chosen by the run's task source (`genenv.trainer.strategies.task_sources`):
 
-- GenEnv's (:func:`genenv_plans`): every iteration, ``generation.prompts_per_iteration`` prompts, each with
+- GenEnv's (`genenv_plans`): every iteration, ``generation.prompts_per_iteration`` prompts, each with
   ``generation.seed_examples`` demonstrations drawn from the task pool and the agent's recent success rate p̂
   against the target α; the environment policy is trained on R_env.
-- EnvGen's (:func:`envgen_plans`; Zala et al., COLM 2024): every ``generation.every`` iterations only, a *frozen* environment
+- EnvGen's (`envgen_plans`; Zala et al., COLM 2024): every ``generation.every`` iterations only, a *frozen* environment
   policy gets the agent's per-skill success rates measured on the original (seed) tasks
-  (:meth:`~genenv.trainer.task_pool.TaskPool.skill_success`, skills from
-  :meth:`~genenv.benchmarks.task_writer.TaskWriter.skill_of`) and is asked for tasks aimed at the weakest skills:
+  (`skill_success`, skills from
+  `skill_of`) and is asked for tasks aimed at the weakest skills:
   ``prompts_per_iteration * every`` prompts (the same generation budget as GenEnv over those iterations), prompt
   ``i`` targeting the ``i``-th weakest skill with demonstrations of that skill. The generated tasks join the pool,
   where the agent trains on them mixed with the original tasks.
 
 The environment policy samples ``generation.generations_per_prompt`` texts per prompt, under the spec's JSON Schema
-when ``generation.constrained`` (:mod:`genenv.runtime.grammar`), each with the token budget that schema needs
-(:func:`generation_budget`: a complete object always fits, so a constrained generation never ends inside the
+when ``generation.constrained`` (`genenv.runtime.grammar`), each with the token budget that schema needs
+(`generation_budget`: a complete object always fits, so a constrained generation never ends inside the
 grammar). Each text is parsed and validated by the
-spec (:meth:`~genenv.benchmarks.task_writer.TaskWriter.parse_generated`; grounded rules when ``generation.grounded``),
+spec (`parse_generated`; grounded rules when ``generation.grounded``),
 then checked for near-duplicates of the pool and of the tasks admitted before it; a rejection is counted by reason
 and never enters the pool.
 """
@@ -52,7 +52,7 @@ FEEDBACK_SKILLS = 8  # skills listed in an EnvGen prompt (the weakest first)
 @dataclass
 class GenerationRecord:
     """One generation of the environment policy and its verdict: ``prompt_index`` (its generation prompt, the
-    GRPO group of the environment policy's optional GRPO update), the :class:`Generation` (text and token ids),
+    GRPO group of the environment policy's optional GRPO update), the `Generation` (text and token ids),
     either the admitted ``task`` or the ``rejection``, the ``parent`` task it was written for (its prompt's first
     demonstration), and, in EnvGen mode, the ``feedback`` its prompt carried (``{"target_skill",
     "skill_success": {skill: [rate, n]}}``)."""
@@ -72,7 +72,7 @@ class GenerationRecord:
 
 def skill_feedback(rates: dict[str, tuple[float, int]], target: str) -> str:
     """The EnvGen request: the agent's success rate per skill on the original tasks (the
-    :data:`FEEDBACK_SKILLS` weakest measured ones) and the skill to train."""
+    `FEEDBACK_SKILLS` weakest measured ones) and the skill to train."""
     measured = sorted((r, s, n) for s, (r, n) in rates.items() if n and not math.isnan(r))[:FEEDBACK_SKILLS]
     if not measured:
         return f"The agent has not been measured yet. Write a task that trains the skill '{target}'."
@@ -115,7 +115,7 @@ def genenv_plans(spec: TaskWriter, pool: TaskPool, rng: random.Random, g) -> lis
 
 def envgen_plans(spec: TaskWriter, pool: TaskPool, rng: random.Random, g) -> list[PromptPlan]:
     """EnvGen's prompts: ``g.prompts_per_iteration * g.every`` of them, prompt ``i`` aimed at the ``i``-th weakest
-    skill (:func:`weakest_skills` of the agent's per-skill success rates on the original tasks), demonstrating
+    skill (`weakest_skills` of the agent's per-skill success rates on the original tasks), demonstrating
     ``g.seed_examples`` tasks of that skill (any pool task when the skill has none) and carrying the rates."""
     seeds_all = [t for t in pool.tasks if spec.demonstrable(t)]
     rates = pool.skill_success(spec.skill_of)
@@ -132,17 +132,17 @@ def envgen_plans(spec: TaskWriter, pool: TaskPool, rng: random.Random, g) -> lis
 def generation_budget(schema: dict[str, Any] | None, cap: int | None, constrained: bool) -> int:
     """The tokens one generation may take (``max_new_tokens``): with a schema, ``max_json_bytes(schema) + 1`` (the
     longest object its grammar accepts, at least one byte a token, then the end-of-turn token;
-    :mod:`genenv.benchmarks.bounded_schema`), so a complete object always fits; without one, ``cap``.
+    `genenv.benchmarks.bounded_schema`), so a complete object always fits; without one, ``cap``.
 
     Args:
-        schema: the generation's JSON Schema (:meth:`~genenv.benchmarks.task_writer.TaskWriter.generation_schema`),
+        schema: the generation's JSON Schema (`generation_schema`),
             or ``None`` (the spec has none).
         cap: ``generation.max_new_tokens``: ``None`` derives the budget from the schema; a number is the most the
             run allows (free sampling takes it as the budget when smaller than the schema's).
         constrained: ``generation.constrained``.
     Raises:
         ConfigError: under ``constrained`` the schema needs more than ``cap``, or is unbounded
-            (:class:`~genenv.benchmarks.bounded_schema.UnboundedSchema`); no schema and no ``cap``.
+            (`UnboundedSchema`); no schema and no ``cap``.
     """
     if schema is None:
         if cap is None:
@@ -165,12 +165,12 @@ def generation_budget(schema: dict[str, Any] | None, cap: int | None, constraine
 
 
 def check_generation_budget(spec: TaskWriter, tasks: Sequence[Task], g) -> int | None:
-    """Start-up check of :func:`generation_budget` over the schemas a run's prompts can get: one per demonstrable
+    """Start-up check of `generation_budget` over the schemas a run's prompts can get: one per demonstrable
     task of ``tasks`` (the seed pool) as a prompt's first seed (the shipped specs' schemas depend on that seed at
     most). Logs and returns the largest budget (``None``: no demonstrable task).
 
     Raises:
-        ConfigError: as :func:`generation_budget`, naming the first failing seed task.
+        ConfigError: as `generation_budget`, naming the first failing seed task.
     """
     budgets, seen = [], set()
     for task in tasks:
@@ -191,8 +191,8 @@ def check_generation_budget(spec: TaskWriter, tasks: Sequence[Task], g) -> int |
 
 
 def run_generation_budget(settings) -> int | None:
-    """:func:`check_generation_budget` of a run's benchmark and seed pool (``settings``: a
-    :class:`~genenv.trainer.settings.RunSettings`): the response length an engine must allow the environment
+    """`check_generation_budget` of a run's benchmark and seed pool (``settings``: a
+    `RunSettings`): the response length an engine must allow the environment
     policy (veRL's ``rollout.response_length``)."""
     spec = get_benchmark(settings.benchmark, settings.data_dir, grounded=settings.generation.grounded)
     tasks = spec.load(split="train", **spec.pool_options(settings.seed_options))
@@ -207,15 +207,15 @@ def write_tasks(spec: TaskWriter, policy: Policy, pool: TaskPool, g, alpha: floa
     Args:
         spec: the benchmark spec's task-writer part (prompts, schema, parsing, validation, near-duplicates).
         pool: the task pool (recent p̂ shown in GenEnv prompts, the near-duplicate check).
-        g: the run's :class:`~genenv.trainer.settings.GenerationSettings` (``generations_per_prompt``,
-            ``temperature``, ``max_new_tokens``, ``constrained``); each prompt's budget is :func:`generation_budget`.
+        g: the run's `GenerationSettings` (``generations_per_prompt``,
+            ``temperature``, ``max_new_tokens``, ``constrained``); each prompt's budget is `generation_budget`.
         alpha: the target success rate named in GenEnv prompts.
         iteration: the iteration (ids ``gen-<iteration>-<prompt>-<k>`` and the tasks' ``admitted_iteration``).
-        plans: the prompts to write (:func:`genenv_plans`, :func:`envgen_plans`).
+        plans: the prompts to write (`genenv_plans`, `envgen_plans`).
     Returns:
-        one :class:`GenerationRecord` per generation, and the rejection counts by reason.
+        one `GenerationRecord` per generation, and the rejection counts by reason.
     Raises:
-        ConfigError: a prompt's budget (:func:`generation_budget`).
+        ConfigError: a prompt's budget (`generation_budget`).
     """
     prompts: list[Prompt] = []
     for plan in plans:

@@ -1,30 +1,30 @@
 """The co-evolution loop (GenEnv, arXiv 2512.19682, Algorithm 1), written against the engine interface
-(:class:`~genenv.trainer.engines.base.Backend`).
+(`Backend`).
 
 One iteration t:
 
-An arm of the loop is two registered strategies (:mod:`genenv.trainer.strategies`): the run's **task source**
+An arm of the loop is two registered strategies (`genenv.trainer.strategies`): the run's **task source**
 (``task_source``: what the environment policy writes, when, and whether it learns) and its **agent batch**
 (``agent_batch``: which tasks the agent is rolled out and trained on). The loop itself never branches on an arm.
 
 1. **Environment generation** and 2. **validation** — at the iterations the task source writes
-   (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.writes_at`), the environment policy writes its
+   (`writes_at`), the environment policy writes its
    prompts (under the spec's JSON Schema when ``generation.constrained``), the benchmark spec admits or rejects
-   each (:mod:`genenv.trainer.generation`); rejections are counted by reason and get R_env = 0.
+   each (`genenv.trainer.generation`); rejections are counted by reason and get R_env = 0.
 3. **Agent rollouts** — the agent batch's tasks (every admitted task, ``generation.rollouts_per_task`` episodes
    each, whatever the batch size; then pool tasks, ``agent.n`` episodes each), through the one episode loop;
-   agent reward per paper Eq. 1 (:meth:`~genenv.trainer.strategies.agent_batches.AgentBatch.roll_out`, with
+   agent reward per paper Eq. 1 (`roll_out`, with
    informative refill under ``agent.filter_groups.enable``).
 4. **p̂ per task** = mean agent reward over its n episodes (= the success rate for binary rewards).
 5. **Environment reward** — the task source scores each generation
-   (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.score`): R_env(p̂) (``curriculum.env_reward``: Eq. 3 by
-   default, :mod:`genenv.rewards.env_policy_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
+   (`score`): R_env(p̂) (``curriculum.env_reward``: Eq. 3 by
+   default, `genenv.rewards.env_policy_reward`) and the difficulty filter |p̂ - α| ≤ k_min.
 6. **Environment-policy update** — when the task source learns, ``env_policy.update_mode``
-   (:mod:`genenv.trainer.strategies.env_policy_updates`): RWR on the in-band admitted generations (the paper) or GRPO on R_env.
+   (`genenv.trainer.strategies.env_policy_updates`): RWR on the in-band admitted generations (the paper) or GRPO on R_env.
 7. **Agent update** — GRPO with veRL's functions on the groups the agent batch names; groups whose rewards are
    all equal are dropped and counted. Skipped by the ``frozen`` agent batch (a stationary agent, so the
    environment policy's learning is measured alone).
-8. Admitted tasks join the pool; metrics are written; a checkpoint is saved (:mod:`genenv.trainer.checkpoint`).
+8. Admitted tasks join the pool; metrics are written; a checkpoint is saved (`genenv.trainer.checkpoint`).
    A killed run resumes from the last checkpoint.
 """
 from __future__ import annotations
@@ -65,12 +65,12 @@ class CoEvolutionTrainer:
 
     Args:
         cfg: the composed OmegaConf config.
-        backend: a :class:`~genenv.trainer.engines.base.Backend`; built from the run's settings (``engine``) when
+        backend: a `Backend`; built from the run's settings (``engine``) when
             ``None``.
     Raises:
-        ConfigError: a config value the run cannot use (:func:`~genenv.trainer.settings.run_settings`), or a
+        ConfigError: a config value the run cannot use (`run_settings`), or a
             ``generation.max_new_tokens`` that cannot hold a complete generation
-            (:func:`~genenv.trainer.generation.run_generation_budget`), before any model loads.
+            (`run_generation_budget`), before any model loads.
     """
 
     def __init__(self, cfg, backend=None):
@@ -97,10 +97,10 @@ class CoEvolutionTrainer:
 
     # ----- set-up, checkpoints -----
     def seed_pool(self) -> None:
-        """Fill the pool with the benchmark's training split (its :attr:`seed_options` updated by the run's
-        ``benchmark.seed_options``: :meth:`~genenv.benchmarks.spec.BenchmarkSpec.pool_options`; ``seed_limit``), then
+        """Fill the pool with the benchmark's training split (its `seed_options` updated by the run's
+        ``benchmark.seed_options``: `pool_options`; ``seed_limit``), then
         let the task source add what it writes before the first iteration
-        (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.prepare`; ``static_aug``'s up-front tasks)."""
+        (`prepare`; ``static_aug``'s up-front tasks)."""
         tasks = self.spec.load(split="train", **self.spec.pool_options(self.settings.seed_options))
         limit = self.settings.seed_limit
         self.pool = TaskPool(tasks[:limit] if limit else tasks)
@@ -157,7 +157,7 @@ class CoEvolutionTrainer:
 
     def generate_tasks(self, it: int) -> tuple[list[GenerationRecord], Counter]:
         """Steps 1-2: the task source's writing
-        (:meth:`~genenv.trainer.strategies.task_sources.TaskSource.write`); nothing at an iteration the task
+        (`write`); nothing at an iteration the task
         source does not write."""
         if not self.task_source.writes_at(it):
             return [], Counter()
@@ -166,12 +166,12 @@ class CoEvolutionTrainer:
     def rollout(self, tasks, n: int | Sequence[int] | None = None) -> Rollout:
         """``n`` (default ``agent.n``; or one count per task, all decoded in one batch) agent episodes on each of
         ``tasks`` through the engine, sampled as the run's settings say
-        (:class:`~genenv.runtime.episodes.RolloutSpec`); the agent batch's one way to play episodes. Returns the
+        (`RolloutSpec`); the agent batch's one way to play episodes. Returns the
         trajectories and their timings.
 
         Raises:
             ValueError: ``n`` gives counts, but not one per task, or a count below 1
-                (:func:`~genenv.runtime.episodes.per_task`).
+                (`per_task`).
         """
         if not tasks:
             return Rollout([])
@@ -244,7 +244,7 @@ class CoEvolutionTrainer:
 
     def evaluate_heldout(self, log_iteration: int | None = None) -> dict[str, float]:
         """Greedy evaluation of the agent on the held-out split (``eval.limit`` tasks per unit) with the
-        leaderboard's :func:`~genenv.runtime.evaluation.evaluate`: ``heldout/<metric key>`` for every
+        leaderboard's `evaluate`: ``heldout/<metric key>`` for every
         metric, ``heldout/score`` and ``heldout/n`` for the benchmark's headline metric, ``time/heldout_eval``.
         With ``log_iteration``, each task's outcome is appended to ``heldout.jsonl`` as ``{"iteration", "unit",
         "task_id", "reward", "success"}`` (one row per held-out task)."""

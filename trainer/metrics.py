@@ -1,7 +1,7 @@
 """The metric row of one co-evolution iteration (``metrics.jsonl``, TensorBoard) and its writers.
 
 Keys: ``gen/*`` (generations, admissions, rejections by reason), ``agent/*`` (rollout reward and success, tasks,
-rollouts and generated tokens, the GRPO groups by what became of them: :func:`group_counts`),
+rollouts and generated tokens, the GRPO groups by what became of them: `group_counts`),
 ``p_hat/*`` (the success rates of the rolled-out tasks: mean, 10-bin histogram, those of the newly generated
 tasks and their 10-bin histogram, the share of rolled-out tasks inside the α band), ``gen/in_band_share`` (the
 alignment metric: generations whose task's p̂ lies in the α band, over *all* generations, so rejected and copied

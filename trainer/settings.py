@@ -1,6 +1,6 @@
 """Settings the trainer derives from the composed config (``configs/train.yaml``), in one place for the loop and
-every engine: :class:`RunSettings`, built once per run by :func:`run_settings` and validated there (an error names
-the key), and :class:`RoleConfig`, each policy's settings. Defaults live in ``configs/train.yaml`` only: a key
+every engine: `RunSettings`, built once per run by `run_settings` and validated there (an error names
+the key), and `RoleConfig`, each policy's settings. Defaults live in ``configs/train.yaml`` only: a key
 missing from the config is an error, not a silent default written again here."""
 from __future__ import annotations
 
@@ -59,10 +59,10 @@ class RoleConfig:
     defaults live): ``model`` (SmolLM2 alias or HF folder), ``lr``, ``kl_coef``, ``clip_ratio``, ``ppo_epochs``,
     ``micro_batch_size``, ``max_grad_norm``, ``lora_r`` (0 = full fine-tune), ``lora_alpha``, ``gen_batch_size``
     (prompts per ``generate`` call), ``prefix_cache_tokens`` (KV states kept between turns,
-    :mod:`~genenv.runtime.prefix_cache`; 0: none), ``continuous_batching`` (episodes decode in one continuous
-    batch, :mod:`~genenv.runtime.continuous`; false: one ``generate`` call per turn), ``static_cache``
+    `prefix_cache`; 0: none), ``continuous_batching`` (episodes decode in one continuous
+    batch, `continuous`; false: one ``generate`` call per turn), ``static_cache``
     (``generate`` with a static KV cache, compiled decoding on a GPU;
-    :class:`~genenv.runtime.policies.TransformersPolicy`)."""
+    `TransformersPolicy`)."""
 
     model: str
     lr: float
@@ -105,7 +105,7 @@ class CurriculumSettings:
     """The ``curriculum`` block: the environment-policy reward (paper Eq. 3 by default) and the difficulty filter.
 
     Attributes:
-        env_reward: a registered environment-policy reward (:data:`~genenv.rewards.env_policy_reward.ENV_POLICY_REWARDS`).
+        env_reward: a registered environment-policy reward (`ENV_POLICY_REWARDS`).
         alpha, beta: the target success rate α and the sharpness β of Eq. 3.
         k_min: the half-width of the α band (``|p̂ - α| ≤ k_min`` passes the filter).
         lam: RWR's temperature λ (weights ``exp(λ R_env)``).
@@ -124,7 +124,7 @@ class GenerationSettings:
 
     ``rollouts_per_task`` is resolved (``agent.n`` when the config says null) and so is ``upfront_max_rounds``
     (2 x ``iterations`` when null). Whether and when the environment policy writes is the task source's
-    (``task_source``, :mod:`genenv.trainer.strategies.task_sources`)."""
+    (``task_source``, `genenv.trainer.strategies.task_sources`)."""
 
     every: int
     constrained: bool
@@ -142,7 +142,7 @@ class GenerationSettings:
 @dataclass(frozen=True)
 class ProbeSettings:
     """The ``probe`` block: the probe set of the ``grounded`` task source (SOAR's grounded writer reward,
-    :class:`~genenv.trainer.strategies.grounded.GroundedSource`): ``tasks`` seed tasks held out of the pool,
+    `GroundedSource`): ``tasks`` seed tasks held out of the pool,
     each played ``n`` times, sampled at the agent's temperature, to measure the agent before and after a trial
     update on one written task."""
 
@@ -152,13 +152,13 @@ class ProbeSettings:
 
 @dataclass(frozen=True)
 class AgentSettings:
-    """The ``agent`` block less its policy (:class:`RoleConfig`): the batch, the sampling and informative batches
-    (which tasks the batch holds is the agent batch's, ``agent_batch``, :mod:`genenv.trainer.strategies.agent_batches`).
+    """The ``agent`` block less its policy (`RoleConfig`): the batch, the sampling and informative batches
+    (which tasks the batch holds is the agent batch's, ``agent_batch``, `genenv.trainer.strategies.agent_batches`).
 
     Attributes:
         batch_tasks, n: tasks per iteration and rollouts per task (the GRPO group size).
         temperature, max_new_tokens: sampling per turn.
-        response_budget: tokens per episode after its first prompt (:func:`response_budget`).
+        response_budget: tokens per episode after its first prompt (`response_budget`).
         filter_groups, max_rollouts, generated_share, prior_share: ``agent.filter_groups`` (informative batches:
             refill until ``batch_tasks`` groups have unequal rewards, at most ``max_rollouts`` rollouts an
             iteration, generated tasks at most this share of the trained groups; the informative share the first
@@ -179,7 +179,7 @@ class AgentSettings:
 @dataclass(frozen=True)
 class PoolSettings:
     """The ``pool`` block: the ``replay`` agent batch's rank temperature β and staleness weight ρ (Prioritized
-    Level Replay, :meth:`~genenv.trainer.task_pool.TaskPool.sample_replay`)."""
+    Level Replay, `sample_replay`)."""
 
     temperature: float
     staleness: float
@@ -204,23 +204,23 @@ class EngineSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What a training run decides once from its config (built by :func:`run_settings`, the one reader of the
+    """What a training run decides once from its config (built by `run_settings`, the one reader of the
     composed config for the loop), passed down instead of read again with a default wherever it is used.
 
     Attributes:
         benchmark, seed, run_dir, iterations, save_every: the run.
-        task_source, agent_batch: the arm's two strategies (registered names, :mod:`genenv.trainer.strategies`).
+        task_source, agent_batch: the arm's two strategies (registered names, `genenv.trainer.strategies`).
         data_dir: the benchmark data directory (``None``: ``$GENENV_DATA_DIR``, else the packaged samples).
         seed_options: the run's changes to the benchmark's seed-pool loader options (``benchmark.seed_options``).
         seed_limit: at most this many seed tasks in the pool (``None``: all).
-        env_kwargs: the envs' constructor options (:func:`env_kwargs`).
+        env_kwargs: the envs' constructor options (`env_kwargs`).
         curriculum, generation, agent, pool, probe: the blocks of those names.
         env_update_mode: ``env_policy.update_mode`` (a registered environment-policy update mode,
-            :data:`genenv.trainer.strategies.ENV_POLICY_UPDATES`).
+            `genenv.trainer.strategies.ENV_POLICY_UPDATES`).
         eval_every, eval_limit: held-out evaluation every N iterations (0: off), tasks per held-out unit.
         tensorboard, resume, keep_checkpoints: outputs and checkpoints.
-        roles: each policy's :class:`RoleConfig`.
-        engine: the :class:`EngineSettings`.
+        roles: each policy's `RoleConfig`.
+        engine: the `EngineSettings`.
     """
 
     benchmark: str
@@ -263,7 +263,7 @@ def _block(cls, cfg, prefix: str, **resolved: Any):
 
 
 def curriculum_settings(cfg) -> CurriculumSettings:
-    """The :class:`CurriculumSettings` of ``cfg`` (a composed config, or a run's stored ``config.yaml``).
+    """The `CurriculumSettings` of ``cfg`` (a composed config, or a run's stored ``config.yaml``).
 
     Raises:
         ConfigError: a curriculum key is missing.
@@ -272,12 +272,12 @@ def curriculum_settings(cfg) -> CurriculumSettings:
 
 
 def run_settings(cfg) -> RunSettings:
-    """The run's :class:`RunSettings` from the composed config, validated.
+    """The run's `RunSettings` from the composed config, validated.
 
     Raises:
         ConfigError: a missing key; an unknown ``parsing`` or ``curriculum.env_reward`` (the strategy names
             ``task_source``, ``agent_batch`` and ``env_policy.update_mode`` are checked when the loop builds its
-            strategies, :mod:`genenv.trainer.strategies`, before any model loads); ``generation.every``, ``keep_checkpoints``,
+            strategies, `genenv.trainer.strategies`, before any model loads); ``generation.every``, ``keep_checkpoints``,
             ``iterations``, ``save_every``, ``probe.tasks``, ``probe.n``, ``agent.batch_tasks``, ``agent.n`` or
             ``agent.filter_groups.max_rollouts`` below 1; ``pool.temperature`` ≤ 0; ``pool.staleness`` or
             ``agent.filter_groups.generated_share`` outside [0, 1]; ``agent.filter_groups.prior_share`` outside
@@ -343,7 +343,7 @@ def run_settings(cfg) -> RunSettings:
 
 
 def _engine_settings(cfg) -> EngineSettings:
-    """The :class:`EngineSettings` of ``cfg``."""
+    """The `EngineSettings` of ``cfg``."""
     threads, dtype, server = read_key(cfg, "threads"), read_key(cfg, "autocast_dtype"), read_key(cfg, "env_server")
     name = str(read_key(cfg, "engine"))
     options = read_key(cfg, name) if name in cfg else {}
@@ -354,8 +354,8 @@ def _engine_settings(cfg) -> EngineSettings:
 
 
 def checked_run_settings(settings: Any, taker: str) -> RunSettings:
-    """``settings`` itself when it is a :class:`RunSettings`: what an engine builder takes (engines never read a
-    config; the loop builds the settings once, :func:`run_settings`).
+    """``settings`` itself when it is a `RunSettings`: what an engine builder takes (engines never read a
+    config; the loop builds the settings once, `run_settings`).
 
     Raises:
         TypeError: anything else (a composed config: pass ``run_settings(cfg)``), naming ``taker``.

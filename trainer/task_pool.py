@@ -1,10 +1,10 @@
 """The task pool D_t: seed tasks plus admitted generated tasks, with each task's success-rate history, and the two
-ways the agent batch draws from it: uniformly (:meth:`TaskPool.sample`, the ``uniform`` agent batch) and by learnability
-(:meth:`TaskPool.sample_replay`, curated replay: Prioritized Level Replay with the learnability score of p̂).
+ways the agent batch draws from it: uniformly (`TaskPool.sample`, the ``uniform`` agent batch) and by learnability
+(`TaskPool.sample_replay`, curated replay: Prioritized Level Replay with the learnability score of p̂).
 
 Training data grows over iterations as in the paper: admitted tasks are kept for all later iterations (the
 public GenEnv code drops earlier epochs' tasks; we follow the paper). The pool is saved with every checkpoint
-as JSON Lines, one entry per task: the :class:`~genenv.envs.task.Task` (with its origin, parent id and
+as JSON Lines, one entry per task: the `Task` (with its origin, parent id and
 generation step) and ``p_hat_history`` = ``[[iteration, p̂], ...]``.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ class PoolEntry:
 
 
 class TaskPool:
-    """Ordered collection of :class:`PoolEntry` keyed by task id.
+    """Ordered collection of `PoolEntry` keyed by task id.
 
     Raises:
         ValueError: adding a task whose id is already in the pool.
@@ -132,8 +132,8 @@ class TaskPool:
         """``k`` distinct tasks by curated replay (fewer if the pool is smaller), skipping ``exclude`` ids; only
         tasks of ``origin`` when given. Each draw follows Prioritized Level Replay over a finite task set (Jiang et
         al. 2021, §3, the "proportional" replay schedule): with probability |seen| / |candidates| it replays a
-        task already rolled out, drawn by :func:`replay_probabilities` of its learnability 4 p̂ (1 - p̂)
-        (:func:`~genenv.rewards.env_policy_reward.learnability_reward` of its latest p̂; the rank prioritization makes the
+        task already rolled out, drawn by `replay_probabilities` of its learnability 4 p̂ (1 - p̂)
+        (`learnability_reward` of its latest p̂; the rank prioritization makes the
         scale irrelevant; Rutherford et al. 2024, "No Regrets", use p̂(1-p̂)) and its staleness at ``iteration``;
         otherwise it draws a never-rolled-out task uniformly."""
         left = self._candidates(exclude, origin)
@@ -189,10 +189,10 @@ class TaskPool:
 
     @classmethod
     def load(cls, path: Path) -> "TaskPool":
-        """Read a pool written by :meth:`save`.
+        """Read a pool written by `save`.
 
         Raises:
-            DataError: a line is not JSON (from :func:`genenv.envs.data.iter_jsonl`).
+            DataError: a line is not JSON (from `genenv.envs.data.iter_jsonl`).
             ValueError: a line is JSON but not a pool entry (names file and line).
         """
         from genenv.envs.data import iter_jsonl

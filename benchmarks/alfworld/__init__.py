@@ -14,3 +14,7 @@ register_benchmark("alfworld", "genenv.benchmarks.alfworld.spec:ALFWorldSpec",
                    env="genenv.benchmarks.alfworld.env:ALFWorldEnv",
                    split_options="genenv.benchmarks.alfworld.env:SPLIT_OPTIONS")
 register_sample_builder("alfworld", "genenv.benchmarks.alfworld.data:build_sample")
+
+__all__ = [  # what a user may import: the public modules
+    "data", "env", "feasible", "files", "game", "goals", "spec",
+]

@@ -35,7 +35,7 @@ SAMPLE_GAMES = {"valid_unseen": 1, "valid_seen": 1, "train": 2}  # games per tas
 
 def build_sample(source: str | Path, dest: str | Path = SAMPLE) -> list[Path]:
     """Copy a small real sample of ALFWorld games from the full data dir ``source`` into ``dest`` (same layout):
-    per split and task type, the :data:`SAMPLE_GAMES` smallest game files (the quickest to load), without their
+    per split and task type, the `SAMPLE_GAMES` smallest game files (the quickest to load), without their
     ``traj_data.json`` (the loader needs only the game file and its folder name). Returns the copied files.
 
     Raises:

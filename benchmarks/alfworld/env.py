@@ -1,7 +1,7 @@
 """ALFWorld environment (``genenv/ALFWorld-v0``): the real ALFWorld text games through ``alfworld`` + ``textworld``.
 
 Engine: ``alfworld==0.4.2`` (Shridhar et al. 2021, "ALFWorld: Aligning Text and Embodied Environments for
-Interactive Learning") through :mod:`genenv.benchmarks.alfworld.game`.
+Interactive Learning") through `genenv.benchmarks.alfworld.game`.
 
 Data: ``<data_dir>/alfworld/json_2.1.1/<split>/<task_type>-<Object>-<MovableRecep>-<Recep>-<scene>/<trial>/
 game.tw-pddl`` (the official ALFWorld 0.4 layout; ``shared/data/SOURCES.md`` section 2): ``valid_unseen`` (134
@@ -16,19 +16,19 @@ Two protocols (loader option ``protocol``), each its own task list:
   ``max_steps`` (default 50, the usual LLM-agent budget).
   ``info``: ``task_type``, ``won``, ``steps``, ``command``, ``executed`` (steps so far whose text was an
   admissible command, i.e. that the game played), and at the episode's end ``goal_progress`` (share of the
-  goal's fluent conditions met, :func:`genenv.benchmarks.alfworld.goals.goal_progress`).
+  goal's fluent conditions met, `genenv.benchmarks.alfworld.goals.goal_progress`).
 - ``single_step`` (the GenEnv paper's "multi-turn tasks decomposed into single steps"): one task per step of a
   game's expert walkthrough; the observation is the trajectory so far (intro, earlier expert commands and their
   feedback, the current admissible commands), the gold action is the next expert command, one step per episode,
   exact match (an inadmissible command scores 0 with the reason).
 
-Reading model text (the env's ``parsing`` option, :data:`genenv.envs.parsing.PARSING_MODES`):
+Reading model text (the env's ``parsing`` option, `genenv.envs.parsing.PARSING_MODES`):
 
 - ``official`` (default): the raw model text goes to the game, as in ALFWorld's ``AlfredTWEnv`` (TextWorld's
   PDDL back-end, ``textworld/envs/pddl/pddl.py: PddlEnv.step``, strips the text and looks it up exactly among
   the valid commands; anything else leaves the state unchanged and answers "Nothing happens."). Single-step
   tasks: correct iff the stripped text equals the next expert command.
-- ``lenient``: :func:`genenv.envs.parsing.parse_command` (``<answer>`` content or the text after the last
+- ``lenient``: `genenv.envs.parsing.parse_command` (``<answer>`` content or the text after the last
   ``Action:``; its first line; ``>`` / ``Action:`` / ``Command:`` prefixes, quotes, backticks and a trailing
   ``.``/``!`` dropped; ``<think>`` blocks removed), then matched to the admissible commands after lower-casing
   and whitespace normalisation; text that matches none is not played: an error observation, reward 0, the step
@@ -37,7 +37,7 @@ Reading model text (the env's ``parsing`` option, :data:`genenv.envs.parsing.PAR
 Rendering the first observation needs the game's intro, which only the engine can produce (about 1 s per game
 for TextWorld's PDDL translation). The env's own episode provides it when it starts; anywhere else (veRL
 parquet rows, single-step histories) it comes from a *game record*: the expert walkthrough replayed once and
-cached on disk under ``$GENENV_CACHE/alfworld/`` (:func:`game_record`).
+cached on disk under ``$GENENV_CACHE/alfworld/`` (`game_record`).
 """
 from __future__ import annotations
 
@@ -177,13 +177,13 @@ class ALFWorldEnv(MultiStepTaskEnv):
 
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, **kwargs: Any) -> list[Task]:
-        """See :func:`load_alfworld_tasks`."""
+        """See `load_alfworld_tasks`."""
         return load_alfworld_tasks(split=split or "valid_unseen", data_dir=data_dir, **kwargs)
 
     @classmethod
     def past_observation(cls, text: str) -> str:
         """The game text without the admissible-command list
-        (:func:`genenv.envs.text_games.past_observation`)."""
+        (`genenv.envs.text_games.past_observation`)."""
         return past_observation(text)
 
     @classmethod
@@ -217,14 +217,14 @@ class ALFWorldEnv(MultiStepTaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> str | InvalidAction:
-        """Lenient reading: one normalised command (:func:`genenv.envs.parsing.parse_command`)."""
+        """Lenient reading: one normalised command (`genenv.envs.parsing.parse_command`)."""
         return parse_or_invalid(parse_command, text)
 
     @classmethod
     def parse_official(cls, text: str) -> str | InvalidAction:
         """Official reading: the raw text, unchanged (the game strips it and matches it exactly; see the module
         docstring). Only text that is not a string or longer than
-        :data:`~genenv.envs.parsing.MAX_ACTION_CHARS` is refused (a bound of ours, before the game)."""
+        `MAX_ACTION_CHARS` is refused (a bound of ours, before the game)."""
         return parse_or_invalid(raw_text, text)
 
     @classmethod
@@ -279,7 +279,7 @@ class ALFWorldEnv(MultiStepTaskEnv):
         return observation_text(feedback, self.admissible), float(self.won), self.won, info
 
     def step(self, action: Any):
-        """:meth:`MultiStepTaskEnv.step`, with ``info["executed"]`` after every step (also after text that could
+        """`MultiStepTaskEnv.step`, with ``info["executed"]`` after every step (also after text that could
         not be read) and, when an episodic game ends (won or truncated, whatever the last text was),
         ``info["goal_progress"]``."""
         obs, reward, terminated, truncated, info = super().step(action)

@@ -11,13 +11,13 @@ A goal is *feasible* in a scene when every top-level conjunct of its PDDL (ALFWo
 has a binding whose static literals hold initially and whose fluent literals are all relaxed-reachable, and the
 goal does not already hold in the initial state. A goal that is not feasible has no plan (relaxed reachability is
 necessary for a plan) or is met before any command, so the environment policy's grammar need not offer it
-(:func:`feasible_goals`); the planner still decides the goals that are feasible. For example, no scene's
+(`feasible_goals`); the planner still decides the goals that are feasible. For example, no scene's
 ``canContain`` lists ``ShelfType LaptopType``, so "put a laptop in shelf" is never offered.
 
 When the translator itself proves a goal unreachable (no relaxed plan, a goal against a mutex, or a goal simplified
 to false), it emits a trivial task over one variable ``dummy(val1) / dummy(val2)`` (``fast_downward/translate/
 translate.py: trivial_task``), and TextWorld fails to read it (``KeyError: 'val1'`` in
-``textworld/envs/pddl/logic/__init__.py: Atom.get_fact``); :func:`translator_verdict` reads that task instead.
+``textworld/envs/pddl/logic/__init__.py: Atom.get_fact``); `translator_verdict` reads that task instead.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from genenv.benchmarks.alfworld.goals import (GOAL_SLOTS, best_binding, goal_tar
 __all__ = ["feasible_goals", "translator_verdict"]
 
 Literal = namedtuple("Literal", "predicate args negated")
-"""A goal literal with its arguments substituted (what :func:`~genenv.benchmarks.alfworld.goals.best_binding`
+"""A goal literal with its arguments substituted (what `best_binding`
 reads: ``predicate``, ``args``, ``negated``)."""
 
 _PLACEHOLDER = {"object": "Genenvobject", "receptacle": "Genenvreceptacle", "toggle": "Genenvtoggle"}
@@ -60,8 +60,8 @@ def scene_facts(data: dict[str, Any]) -> tuple[dict[str, set[tuple]], dict[str, 
 
 
 def _templates(data: dict[str, Any]) -> dict[str, tuple[list[list], set[str]]]:
-    """Each task type's goal (parts and fluent predicates, see :func:`parse_goal`), parsed once with placeholder
-    type names that :func:`feasible_goals` substitutes."""
+    """Each task type's goal (parts and fluent predicates, see `parse_goal`), parsed once with placeholder
+    type names that `feasible_goals` substitutes."""
     out = {}
     for task_type in TASK_TYPES:
         goal = {"task_type": task_type, **{slot: _PLACEHOLDER[slot] for slot in GOAL_SLOTS[task_type]}}
@@ -78,7 +78,7 @@ def _met(parts: list[list[Literal]], facts: dict[str, set[tuple]], fluents: set[
 def feasible_goals(game_file: str) -> dict[str, dict[str, tuple[str, ...]]] | None:
     """The feasible goals of a game's scene (module docstring): ``{task_type: {object type: (receptacle or toggle
     type, ...)}}`` with the scene's spelling of the type names (``"AlarmClock"``); types without a feasible goal
-    are left out. ``None`` when :func:`scene_facts` cannot tell. ~0.5 s for a scene on a 2-core AMD EPYC, cached
+    are left out. ``None`` when `scene_facts` cannot tell. ~0.5 s for a scene on a 2-core AMD EPYC, cached
     per game file (256 scenes)."""
     data = read_game(game_file)
     facts = scene_facts(data)
@@ -108,7 +108,7 @@ def translator_verdict(data: dict[str, Any]) -> tuple[str, str] | None:
     """fast-downward's verdict on a game whose goal its translator decides without search: ``("unsolvable",
     detail)`` for its trivially unsolvable task, ``("already_satisfied", detail)`` for its trivially solvable one,
     ``None`` for a real planning task (the planner decides). The pair is a
-    :class:`~genenv.benchmarks.task_writer.Rejection`'s reason and detail."""
+    `Rejection`'s reason and detail."""
     _, sas = translate(data["pddl_domain"], data["pddl_problem"])
     if _TRIVIAL not in sas:
         return None

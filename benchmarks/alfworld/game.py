@@ -31,7 +31,7 @@ RECORD_VERSION = 1
 
 def game_data(task: Task) -> dict[str, Any]:
     """The game a task is played on: its file's content, with the goal replaced for environment-generated goals
-    (``metadata["goal_override"]``, see :func:`genenv.benchmarks.alfworld.goals.with_goal`)."""
+    (``metadata["goal_override"]``, see `genenv.benchmarks.alfworld.goals.with_goal`)."""
     data = read_game(task.metadata["game_file"])
     override = task.metadata.get("goal_override")
     if override:
@@ -51,7 +51,7 @@ def _memoise_translation() -> None:
     TextWorld's PDDL back-end translates the game's problem twice on every ``load`` *and* every ``reset``
     (``textworld.envs.pddl.logic.PddlState``; plain and ``optimize=True``), ~0.4 s of Python each (measured on a
     2-core AMD EPYC): a new game's reset costs ~1.4 s, most of it here. In memory (an LRU of 128), a reset of an
-    already seen game takes ~0.1 s. On disk (:func:`translation_cache`), a game translated once by any process (a
+    already seen game takes ~0.1 s. On disk (`translation_cache`), a game translated once by any process (a
     server's worker processes, a later run) loads in ~5 ms instead. The translated task is only read afterwards,
     so sharing it is safe.
     """
@@ -70,7 +70,7 @@ def _memoise_translation() -> None:
 
 def translate(domain: str, problem: str) -> tuple[Any, str]:
     """fast-downward's PDDL → SAS translation of a game, as TextWorld's PDDL back-end runs it on ``load`` (plain,
-    not optimised): ``(parsed task, SAS text)``, memoised like every translation (:func:`_memoise_translation`)."""
+    not optimised): ``(parsed task, SAS text)``, memoised like every translation (`_memoise_translation`)."""
     _memoise_translation()
     import fast_downward
 
@@ -96,9 +96,9 @@ def _import_translator() -> None:
 def translation_cache(translate, domain: str, problem: str, **options: Any):
     """``translate(domain, problem, **options)`` (``fast_downward.pddl2sas``: ``(task, sas text)``), read from
     ``$GENENV_CACHE/alfworld/sas/<sha256>.pkl.z`` when an earlier call wrote it, else computed and written there
-    (zlib-compressed pickle, ~40 KB, by :func:`write_atomically`). The key hashes the translator's version, the
+    (zlib-compressed pickle, ~40 KB, by `write_atomically`). The key hashes the translator's version, the
     options and both PDDL texts. A file that cannot be read is translated again and rewritten. Like every file of
-    :func:`~genenv.envs.data.cache_dir`, it can be deleted; it is a pickle, so the cache folder must be writable only
+    `cache_dir`, it can be deleted; it is a pickle, so the cache folder must be writable only
     by its user."""
     import pickle
     import zlib
@@ -144,13 +144,13 @@ def write_atomically(path: Path, data: bytes) -> bool:
 
 
 PARSERS = (("textworld.envs.pddl.textgen", 8192), ("textworld.envs.pddl.logic", 256), ("textworld.logic", 8192))
-"""TextWorld's ``tatsu`` parse-and-convert functions that :func:`_memoise_parsers` memoises, with each LRU's size:
+"""TextWorld's ``tatsu`` parse-and-convert functions that `_memoise_parsers` memoises, with each LRU's size:
 the text-grammar rules (every step's feedback), a game's logic and grammar file (every ``load``), and the
 conjunctive queries of grammar conditions (every derivation)."""
 
 
 def _memoise_parsers() -> None:
-    """Memoise TextWorld's parses (``_parse_and_convert`` of each module of :data:`PARSERS`).
+    """Memoise TextWorld's parses (``_parse_and_convert`` of each module of `PARSERS`).
 
     TextWorld parses each text-grammar rule string afresh with ``tatsu`` on every derivation (55-60 % of an ALFWorld
     step), the game's logic and grammar file on every ``load`` (~70 ms) and each grammar condition on every
@@ -212,7 +212,7 @@ class ALFWorldGame:
     """One TextWorld PDDL game instance (one copy of fast-downward's library), loaded with ALFWorld's wrappers.
 
     Methods return ``(feedback, admissible commands, won)``. Not thread-safe: one episode at a time. Instances
-    are reused through :func:`acquire_game` / :func:`release_game` rather than discarded: each holds a copy of
+    are reused through `acquire_game` / `release_game` rather than discarded: each holds a copy of
     fast-downward's shared library that is never unloaded (unloading copies and loading new ones crashed the
     process here).
 
@@ -289,11 +289,11 @@ def release_game(game: ALFWorldGame) -> None:
 
 _shared_game: ALFWorldGame | None = None
 shared_lock = threading.RLock()
-"""Held while the process-wide game (:func:`shared_game`) plays: records and goal validation."""
+"""Held while the process-wide game (`shared_game`) plays: records and goal validation."""
 
 
 def shared_game() -> ALFWorldGame:
-    """The process-wide game instance used for records and goal validation; hold :data:`shared_lock` while
+    """The process-wide game instance used for records and goal validation; hold `shared_lock` while
     using it."""
     global _shared_game
     with shared_lock:

@@ -3,11 +3,11 @@
 A goal is ``{"task_type", "object", "receptacle", "toggle", "mrecep"}`` with ALFRED object-type names
 (``"AlarmClock"``, ``"DeskLamp"``). Its PDDL and its sentence come from ALFWorld's own goal library
 (``alfworld.gen.goal_library.gdict``: one PDDL template and sentence templates per task type, the ones ALFWorld's
-games were generated with). :func:`with_goal` puts a goal into a real game (its scene, i.e. its PDDL problem's
+games were generated with). `with_goal` puts a goal into a real game (its scene, i.e. its PDDL problem's
 objects and initial state, is kept); ALFWorld's planner (fast-downward through ``textworld``) then decides whether
-it is solvable and yields its walkthrough (:func:`plan_goal`).
+it is solvable and yields its walkthrough (`plan_goal`).
 
-:func:`goal_progress` measures how much of a game's goal the current state meets: each top-level conjunct of the
+`goal_progress` measures how much of a game's goal the current state meets: each top-level conjunct of the
 goal is an existential over a conjunction of literals; literals over *static* predicates (never changed by an
 action of the PDDL domain: ``objectType``, ``receptacleType``, ``cleanable``, ...) only restrict the binding,
 literals over *fluent* predicates (changed by some action: ``inReceptacle``, ``isClean``, ``holds``, ...) are the
@@ -31,8 +31,8 @@ __all__ = [
 
 
 class LoadedGame(Protocol):
-    """What the goal functions use of :class:`genenv.benchmarks.alfworld.game.ALFWorldGame` (a protocol: the game
-    module imports this one for :func:`with_goal`, so this one does not import it)."""
+    """What the goal functions use of `genenv.benchmarks.alfworld.game.ALFWorldGame` (a protocol: the game
+    module imports this one for `with_goal`, so this one does not import it)."""
 
     env: Any
 
@@ -101,8 +101,8 @@ def scene_inventory(data: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def goal_targets(inventory: dict[str, list[str]], slot: str) -> list[str]:
-    """The types a goal's second slot (:data:`GOAL_SLOTS`) can name in a scene (``inventory``:
-    :func:`scene_inventory`): its receptacle types for ``"receptacle"``, its lamps (object types ending in
+    """The types a goal's second slot (`GOAL_SLOTS`) can name in a scene (``inventory``:
+    `scene_inventory`): its receptacle types for ``"receptacle"``, its lamps (object types ending in
     ``Lamp``: ALFRED's DeskLamp, FloorLamp) for ``"toggle"``."""
     return inventory["receptacles"] if slot == "receptacle" else [o for o in inventory["objects"] if o.endswith("Lamp")]
 

@@ -6,7 +6,7 @@ Evaluation units (``genenv-eval --benchmarks alfworld``): for each validation sp
 goal-condition progress) and the single-step protocol (exact-match accuracy of the next expert command, overall
 and per task type); ``protocol`` keeps one of them. The headline beside the paper's ALFWorld column is the
 single-step accuracy on ``valid_unseen``, also the metric measured under the paper's protocol
-(:meth:`ALFWorldSpec.paper_metric`, run by ``paper_options``): the paper evaluates "the official validation set
+(`ALFWorldSpec.paper_metric`, run by ``paper_options``): the paper evaluates "the official validation set
 with multi-turn tasks decomposed into single steps" without naming the subset.
 
 Generation: the environment policy sees real scenes (the object and receptacle types of a pool task's PDDL
@@ -15,9 +15,9 @@ instead of ``"receptacle"`` for ``look_at_obj_in_light``), for the scene of the 
 only if every name is in that scene, the goal does not already hold, ALFWorld's planner (fast-downward through
 ``textworld``) finds a plan within the step limit, and that plan, every command admissible, wins when replayed;
 the plan is the task's gold walkthrough. A goal fast-downward's translator proves unreachable is ``unsolvable``
-(:func:`~genenv.benchmarks.alfworld.feasible.translator_verdict`). Under constrained decoding the grammar offers
+(`translator_verdict`). Under constrained decoding the grammar offers
 only the scene's feasible goals (relaxed-reachable, not already met, not a demonstrated goal of that game:
-:mod:`genenv.benchmarks.alfworld.feasible`).
+`genenv.benchmarks.alfworld.feasible`).
 """
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ class ALFWorldSpec(BenchmarkSpec):
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any] | None:
         """The goals the grammar offers for the scene of ``seeds[0]`` (the one the new goal is written for): one
         branch per task type and object type, ``{"task_type": <it>, "object": <it>, "receptacle" | "toggle": <one
-        of its targets>}``, over the scene's feasible goals (:func:`~genenv.benchmarks.alfworld.feasible.
+        of its targets>}``, over the scene's feasible goals (`
         feasible_goals`: relaxed-reachable and not already met), without the goals of the seeds played in that
         game (a copy of a demonstration is a duplicate). Where the scene offers no such goal, every object and
         receptacle type of the scene (the planner then rejects, counted). ``None`` without seeds."""
@@ -172,7 +172,7 @@ class ALFWorldSpec(BenchmarkSpec):
 
     def generation_messages(self, seeds: Sequence[Task], p_hat: float | None, alpha: float,
                             feedback: str | None = None) -> list[dict[str, str]]:
-        """As :meth:`BenchmarkSpec.generation_messages`, each request naming its scene's types; the final
+        """As `BenchmarkSpec.generation_messages`, each request naming its scene's types; the final
         request asks for a new goal in the scene of ``seeds[0]`` (the parent the trainer records)."""
         ask = "Write one new task for this scene as a single JSON object."
         messages = [{"role": "system", "content": self.generation_system_prompt}]
@@ -189,7 +189,7 @@ class ALFWorldSpec(BenchmarkSpec):
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON; a goal of the grammar over the parent's scene; planner-solvable within
-        :attr:`max_steps`; the plan replays to a win with every command admissible (see module docstring)."""
+        `max_steps`; the plan replays to a win with every command admissible (see module docstring)."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj

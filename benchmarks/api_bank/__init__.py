@@ -24,3 +24,7 @@ register_benchmark("api_bank_response", "genenv.benchmarks.api_bank.spec:APIBank
                    env="genenv.benchmarks.api_bank.response_env:APIBankResponseEnv",
                    split_options="genenv.benchmarks.api_bank.response_env:SPLIT_OPTIONS")
 register_sample_builder("api_bank", "genenv.benchmarks.api_bank.data:build_sample")
+
+__all__ = [  # what a user may import: the public modules
+    "agreement", "apis", "data", "env", "plan_env", "response_env", "spec",
+]

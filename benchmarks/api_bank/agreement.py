@@ -3,13 +3,13 @@ by ``genenv/APIBank-v0``.
 
 The study (``lab/benches/api_bank_agreement.py``; its result ships as ``lab/figures/api_bank_agreement.json``)
 compares our verdict on each case with the released evaluator's; the test suite replays the recorded verdicts
-against :func:`case_reward`. A case is ``(task, variant)``: ``variant`` is ``"gold"`` (the task's gold call) or
-``"<perturbation>:<argument>"``. Perturbations of a string or number argument (:func:`perturbations`): padded
+against `case_reward`. A case is ``(task, variant)``: ``variant`` is ``"gold"`` (the task's gold call) or
+``"<perturbation>:<argument>"``. Perturbations of a string or number argument (`perturbations`): padded
 with spaces (``pad``), upper-cased (``upper``), lower-cased (``lower``), without spaces (``nospace``), with spaces
 around operators and commas (``spaced``) and replaced (``wrong``), each kept only where it changes the text. Of
-every argument whatever its value (:data:`ARGUMENT_CASES`): the call without it (``omit``) and with it given as
+every argument whatever its value (`ARGUMENT_CASES`): the call without it (``omit``) and with it given as
 ``''`` (``empty``, moved last). Each case is written as the benchmark's ``API-Request: [Name(k='v', ...)]`` line
-(:func:`case_text`).
+(`case_text`).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def case_call(task: Task, variant: str) -> ToolCall:
 
     Raises:
         KeyError: the argument is not one of the gold call's, or the perturbation does not apply to its value
-            (:func:`perturbations` yields no such name).
+            (`perturbations` yields no such name).
         ValueError: ``variant`` is neither ``"gold"`` nor of the form ``"<perturbation>:<argument>"``.
     """
     args = dict(task.gold.get("arguments") or {})
@@ -72,10 +72,10 @@ def argument_text(value: Any) -> str:
 
 
 def case_text(task: Task, variant: str) -> str:
-    """The model text of a case: ``API-Request: [Name(k='v', ...)]`` (values by :func:`argument_text`).
+    """The model text of a case: ``API-Request: [Name(k='v', ...)]`` (values by `argument_text`).
 
     Raises:
-        KeyError, ValueError: as :func:`case_call`.
+        KeyError, ValueError: as `case_call`.
     """
     call = case_call(task, variant)
     args = ", ".join(f"{k}={argument_text(v)}" for k, v in call.arguments.items())
@@ -84,7 +84,7 @@ def case_text(task: Task, variant: str) -> str:
 
 def cases(tasks: list[Task]) -> list[tuple[Task, str]]:
     """Every ``(task, variant)`` of the study for ``tasks``: per task its gold call first, then, per gold argument
-    in order, its applicable :func:`perturbations` and the :data:`ARGUMENT_CASES`."""
+    in order, its applicable `perturbations` and the `ARGUMENT_CASES`."""
     out = []
     for task in tasks:
         out.append((task, "gold"))

@@ -20,7 +20,7 @@ OFFICIAL_FILES = {1: "level-1-api.json", 2: "level-2-api.json", 3: "level-3-batc
 
 
 def api_bank_dir(data_dir: str | None = None) -> Path:
-    """``<data_dir>/api_bank``, else the packaged sample (:func:`genenv.envs.data.benchmark_dir`)."""
+    """``<data_dir>/api_bank``, else the packaged sample (`genenv.envs.data.benchmark_dir`)."""
     return benchmark_dir("api_bank", data_dir, SAMPLE)
 
 

@@ -8,32 +8,32 @@ Data (``<data_dir>/api_bank/``, see ``shared/data/SOURCES.md``), by ``protocol``
   (instruction as the system message, the dialogue as the user message); the gold call and the earlier calls of
   its dialogue come from the recorded dialogue (``lv1-lv2-samples/``, matched by the number of earlier
   ``API-Request:`` lines) or from ``level-3.json``. A call is correct when its **execution result equals the gold
-  call's**: both run on a fresh :class:`~genenv.benchmarks.api_bank.apis.ApiRuntime` after the dialogue's earlier gold
+  call's**: both run on a fresh `ApiRuntime` after the dialogue's earlier gold
   calls are replayed, and the gold API's released checker decides (``check_api_call_correctness``, transcribed
-  in :mod:`genenv.benchmarks.api_bank.apis.checks`; ``docs/official-differences.md`` lists where we differ).
+  in `genenv.benchmarks.api_bank.apis.checks`; ``docs/official-differences.md`` lists where we differ).
 - ``"toolrl"`` (the protocol of ToolRL and the GenEnv paper): ``toolrl/level-{1,2,3}-api_processed.json``
   (399 / 67 / 131); correct when any predicted call has exactly the gold name and parameters (no execution),
   ToolRL's ``benchmarks/API-Bank/evaluate.py`` rule.
 
 Reading model text (the env's ``parsing`` option): both settings read ``API-Request: [...]`` lines, ``<tool_call>``
-blocks and JSON (:func:`genenv.envs.parsing.parse_tool_calls`; the released evaluator's own request regex truncates
+blocks and JSON (`genenv.envs.parsing.parse_tool_calls`; the released evaluator's own request regex truncates
 values with apostrophes or unquoted floats, a bug we do not copy). ``official`` (default): of several
 ``<tool_call>`` blocks only the last is read (ToolRL's reading), each argument is compared as the gold API's
 released checker compares it (raw, stripped, lower-cased, without spaces, date-normalised, word overlap, or not at
-all: :data:`~genenv.benchmarks.api_bank.apis.checks.CHECKS`), and numbers written as strings are type-checked as the
+all: `CHECKS`), and numbers written as strings are type-checked as the
 released ToolManager does. ``lenient``: every ``<tool_call>`` block is read, surrounding white space of every string
 argument is ignored and Python's number reading applies. Under both, a call that leaves out a required argument (one
 the released API's ``call`` has no default for), or gives it empty, fails with ``MISS_INPUT_ARGUMENT`` and scores 0,
 as the released ``ToolManager`` raises TypeError on it
-(:func:`~genenv.benchmarks.api_bank.apis.checks.required_missing`). ``docs/official-differences.md`` lists every
+(`required_missing`). ``docs/official-differences.md`` lists every
 other difference.
 
 Gold calls that contradict the API description shown in their prompt are excluded from the official sets and
-counted (:func:`load_api_bank_tasks` ``report``): TimedSwitch / CancelTimedSwitch calls that pass ``device_id``
+counted (`load_api_bank_tasks` ``report``): TimedSwitch / CancelTimedSwitch calls that pass ``device_id``
 where the description (and backend) take ``name``.
 
 Splits: API-Bank ships test sets only; ``"test"`` is the whole set, ``"train"`` / ``"heldout"`` the 80 / 20 % hash
-split of the ids (:func:`genenv.envs.data.split_of`) used as seed pool and held-out set for co-evolution.
+split of the ids (`genenv.envs.data.split_of`) used as seed pool and held-out set for co-evolution.
 """
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def gold_call(task: Task) -> ToolCall:
 def execute_in_context(task: Task, call: ToolCall, root: Path,
                        reading: str = "official") -> tuple[dict[str, Any], dict[str, Any], ApiRuntime]:
     """Run ``call`` and the gold call from the same state: a fresh runtime of the task's level (``reading``: see
-    :class:`~genenv.benchmarks.api_bank.apis.ApiRuntime`) with the dialogue's earlier gold calls replayed.
+    `ApiRuntime`) with the dialogue's earlier gold calls replayed.
     Returns ``(predicted result, gold result, runtime)``."""
     runtime = make_runtime(root, suite_of(task.metadata.get("level", 1)), reading=reading)
     for name, arguments in task.metadata.get("replay", []):
@@ -205,7 +205,7 @@ class APIBankEnv(TaskEnv):
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, level: int = 1,
                    protocol: str = "official", **_: Any) -> list[Task]:
-        """See :func:`load_api_bank_tasks`."""
+        """See `load_api_bank_tasks`."""
         return load_api_bank_tasks(level=level, protocol=protocol, split=split, data_dir=data_dir)
 
     def make_action_space(self) -> ToolCallSpace:
@@ -220,12 +220,12 @@ class APIBankEnv(TaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> list[ToolCall] | InvalidAction:
-        """Lenient reading: API calls from model text (:func:`genenv.envs.parsing.parse_tool_calls`)."""
+        """Lenient reading: API calls from model text (`genenv.envs.parsing.parse_tool_calls`)."""
         return parse_or_invalid(parse_tool_calls, text)
 
     @classmethod
     def parse_official(cls, text: str) -> list[ToolCall] | InvalidAction:
-        """Official reading: as :meth:`parse_lenient`, but of several ``<tool_call>`` blocks only the last."""
+        """Official reading: as `parse_lenient`, but of several ``<tool_call>`` blocks only the last."""
         return parse_or_invalid(lambda t: parse_tool_calls(t, last_block_only=True), text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
@@ -273,5 +273,5 @@ def _converted(runtime: ApiRuntime, call: ToolCall) -> dict[str, Any] | None:
 
 
 def catalogue_for(level: int, data_dir: str | None = None) -> dict[str, dict[str, Any]]:
-    """The API catalogue of ``level`` (see :mod:`genenv.benchmarks.api_bank.apis.catalogue`)."""
+    """The API catalogue of ``level`` (see `genenv.benchmarks.api_bank.apis.catalogue`)."""
     return load_catalogue(api_bank_dir(data_dir), suite_of(check_level(level)))

@@ -11,7 +11,7 @@ Data: ``<data_dir>/api_bank/test-data/level-3.json`` (50 tasks: a user ``require
 - a reply without a call is the final answer and ends the episode; ``max_steps`` (default 10) truncates it.
 
 Reward at the end: 1 iff every gold call other than ToolSearcher was made with a matching result (the gold
-API's released checker, :mod:`~genenv.benchmarks.api_bank.apis.checks`, against the gold results replayed on a
+API's released checker, `checks`, against the gold results replayed on a
 fresh backend), the per-task "sample accuracy" of ``api-bank/lv3_evaluator.py``. ``info`` at the end:
 ``matched`` / ``gold_calls`` (progress), and ``rouge_l``, the ROUGE-L F1 (``rouge-score``) of the final answer
 against the reference response.
@@ -28,7 +28,7 @@ errs. Ours is an episode on the agent's own history, so on plausible model outpu
 - a call made before the episode's search found its API is refused here (the level's Retrieve+Call rule);
   the official step prompt always contains the gold search, so this cannot happen there;
 - the final answer's ROUGE-L is reported (``info["rouge_l"]``), not part of the reward, and computed with
-  ``rouge-score`` instead of ``rouge`` (see :mod:`genenv.benchmarks.api_bank.response_env`).
+  ``rouge-score`` instead of ``rouge`` (see `genenv.benchmarks.api_bank.response_env`).
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class APIBankPlanEnv(MultiStepTaskEnv):
 
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, **_: Any) -> list[Task]:
-        """See :func:`load_plan_tasks`."""
+        """See `load_plan_tasks`."""
         return load_plan_tasks(split=split, data_dir=data_dir)
 
     @classmethod
@@ -130,7 +130,7 @@ class APIBankPlanEnv(MultiStepTaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> list[ToolCall] | FinalAnswer | InvalidAction:
-        """Calls (:func:`parse_tool_calls`); a reply with words and no call markup is a :class:`FinalAnswer`."""
+        """Calls (`parse_tool_calls`); a reply with words and no call markup is a `FinalAnswer`."""
         try:
             return parse_tool_calls(text)
         except ActionParseError as exc:

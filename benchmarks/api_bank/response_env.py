@@ -5,7 +5,7 @@ Data: ``<data_dir>/api_bank/test-data/level-1-response.json`` (375), ``level-2-r
 ``API-Request: [...]->result``) and the reference reply. Free-text action; reward = ROUGE-L F1 of the reply
 against the reference (``rouge-score``'s ``rougeL``; API-Bank's evaluators use the ``rouge`` package's
 ROUGE-L F, whose tokenisation differs, so values are close but not identical). ``info["success"]`` is
-ROUGE-L >= :data:`SUCCESS_ROUGE_L`.
+ROUGE-L >= `SUCCESS_ROUGE_L`.
 
 Where the verdict can differ from the official evaluator on a plausible reply: the ROUGE
 implementation (above; the official ``rouge`` package also raises on a hypothesis of only punctuation, which
@@ -37,7 +37,7 @@ def parse_response(text: str) -> str:
     ``User: ...`` against the markers' words too).
 
     Raises:
-        ActionParseError: not a string, longer than :data:`MAX_ACTION_CHARS`, or no letter or digit.
+        ActionParseError: not a string, longer than `MAX_ACTION_CHARS`, or no letter or digit.
     """
     if not isinstance(text, str):
         raise ActionParseError(f"model output must be a string, got {type(text).__name__}")
@@ -75,7 +75,7 @@ def load_response_tasks(level: int = 1, split: str | None = "test", data_dir: st
 
 class APIBankResponseEnv(TaskEnv):
     """``genenv/APIBankResponse-v0``: one reply per episode; constructor ``level``, ``split``, ``data_dir``,
-    ``limit`` or ``tasks``, and ``metric``, the reward (a name of :data:`genenv.rewards.text.FREE_TEXT_METRICS`,
+    ``limit`` or ``tasks``, and ``metric``, the reward (a name of `genenv.rewards.text.FREE_TEXT_METRICS`,
     default ``rouge_l``, the benchmark's metric). ``info``: ``rouge_l`` (always), ``success``, ``error``,
     ``level``."""
 
@@ -97,7 +97,7 @@ class APIBankResponseEnv(TaskEnv):
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, level: int = 1,
                    **_: Any) -> list[Task]:
-        """See :func:`load_response_tasks`."""
+        """See `load_response_tasks`."""
         return load_response_tasks(level=level, split=split, data_dir=data_dir)
 
     @classmethod
@@ -108,7 +108,7 @@ class APIBankResponseEnv(TaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> str | InvalidAction:
-        """See :func:`parse_response`."""
+        """See `parse_response`."""
         return parse_or_invalid(parse_response, text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:

@@ -4,9 +4,9 @@ environment-generated API-call tasks.
 A generated task is a level-1 style sample: a dialogue in API-Bank's format and the gold call to one real API of
 the level-1/2 catalogue. Admission requires (1) strict JSON ``{"dialogue", "call"}``, (2) a known API (not
 ToolSearcher), (3) arguments that fit the API's description (names, required parameters, declared types), and
-(4) a gold call that executes without exception on a fresh backend (:mod:`genenv.benchmarks.api_bank.apis`), and
-(5) grounding: every argument value stated in the dialogue (:mod:`genenv.benchmarks.grounding`). The format's JSON
-Schema names the catalogue's APIs, each with its own parameters and types (:func:`call_schema`).
+(4) a gold call that executes without exception on a fresh backend (`genenv.benchmarks.api_bank.apis`), and
+(5) grounding: every argument value stated in the dialogue (`genenv.benchmarks.grounding`). The format's JSON
+Schema names the catalogue's APIs, each with its own parameters and types (`call_schema`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ ASK = "Generate API Request:"
 
 
 def executed_call(runtime: ApiRuntime, name: Any, arguments: Any) -> dict[str, Any] | Rejection:
-    """Run a generated gold call on ``runtime``: its result record, or the :class:`Rejection` (``unknown_api``:
+    """Run a generated gold call on ``runtime``: its result record, or the `Rejection` (``unknown_api``:
     not an API of the runtime's catalogue, or ToolSearcher; ``missing_fields``: arguments not an object;
     ``bad_arguments``: they do not fit the description; ``execution_error``: the backend raised)."""
     if not isinstance(name, str) or name not in runtime.catalogue or name == "ToolSearcher":
@@ -79,7 +79,7 @@ def call_schema(catalogue: dict[str, dict[str, Any]], suite: str) -> dict[str, A
     """JSON Schema of one call ``{"name", "arguments"}`` to an API of ``catalogue`` (ToolSearcher excluded): one
     branch per API with its parameters in the description's order (``str`` parameters bounded strings, others a
     bounded JSON value); the parameters the released ``call`` of ``suite`` (``"lv12"`` / ``"lv3"``) has no default
-    for are required and non-empty (:func:`~genenv.benchmarks.api_bank.apis.checks.required_missing`), the others
+    for are required and non-empty (`required_missing`), the others
     optional. Execution still checks the values."""
     branches = []
     for name, desc in sorted(catalogue.items()):
@@ -96,7 +96,7 @@ def call_schema(catalogue: dict[str, dict[str, Any]], suite: str) -> dict[str, A
 
 def dialogue_schema() -> dict[str, Any]:
     """A dialogue as a list of lines (``"User: ..."``, ``"AI: ..."``, ``"API-Request: [...]"``): bounded lines
-    hold no newline, which a bounded JSON string cannot escape (:mod:`genenv.benchmarks.bounded_schema`)."""
+    hold no newline, which a bounded JSON string cannot escape (`genenv.benchmarks.bounded_schema`)."""
     return array(text(LINE_CHARS, 1), MAX_LINES, 1)
 
 
@@ -171,7 +171,7 @@ class APIBankSpec(BenchmarkSpec):
         return None
 
     def paper_metric(self, metrics: Sequence[Metric]) -> Metric | None:
-        """The ToolRL accuracy pooled over levels 1-3 (:meth:`headline`), the paper's API-Bank number; ``None``
+        """The ToolRL accuracy pooled over levels 1-3 (`headline`), the paper's API-Bank number; ``None``
         unless the ToolRL protocol was evaluated on every level."""
         accs = [m for m in metrics if m.key.startswith("api_bank/toolrl/level-") and m.key.endswith("/accuracy")]
         if sorted(m.key.split("/")[2] for m in accs) != [f"level-{lv}" for lv in LEVELS]:
@@ -188,7 +188,7 @@ class APIBankSpec(BenchmarkSpec):
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
         """``{"dialogue": [line, ...], "call": {"name", "arguments"}}`` with the call to one level-1/2 API
-        (:func:`dialogue_schema`, :func:`call_schema`)."""
+        (`dialogue_schema`, `call_schema`)."""
         return json_object({"dialogue": dialogue_schema(),
                             "call": call_schema(catalogue_for(1, self.data_dir), suite_of(1))})
 
@@ -211,7 +211,7 @@ class APIBankSpec(BenchmarkSpec):
                                                "arguments": ordered_arguments(task.gold["arguments"], description)}}
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Strict JSON -> known API -> arguments fit its description -> executes without exception -> :class:`Task`."""
+        """Strict JSON -> known API -> arguments fit its description -> executes without exception -> `Task`."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj
@@ -291,8 +291,8 @@ class APIBankPlanSpec(BenchmarkSpec):
         "and \"calls\" (a list of {\"name\": ..., \"arguments\": {...}}) and nothing else.")
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """``{"requirement": string, "calls": [call, ...]}``: 1 to :data:`MAX_PLAN_CALLS` calls to level-3 APIs
-        (:func:`call_schema`)."""
+        """``{"requirement": string, "calls": [call, ...]}``: 1 to `MAX_PLAN_CALLS` calls to level-3 APIs
+        (`call_schema`)."""
         return json_object({"requirement": text(REQUIREMENT_CHARS, 1),
                             "calls": array(call_schema(catalogue_for(3, self.data_dir), suite_of(3)),
                                           MAX_PLAN_CALLS, 1)})
@@ -314,7 +314,7 @@ class APIBankPlanSpec(BenchmarkSpec):
             for c in task.gold if c["name"] != "ToolSearcher"]}
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Strict JSON -> known level-3 APIs -> arguments fit -> the sequence executes -> :class:`Task`."""
+        """Strict JSON -> known level-3 APIs -> arguments fit -> the sequence executes -> `Task`."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj
@@ -401,7 +401,7 @@ class APIBankResponseSpec(BenchmarkSpec):
         "and \"response\" and nothing else.")
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """``{"dialogue": [line, ...], "response": string}`` (:func:`dialogue_schema`; the request line is checked
+        """``{"dialogue": [line, ...], "response": string}`` (`dialogue_schema`; the request line is checked
         by parsing and executing)."""
         return json_object({"dialogue": dialogue_schema(), "response": text(RESPONSE_CHARS, 1)})
 
@@ -422,7 +422,7 @@ class APIBankResponseSpec(BenchmarkSpec):
         return {"dialogue": lines, "response": task.gold}
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Strict JSON -> the last ``API-Request:`` line executes -> its result is appended -> :class:`Task`."""
+        """Strict JSON -> the last ``API-Request:`` line executes -> its result is appended -> `Task`."""
         from genenv.envs.parsing import ActionParseError, parse_tool_calls
 
         obj = extract_json_object(text)

@@ -12,3 +12,7 @@ register_benchmark("bamboogle", "genenv.benchmarks.bamboogle.spec:BamboogleSpec"
                    env="genenv.benchmarks.bamboogle.env:BamboogleEnv",
                    split_options="genenv.benchmarks.bamboogle.env:SPLIT_OPTIONS")
 register_sample_builder("bamboogle", "genenv.benchmarks.bamboogle.data:build_sample")
+
+__all__ = [  # what a user may import: the public modules
+    "data", "env", "spec",
+]

@@ -16,7 +16,7 @@ SAMPLE = Path(__file__).with_name("sample")
 
 
 def bamboogle_dir(data_dir: str | None = None) -> Path:
-    """``<data_dir>/bamboogle``, else the packaged copy (:func:`genenv.envs.data.benchmark_dir`)."""
+    """``<data_dir>/bamboogle``, else the packaged copy (`genenv.envs.data.benchmark_dir`)."""
     return benchmark_dir("bamboogle", data_dir, SAMPLE)
 
 

@@ -6,10 +6,10 @@ R1-Searcher, identical to ToolRL's ``toolrl_data.json``; see ``shared/data/SOURC
 by 5, 100 questions) / ``"heldout"`` (idx divisible by 5, 25 questions) for co-evolution.
 
 A gold answer is a string or, where the data gives several, a list of aliases (kept a list; every metric takes
-the best alias, :func:`genenv.rewards.text.aliases`).
+the best alias, `genenv.rewards.text.aliases`).
 
 Scoring (the free-text branch of paper Eq. 1): ``reward = similarity(answer, gold, metric)`` with ``metric``
-from :data:`genenv.rewards.text.FREE_TEXT_METRICS` (default ``"f1"``). ``info`` always carries SQuAD exact match
+from `genenv.rewards.text.FREE_TEXT_METRICS` (default ``"f1"``). ``info`` always carries SQuAD exact match
 (``em``, the ``success`` bit) and token F1 (``f1``); the ToolRL protocol's GPT-4o judge is not reproducible
 offline, so EM stands in for "answer correctness" (see README).
 
@@ -19,7 +19,7 @@ Reading the answer (the env's ``parsing`` option):
   PeterGriffinJin/Search-R1, the reference for EM on Bamboogle with ``<answer>`` tags): the content of the
   *last* closed ``<answer>...</answer>`` block, stripped; no closed block, no answer (score 0). Search-R1 applies
   it to prompt + response and so skips the prompt's own example block; we apply it to the response alone.
-- ``lenient``: :func:`genenv.envs.parsing.parse_free_text`: ``<think>`` blocks removed; the *first*
+- ``lenient``: `genenv.envs.parsing.parse_free_text`: ``<think>`` blocks removed; the *first*
   ``<answer>`` block, closed or not; else the text after the last ``Answer:``; else the first non-empty line;
   its first line, stripped.
 """
@@ -53,7 +53,7 @@ def last_answer_block(text: str) -> str:
     block, stripped (Search-R1's ``extract_solution``; see the module docstring).
 
     Raises:
-        ActionParseError: not a string, longer than :data:`~genenv.envs.parsing.MAX_ACTION_CHARS`, or no closed
+        ActionParseError: not a string, longer than `MAX_ACTION_CHARS`, or no closed
             ``<answer>`` block.
     """
     blocks = _CLOSED_ANSWER_RE.findall(raw_text(text))
@@ -114,7 +114,7 @@ class BamboogleEnv(TaskEnv):
 
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, **_: Any) -> list[Task]:
-        """See :func:`load_bamboogle_tasks`."""
+        """See `load_bamboogle_tasks`."""
         return load_bamboogle_tasks(split=split, data_dir=data_dir)
 
     @classmethod
@@ -125,12 +125,12 @@ class BamboogleEnv(TaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> str | InvalidAction:
-        """Lenient reading: the final answer (:func:`genenv.envs.parsing.parse_free_text`)."""
+        """Lenient reading: the final answer (`genenv.envs.parsing.parse_free_text`)."""
         return parse_or_invalid(parse_free_text, text)
 
     @classmethod
     def parse_official(cls, text: str) -> str | InvalidAction:
-        """Official reading: the last closed ``<answer>`` block (:func:`last_answer_block`)."""
+        """Official reading: the last closed ``<answer>`` block (`last_answer_block`)."""
         return parse_or_invalid(last_answer_block, text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:

@@ -125,7 +125,7 @@ class BamboogleSpec(BenchmarkSpec):
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         """Exact match, closed-book. Not the paper's protocol (search tool, GPT-4o judge: ``paper_unavailable``),
-        so :meth:`paper_metric` is ``None``."""
+        so `paper_metric` is ``None``."""
         return next((m for m in metrics if m.key == "bamboogle/em"), None)
 
     generation_system_prompt = (
@@ -135,7 +135,7 @@ class BamboogleSpec(BenchmarkSpec):
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
         """``{"question": up to QUESTION_CHARS characters then "?", "answer": up to ANSWER_CHARS}``, bounded text
-        without ``"`` or backslash (:func:`~genenv.benchmarks.bounded_schema.text`; the grammar enforces
+        without ``"`` or backslash (`text`; the grammar enforces
         ``not_a_question``)."""
         return json_object({"question": text(QUESTION_CHARS, 1, suffix="?"), "answer": text(ANSWER_CHARS, 1)})
 
@@ -145,7 +145,7 @@ class BamboogleSpec(BenchmarkSpec):
         return self.admits_own_demonstration(task)
 
     def skill_of(self, task: Task) -> str:
-        """The question type (:func:`question_type`)."""
+        """The question type (`question_type`)."""
         return question_type(task.prompt)
 
     def as_generation(self, task: Task) -> dict[str, Any]:
@@ -154,7 +154,7 @@ class BamboogleSpec(BenchmarkSpec):
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON ``{"question", "answer"}``; both non-empty strings, the answer at most 12 words and not in
-        the question as whole words; with :attr:`grounded`, the rules of the module docstring."""
+        the question as whole words; with `grounded`, the rules of the module docstring."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj

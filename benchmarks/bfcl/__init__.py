@@ -21,3 +21,7 @@ register_benchmark("bfcl_multi_turn", "genenv.benchmarks.bfcl.multi_turn_spec:BF
                    env="genenv.benchmarks.bfcl.multi_turn_env:BFCLMultiTurnEnv",
                    split_options="genenv.benchmarks.bfcl.multi_turn_env:SPLIT_OPTIONS")
 register_sample_builder("bfcl", "genenv.benchmarks.bfcl.data:build_sample")
+
+__all__ = [  # what a user may import: the public modules
+    "checker", "data", "env", "make", "multi_turn_env", "multi_turn_spec", "prompts", "spec",
+]

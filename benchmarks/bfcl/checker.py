@@ -9,7 +9,7 @@ Official semantics (``bfcl_eval/eval_checker/eval_runner.py`` of ``bfcl-eval==20
 - ``irrelevance`` / ``live_irrelevance``: correct iff the output decodes to no call (a decode failure or ``[]``).
 - ``live_relevance``: correct iff the output decodes to at least one call.
 
-Reading model text under ``parsing="official"`` (:func:`official_calls`): bfcl-eval's own decoder for the Qwen
+Reading model text under ``parsing="official"`` (`official_calls`): bfcl-eval's own decoder for the Qwen
 function-calling format that our prompt demonstrates (``bfcl_eval/model_handler/local_inference/qwen_fc.py``:
 ``QwenFCHandler._extract_tool_calls`` / ``decode_ast``): every ``<tool_call>\n{json}\n</tool_call>`` block (the
 newlines are part of its pattern), blocks that are not JSON silently dropped; no block, no call.
@@ -119,7 +119,7 @@ def bfcl_check(
         category: BFCL category, e.g. ``"simple_python"``, ``"live_parallel_multiple"``, ``"irrelevance"``.
         parse_error: the decoder's message when ``calls`` is ``None`` (reported in ``error``).
     Returns:
-        :class:`CheckResult`; never raises for any model output (checker exceptions become invalid results).
+        `CheckResult`; never raises for any model output (checker exceptions become invalid results).
     """
     if category in IRRELEVANCE_CATEGORIES:
         if calls:

@@ -28,12 +28,12 @@ SAMPLE_SIZES = {"simple_python": 50}  # the default training / evaluation catego
 
 
 def bfcl_dir(data_dir: str | None = None) -> Path:
-    """``<data_dir>/bfcl``, else the packaged sample (:func:`genenv.envs.data.benchmark_dir`)."""
+    """``<data_dir>/bfcl``, else the packaged sample (`genenv.envs.data.benchmark_dir`)."""
     return benchmark_dir("bfcl", data_dir, SAMPLE)
 
 
 def build_sample(source: Path, dest: Path = SAMPLE) -> None:
-    """Copy the first :data:`SAMPLE_PER_CATEGORY` entries of every single-turn and multi-turn category (50 of
+    """Copy the first `SAMPLE_PER_CATEGORY` entries of every single-turn and multi-turn category (50 of
     simple_python) and their answers from ``source/bfcl`` (the full data) into ``dest``."""
     source = Path(source) / "bfcl"
     (dest / "possible_answer").mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 Data: ``<data_dir>/bfcl/BFCL_v4_<category>.json`` (JSON Lines: ``id``, ``question`` = list of turns of chat
 messages, ``function`` = schemas) and ``bfcl/possible_answer/BFCL_v4_<category>.json`` (``id``,
 ``ground_truth``), from ``bfcl-eval==2026.3.23`` (see ``shared/data/SOURCES.md``). Correctness is bfcl-eval's
-own AST checker (:mod:`genenv.benchmarks.bfcl.checker`), so ``info["success"]`` is the official per-entry verdict.
+own AST checker (`genenv.benchmarks.bfcl.checker`), so ``info["success"]`` is the official per-entry verdict.
 
 Splits: BFCL ships only a test set. ``split="test"`` is the whole category (the official leaderboard score);
 for co-evolution the category is partitioned deterministically by a hash of the id into ``"train"`` (80 %,
@@ -184,7 +184,7 @@ def gold_calls(task: Task) -> list[ToolCall]:
 class BFCLEnv(TaskEnv):
     """``genenv/BFCL-v0``: one BFCL single-turn entry per episode, structured action (a list of tool calls).
 
-    Constructor: ``category`` (one of :data:`SINGLE_TURN_CATEGORIES`, a list, or ``"all"``), ``split``
+    Constructor: ``category`` (one of `SINGLE_TURN_CATEGORIES`, a list, or ``"all"``), ``split``
     (``"test"``/``"train"``/``"heldout"``), ``data_dir``, ``limit``, or ``tasks``. Reward: 1.0 iff bfcl-eval's
     checker accepts the calls. ``info``: ``success``, ``valid``, ``error``, ``error_type``, ``category``.
     """
@@ -205,7 +205,7 @@ class BFCLEnv(TaskEnv):
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, category: Any = "simple_python",
                    **_: Any) -> list[Task]:
-        """See :func:`load_bfcl_tasks`."""
+        """See `load_bfcl_tasks`."""
         return load_bfcl_tasks(category=category, split=split, data_dir=data_dir)
 
     def make_action_space(self) -> ToolCallSpace:
@@ -240,17 +240,17 @@ class BFCLEnv(TaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> list[ToolCall] | InvalidAction:
-        """Lenient reading: tool calls from model text (:func:`genenv.envs.parsing.parse_tool_calls`)."""
+        """Lenient reading: tool calls from model text (`genenv.envs.parsing.parse_tool_calls`)."""
         return parse_or_invalid(parse_tool_calls, text)
 
     @classmethod
     def parse_official(cls, text: str) -> list[ToolCall] | InvalidAction:
         """Official reading: bfcl-eval's Qwen function-calling decoder
-        (:func:`genenv.benchmarks.bfcl.checker.official_calls`)."""
+        (`genenv.benchmarks.bfcl.checker.official_calls`)."""
         return parse_or_invalid(official_calls, text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
-        """1.0 iff bfcl-eval's checker accepts the calls (see :func:`genenv.benchmarks.bfcl.checker.bfcl_check`)."""
+        """1.0 iff bfcl-eval's checker accepts the calls (see `genenv.benchmarks.bfcl.checker.bfcl_check`)."""
         calls = as_tool_calls(action)
         return self._result(task, [c.to_bfcl() for c in calls], "")
 
@@ -270,7 +270,7 @@ class BFCLEnv(TaskEnv):
 
     @classmethod
     def gold_action(cls, task: Task) -> list[ToolCall]:
-        """See :func:`gold_calls`."""
+        """See `gold_calls`."""
         return gold_calls(task)
 
     @classmethod

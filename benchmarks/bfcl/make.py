@@ -7,8 +7,8 @@ __all__ = ["make_bfcl_env"]
 
 
 def make_bfcl_env(category: Any = "simple_python", **kwargs: Any):
-    """What ``gymnasium.make("genenv/BFCL-v0", ...)`` calls: a :class:`~genenv.benchmarks.bfcl.env.BFCLEnv` for
-    single-turn categories, a :class:`~genenv.benchmarks.bfcl.multi_turn_env.BFCLMultiTurnEnv` for ``multi_turn_*``
+    """What ``gymnasium.make("genenv/BFCL-v0", ...)`` calls: a `BFCLEnv` for
+    single-turn categories, a `BFCLMultiTurnEnv` for ``multi_turn_*``
     ones (the multi-turn benchmark is registered on its own as ``bfcl_multi_turn`` / ``genenv/BFCLMultiTurn-v0``)."""
     if isinstance(category, str) and category.startswith("multi_turn"):
         from genenv.benchmarks.bfcl.multi_turn_env import BFCLMultiTurnEnv

@@ -26,7 +26,7 @@ Protocols (loader option ``protocol``):
 Where our verdict can differ from bfcl-eval's on plausible model output:
 
 - decoding: bfcl-eval's prompt-mode handlers decode one Python-syntax list ``[f(a=1), g(b=2)]``; we also accept
-  ``<tool_call>`` JSON, a JSON list and ``API-Request:`` forms (:func:`~genenv.envs.parsing.parse_tool_calls`),
+  ``<tool_call>`` JSON, a JSON list and ``API-Request:`` forms (`parse_tool_calls`),
   so a reply in those forms makes calls here but would end the turn in a prompt-mode run (function-calling
   handlers accept JSON). Numeric literals over 100 characters and nesting over 32 levels are parse errors here;
 - ``per_turn`` adds the multiset check of the calls to the checker's state and response checks, so a turn that
@@ -34,7 +34,7 @@ Where our verdict can differ from bfcl-eval's on plausible model output:
   official checker and fails here; ``official`` uses the checker alone;
 - a turn's 21st step force-terminates the episode as failed, as bfcl-eval's ``MAXIMUM_STEP_LIMIT`` does.
 
-Safety: model text is parsed by :func:`genenv.envs.parsing.parse_tool_calls` (``ast`` + ``literal_eval``);
+Safety: model text is parsed by `genenv.envs.parsing.parse_tool_calls` (``ast`` + ``literal_eval``);
 only calls to functions of the entry's backends, with literal values re-rendered by us, reach bfcl-eval's
 executor. A call to any other name is an error observation and never executes. As in bfcl-eval's runner, a
 held-out miss_func function executes if called before its reveal (the answer key of
@@ -124,7 +124,7 @@ def run_calls(calls: list[str], task: Task, model_name: str) -> tuple[list[str],
 
 
 def execute_calls(calls: list[str], task: Task, model_name: str) -> list[str]:
-    """The result strings of :func:`run_calls`."""
+    """The result strings of `run_calls`."""
     return run_calls(calls, task, model_name)[0]
 
 
@@ -134,7 +134,7 @@ def call_string(call: ToolCall) -> str:
 
 
 def gold_call(text: str, functions: list[dict[str, Any]]) -> ToolCall:
-    """A gold call string of the answer key as a :class:`ToolCall`; positional arguments (a few single-argument
+    """A gold call string of the answer key as a `ToolCall`; positional arguments (a few single-argument
     gold calls, e.g. ``sort('report.pdf')``) are named after the function doc's parameters, in order.
 
     Raises:
@@ -171,7 +171,7 @@ def load_multi_turn_tasks(category: str = "multi_turn_base", split: str | None =
     """Load BFCL multi-turn tasks.
 
     Args:
-        category: one of :data:`MULTI_TURN_CATEGORIES`, a comma list, or ``"all"``.
+        category: one of `MULTI_TURN_CATEGORIES`, a comma list, or ``"all"``.
         split: ``"test"`` (every entry) or the co-evolution ``"train"`` / ``"heldout"`` (hash of the id, as
             single-turn BFCL).
         protocol: ``"official"`` (one task per entry) or ``"per_turn"`` (one task per entry and turn).
@@ -299,12 +299,12 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, category: str = "multi_turn_base",
                    protocol: str = "official", **_: Any) -> list[Task]:
-        """See :func:`load_multi_turn_tasks`."""
+        """See `load_multi_turn_tasks`."""
         return load_multi_turn_tasks(category=category, split=split, data_dir=data_dir, protocol=protocol)
 
     @classmethod
     def render_messages(cls, task: Task) -> list[dict[str, str]]:
-        """System instructions with the function docs, one demonstrated example request (:data:`DEMO`), then
+        """System instructions with the function docs, one demonstrated example request (`DEMO`), then
         (per-turn protocol) the gold history of the earlier turns with its real execution results, then the
         current user turn."""
         start = task.metadata["start_turn"]
@@ -329,7 +329,7 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> list[ToolCall] | EndTurn | InvalidAction:
-        """Calls (:func:`parse_tool_calls`), or :class:`EndTurn` for a reply without a decodable call (with the
+        """Calls (`parse_tool_calls`), or `EndTurn` for a reply without a decodable call (with the
         parser's reason as ``error`` when the reply looks like a malformed call or has no words)."""
         if not isinstance(text, str):
             return InvalidAction(f"expected model text (str), got {type(text).__name__}")
@@ -346,7 +346,7 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
     @classmethod
     def parse_official(cls, text: str) -> list[ToolCall] | EndTurn | InvalidAction:
         """Official reading: the calls bfcl-eval's Qwen function-calling decoder reads
-        (:func:`genenv.benchmarks.bfcl.checker.official_calls`); a reply where it reads none ends the turn, as
+        (`genenv.benchmarks.bfcl.checker.official_calls`); a reply where it reads none ends the turn, as
         bfcl-eval's multi-turn inference loop ends a turn when decoding yields no call (``error`` set when the
         reply has no words either, as for the lenient reading)."""
         try:
@@ -451,5 +451,5 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
 
     @classmethod
     def gold_action(cls, task: Task) -> list[str]:
-        """The oracle's replies (:func:`gold_steps`)."""
+        """The oracle's replies (`gold_steps`)."""
         return gold_steps(task)

@@ -5,7 +5,7 @@ The environment policy writes a new user request and its gold calls for a real i
 seed entry shown first in its prompt). A proposal is admitted only if every call parses, names a function of
 that entry's backends, executes without an error result, and changes the backends' state or returns data; and,
 grounded, if the request names what the calls change: every argument value of every call is stated in the
-request (:mod:`genenv.benchmarks.grounding`; the parameter's default and enum excepted).
+request (`genenv.benchmarks.grounding`; the parameter's default and enum excepted).
 """
 from __future__ import annotations
 
@@ -104,9 +104,9 @@ class BFCLMultiTurnSpec(BenchmarkSpec):
         'object {"question": "...", "calls": ["f(a=1)", ...]} and nothing else.')
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """``{"question": string, "calls": [call string, ...]}``: 1 to :data:`MAX_GENERATED_CALLS` calls, each
+        """``{"question": string, "calls": [call string, ...]}``: 1 to `MAX_GENERATED_CALLS` calls, each
         ``name(...)`` with ``name`` a function of the first seed's backends (the state the task runs on); the
-        question and the arguments are bounded text (:data:`QUESTION_CHARS`, :data:`CALL_ARGUMENT_CHARS`)."""
+        question and the arguments are bounded text (`QUESTION_CHARS`, `CALL_ARGUMENT_CHARS`)."""
         names = sorted({f["name"] for f in all_functions(seeds[0])}) if seeds else []
         head = "(" + "|".join(names) + ")" if names else "[A-Za-z_][A-Za-z0-9_.]{0,47}"
         call = {"type": "string", "pattern": rf"^{head}\({TEXT_CLASS}{{0,{CALL_ARGUMENT_CHARS}}}\)$"}
@@ -198,7 +198,7 @@ def grounding_problem(calls: Sequence[Any], question: str, results: Sequence[str
                       functions: Sequence[dict[str, Any]]) -> Rejection | None:
     """``ungrounded_value`` when an argument of a call is stated neither in ``question`` nor in the results of
     the calls before it (what the agent observes on its way: a file that ``ls`` listed), else ``None``. The
-    parameter's default and enum are exempt (:func:`~genenv.benchmarks.grounding.ungrounded_arguments`)."""
+    parameter's default and enum are exempt (`ungrounded_arguments`)."""
     schemas = {f["name"]: f.get("parameters", {}).get("properties", {}) for f in functions}
     for i, call in enumerate(calls):
         context = "\n".join([question, *results[:i]])

@@ -1,6 +1,6 @@
 """What the BFCL agent is shown besides the entry: system instructions, one worked example turn (shared by the
 single-turn and multi-turn envs), the per-language notes for Java / JavaScript categories, and how calls are
-written as text (:func:`calls_text`: the Qwen function-calling format, ``<tool_call>\n{json}\n</tool_call>``,
+written as text (`calls_text`: the Qwen function-calling format, ``<tool_call>\n{json}\n</tool_call>``,
 which bfcl-eval's ``QwenFCHandler`` reads under ``parsing="official"``)."""
 import json
 

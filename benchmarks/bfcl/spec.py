@@ -4,10 +4,10 @@ Generated tasks follow BFCL's ``simple_python`` format: one function schema (BFC
 parameters with Python type names), a user request, and one gold call. Admission requires (1) strict JSON with
 those fields, (2) a well-formed schema, (3) gold argument values of the schema's types, (4) the gold call, turned into a
 BFCL possible-answer entry, passing bfcl-eval's own AST checker against that schema (names, required parameters,
-types), (5) grounding: every gold argument value stated in the request (:mod:`genenv.benchmarks.grounding`;
+types), (5) grounding: every gold argument value stated in the request (`genenv.benchmarks.grounding`;
 schema defaults and enums excepted), and (6) no near-duplicate in the pool.
 
-The format's JSON Schema (:meth:`BFCLSpec.generation_schema`) is what structured decoding samples under; the
+The format's JSON Schema (`BFCLSpec.generation_schema`) is what structured decoding samples under; the
 demonstrations are written in it (parameter keys in the order type, description, items, enum, default; the
 minimal gold call: parameters the answer key lets one omit are omitted).
 """
@@ -141,7 +141,7 @@ class BFCLSpec(BenchmarkSpec):
 
     def headline(self, metrics: Sequence[Metric]) -> Metric | None:
         """Unweighted mean of the evaluated categories' accuracies (labelled as they are). Not the paper's BFCL
-        protocol (multi-turn long-context, per turn: ``bfcl_multi_turn``), so :meth:`paper_metric` is ``None``."""
+        protocol (multi-turn long-context, per turn: ``bfcl_multi_turn``), so `paper_metric` is ``None``."""
         accs = [m for m in metrics if m.key.endswith("/ast_accuracy")]
         if not accs:
             return None
@@ -157,10 +157,10 @@ class BFCLSpec(BenchmarkSpec):
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
         """``{"function": {name, description, parameters: {type: "dict", properties, required}}, "question",
-        "answer": {arguments}}`` (the call of the function): types from :data:`PYTHON_TYPES`, at most
-        :data:`MAX_PARAMS` parameters, each with the keys of :data:`PARAM_KEYS` in that order (``items`` with its
-        type only); every string, list and object bounded (:mod:`genenv.benchmarks.bounded_schema`; the bounds
-        above :data:`MAX_PARAMS`). A demonstration outside these bounds is not shown (:meth:`demonstrable`)."""
+        "answer": {arguments}}`` (the call of the function): types from `PYTHON_TYPES`, at most
+        `MAX_PARAMS` parameters, each with the keys of `PARAM_KEYS` in that order (``items`` with its
+        type only); every string, list and object bounded (`genenv.benchmarks.bounded_schema`; the bounds
+        above `MAX_PARAMS`). A demonstration outside these bounds is not shown (`demonstrable`)."""
         values = array(text(ITEM_CHARS), MAX_VALUES)
         scalar = {"anyOf": [text(VALUE_CHARS), number(), {"type": "boolean"}]}
         item = {"anyOf": [text(ITEM_CHARS), number(), {"type": "boolean"}]}
@@ -183,7 +183,7 @@ class BFCLSpec(BenchmarkSpec):
 
     def demonstrable(self, task: Task) -> bool:
         """Single-function, single-call tasks whose function fits the generation format (parameters with
-        :data:`PARAM_KEYS` only, at most :data:`MAX_PARAMS`) and whose demonstration the validator admits
+        `PARAM_KEYS` only, at most `MAX_PARAMS`) and whose demonstration the validator admits
         (grounded, accepted by the checker): no demonstration teaches a rejected task. Cached per task id."""
         if len(task.tools) != 1 or not task.gold or len(task.gold) != 1:
             return False
@@ -213,7 +213,7 @@ class BFCLSpec(BenchmarkSpec):
         return {"name": name, "arguments": args}
 
     def skill_of(self, task: Task) -> str:
-        """The function's domain (:data:`DOMAINS`; ``other`` when no word matches)."""
+        """The function's domain (`DOMAINS`; ``other`` when no word matches)."""
         fn = task.tools[0] if task.tools else {}
         words = set(re.findall(r"[a-z]+", f"{fn.get('name', '')} {fn.get('description', '')}".lower().replace(
             "_", " ")))
@@ -221,7 +221,7 @@ class BFCLSpec(BenchmarkSpec):
 
     def as_generation(self, task: Task) -> dict[str, Any]:
         """``{"function", "question", "answer"}`` of a single-function, single-call task, in the format of
-        :meth:`generation_schema` (see the module docstring). Raises ``ValueError`` for other tasks."""
+        `generation_schema` (see the module docstring). Raises ``ValueError`` for other tasks."""
         if len(task.tools) != 1 or not task.gold or len(task.gold) != 1:
             raise ValueError(f"{task.id}: only single-function, single-call tasks are generation examples")
         fn = task.tools[0]
@@ -239,7 +239,7 @@ class BFCLSpec(BenchmarkSpec):
                 "answer": {"arguments": self.demonstration_call(task)["arguments"]}}
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Strict JSON → schema check → gold call through bfcl-eval's checker → :class:`Task`."""
+        """Strict JSON → schema check → gold call through bfcl-eval's checker → `Task`."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj
@@ -285,7 +285,7 @@ class BFCLSpec(BenchmarkSpec):
         return f"{task.tools[0]['name'] if task.tools else ''} {task.prompt}"
 
     def gold_key(self, task: Task) -> str:
-        """The minimal gold call (:meth:`demonstration_call`; a seed's answer key lists several allowed values,
+        """The minimal gold call (`demonstration_call`; a seed's answer key lists several allowed values,
         a generated task's one), so that a copy of a seed with the seed's call is the same task."""
         try:
             call = self.demonstration_call(task)

@@ -23,3 +23,7 @@ register_benchmark("travelplanner_two_stage", "genenv.benchmarks.travelplanner.s
                    env="genenv.benchmarks.travelplanner.env:TravelPlannerTwoStageEnv",
                    split_options="genenv.benchmarks.travelplanner.env:SPLIT_OPTIONS")
 register_sample_builder("travelplanner", "genenv.benchmarks.travelplanner.data:build_sample")
+
+__all__ = [  # what a user may import: the public modules
+    "checker", "data", "db", "env", "plan", "prompts", "query", "reference", "search", "spec",
+]

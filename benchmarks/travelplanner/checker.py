@@ -4,11 +4,11 @@ Written from the benchmark's definitions (Xie et al. 2024, "TravelPlanner", Tabl
 semantics of its harness (``evaluation/commonsense_constraint.py``, ``hard_constraint.py``, ``eval.py`` of github
 OSU-NLP-Group/TravelPlanner; read, not copied). Every check's rule is in its function's docstring; where our rule
 differs from the released harness, the docstring says how and why ("Differs:"). Look-ups use pandas over the
-:class:`~genenv.benchmarks.travelplanner.db.TravelDB` tables. This module does not import torch.
+`TravelDB` tables. This module does not import torch.
 
 A plan is a list of day records (dicts with ``days``, ``current_city``, ``transportation``, ``breakfast``,
 ``attraction``, ``lunch``, ``dinner``, ``accommodation``; see
-:func:`genenv.benchmarks.travelplanner.plan.parse_plan`). A
+`genenv.benchmarks.travelplanner.plan.parse_plan`). A
 field that is missing, empty or ``-`` is *unfilled*. Entities are written ``Name, City`` (split at the last
 comma; a trailing ``(State)`` is dropped); attractions are ``;``-separated. Only the first ``days`` records are
 read, as in the harness.
@@ -20,7 +20,7 @@ in ``current_city``, every day record has an ``accommodation`` key); on the *con
 where the harness's verdict is wrong (substring names, the character loop of Within Current City, the dropped
 last attraction, ...), since those would reward wrong plans.
 
-Aggregation (:func:`aggregate`, the harness's ``eval.py``), over the N queries of a split:
+Aggregation (`aggregate`, the harness's ``eval.py``), over the N queries of a split:
 
 - delivery rate = plans delivered / N;
 - commonsense micro = commonsense checks passed / (8 N); macro = plans passing all 8 / N;
@@ -69,8 +69,8 @@ class PlanVerdict:
 
     Attributes:
         delivered: a non-empty plan was given.
-        commonsense: check -> ``(passed, reason)`` for each of :data:`COMMONSENSE`.
-        hard: check -> ``(passed, reason)`` for each *applicable* check of :data:`HARD` (budget always; the
+        commonsense: check -> ``(passed, reason)`` for each of `COMMONSENSE`.
+        hard: check -> ``(passed, reason)`` for each *applicable* check of `HARD` (budget always; the
             others when the query sets that local constraint).
         hard_evaluated: the hard checks ran (the plan passed Complete Information and Within Sandbox).
         cost: the plan's total cost in USD (``None`` when the hard checks did not run).
@@ -109,7 +109,7 @@ class PlanVerdict:
 
     @classmethod
     def from_info(cls, info: dict[str, Any], query: dict[str, Any]) -> "PlanVerdict":
-        """Rebuild a verdict from :meth:`to_info` output (e.g. a trajectory's ``info``); an ``info`` without the
+        """Rebuild a verdict from `to_info` output (e.g. a trajectory's ``info``); an ``info`` without the
         check results (an action the env could not score) is an undelivered plan."""
         if "cs" not in info:
             return cls(False, {k: (False, "") for k in COMMONSENSE}, {k: (False, "") for k in applicable_hard(query)})
@@ -137,7 +137,7 @@ def filled(value: Any) -> bool:
 
 def name_city(text: str) -> tuple[str, str] | None:
     """``"Name, City(State)"`` -> ``("Name", "City")``: split at the last comma (names may contain commas); the
-    city is the stripped text before its first parenthesised part (:func:`city_part`), so ``"City (State)"``
+    city is the stripped text before its first parenthesised part (`city_part`), so ``"City (State)"``
     and ``"City(State)."`` are ``"City"``, as the harness's ``get_valid_name_city`` reads them; ``None`` without
     a comma. A full stop after a bare city is kept, so ``"Name, City."`` names no database city (the harness
     keeps it too: format follows the harness)."""
@@ -158,11 +158,11 @@ def attraction_pieces(value: Any) -> list[str]:
 
 
 def attractions_of(value: Any) -> list[str]:
-    """The attraction entries of a field (:func:`attraction_pieces` of a filled field).
+    """The attraction entries of a field (`attraction_pieces` of a filled field).
 
     Differs: the harness drops the last piece unconditionally (``split(';')[:-1]``, assuming a trailing ``;``),
     so an entry written without the trailing ``;`` is never checked; we check every entry, except a bare ``-``
-    as the last piece (:func:`attraction_pieces`), which the harness also ignores. A field that is only ``-;``
+    as the last piece (`attraction_pieces`), which the harness also ignores. A field that is only ``-;``
     has no attraction here (Complete Information fails); the harness checks ``-`` as an entity (Within Sandbox
     fails): the plan fails either way.
     """
@@ -180,7 +180,7 @@ def city_part(text: str) -> str:
 
 def from_to(text: str) -> tuple[str, str] | None:
     """``("A", "B")`` from ``"... from A to B, ..."`` (lower-case ``from`` and ``to`` as in the harness's
-    ``extract_from_to``; B ends at a comma or the end; parenthesised parts dropped by :func:`city_part`)."""
+    ``extract_from_to``; B ends at a comma or the end; parenthesised parts dropped by `city_part`)."""
     match = _FROM_TO_RE.search(text or "")
     return (city_part(match.group(1)), city_part(match.group(2))) if match else None
 
@@ -192,14 +192,14 @@ def is_travel_day(record: dict[str, Any]) -> bool:
 
 
 def day_cities(record: dict[str, Any]) -> list[str]:
-    """The cities of a day: ``[A, B]`` for ``current_city`` = "from A to B", else ``[city]`` (:func:`city_part`
+    """The cities of a day: ``[A, B]`` for ``current_city`` = "from A to B", else ``[city]`` (`city_part`
     of the stripped text)."""
     city = str(record.get("current_city", ""))
     pair = from_to(city)
     return list(pair) if pair else [city_part(city.strip())]
 
 
-MODES = ("flight", "self-driving", "taxi")  # keyword priority of :func:`transport_mode`
+MODES = ("flight", "self-driving", "taxi")  # keyword priority of `transport_mode`
 
 
 def transport_modes(text: str) -> frozenset[str]:
@@ -234,8 +234,8 @@ def filled_days(query: dict[str, Any], plan: Sequence[dict[str, Any]]) -> int:
 @dataclass(frozen=True)
 class Leg:
     """A day's transportation as read from its text: ``cities`` ("from A to B" of the field, else of
-    ``current_city``; ``None`` when neither reads), ``mode`` (:func:`transport_mode`), ``modes`` (every mode
-    the text mentions, :func:`transport_modes`), ``flight_number`` (the text after ``Flight Number: `` up to the
+    ``current_city``; ``None`` when neither reads), ``mode`` (`transport_mode`), ``modes`` (every mode
+    the text mentions, `transport_modes`), ``flight_number`` (the text after ``Flight Number: `` up to the
     next comma, as the harness reads it; ``None`` without that marker) and ``is_flight``."""
 
     text: str
@@ -251,7 +251,7 @@ class Leg:
 
 
 def leg_of(day: dict[str, Any]) -> Leg | None:
-    """The :class:`Leg` of a day record, or ``None`` when its transportation is not filled."""
+    """The `Leg` of a day record, or ``None`` when its transportation is not filled."""
     value = day.get("transportation")
     if not filled(value):
         return None
@@ -273,7 +273,7 @@ def within_sandbox(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: Tr
       ("Flight Number: F...") must be in the flights table with that number, origin A and destination B;
       self-driving / taxi must have a distance-matrix cost from A to B.
     - breakfast / lunch / dinner, each attraction, accommodation: ``Name, City`` must be a row of the restaurants
-      / attractions / accommodations table (exact name, see :meth:`TravelDB.find`).
+      / attractions / accommodations table (exact name, see `TravelDB.find`).
 
     Differs: transportation text that names no mode, or whose cities cannot be read, fails (the harness lets the
     former pass and crashes on the latter); names must match whole, not as a substring.
@@ -410,7 +410,7 @@ def reasonable_city_route(query: dict[str, Any], plan: Sequence[dict[str, Any]],
     """Reasonable City Route: the route is a closed loop from ``org`` without revisits.
 
     The route lists each day's cities in order (A, B for "from A to B"). A first day "from A to B" must start at
-    ``org``; the route must end where it starts; it must be a valid sequence (:func:`_valid_city_sequence`);
+    ``org``; the route must end where it starts; it must be a valid sequence (`_valid_city_sequence`);
     every city must be a database city; for 5- and 7-day trips every city between the two ends must be in the
     destination state.
     """
@@ -470,7 +470,7 @@ def non_conflicting_transportation(query: dict[str, Any], plan: Sequence[dict[st
     """Non-conflicting Transportation: the first day has transportation, and the trip does not mix self-driving
     with flights or with taxis (a self-driven car cannot be left behind).
 
-    Differs: every mode a leg's text mentions counts (:func:`transport_modes`); the harness takes one mode per
+    Differs: every mode a leg's text mentions counts (`transport_modes`); the harness takes one mode per
     leg, "taxi" first, so "Flight Number: F1, ... then self-driving" on one leg and a taxi elsewhere pass there.
     Mentioning more modes never helps a plan here.
     """
@@ -490,7 +490,7 @@ def minimum_nights(query: dict[str, Any], plan: Sequence[dict[str, Any]], db: Tr
     A day record without an ``accommodation`` key (even the last day's) fails, as in the harness (format).
 
     Differs: the harness applies the rule only when its substring look-up finds exactly one row; we apply it
-    to the row :meth:`TravelDB.find` returns.
+    to the row `TravelDB.find` returns.
     """
     runs: list[list[Any]] = []
     for i, day in enumerate(_days(query, plan), 1):
@@ -620,11 +620,11 @@ def evaluate_plan(query: dict[str, Any], plan: Sequence[dict[str, Any]] | None, 
     """All checks of ``plan`` for ``query``.
 
     Args:
-        query: the query's fields (:mod:`genenv.benchmarks.travelplanner.query`).
+        query: the query's fields (`genenv.benchmarks.travelplanner.query`).
         plan: day records, or ``None`` / empty when no plan was delivered.
         db: the sandbox.
     Returns:
-        the :class:`PlanVerdict`; an undelivered plan fails every check. The hard checks run only when Complete
+        the `PlanVerdict`; an undelivered plan fails every check. The hard checks run only when Complete
         Information and Within Sandbox pass (the harness's rule); otherwise they are recorded as failed.
     """
     applicable = applicable_hard(query)

@@ -8,11 +8,11 @@ Data (``<data_dir>/travelplanner/``, ``shared/data/SOURCES.md`` section 5; witho
   42 medium + 60 hard), ids ``travelplanner-val-<idx>`` with the benchmark's 1-180 numbering
   (``validation/validation_index.jsonl``). They have no gold plan (the 180 example plans of
   ``example_evaluation.jsonl`` are an example model output); their gold is the plan the constructive search
-  finds (:mod:`genenv.benchmarks.travelplanner.search`), or ``None`` where it finds none.
+  finds (`genenv.benchmarks.travelplanner.search`), or ``None`` where it finds none.
 - ``train``: the 45 annotated train queries (``train/std_travelplanner.jsonl``: query text and the human plan;
   ``train/train_ref_info.jsonl``: reference information), ids ``travelplanner-train-<sha1 of the query text, 8
   hex>`` (``metadata["index"]`` is the position in the file, 0-44). Their fields are read from the text
-  (:func:`~genenv.benchmarks.travelplanner.query.extract_fields`); the gold is the annotated plan.
+  (`extract_fields`); the gold is the annotated plan.
 - Split names: ``validation`` and ``train``; ``test`` and ``heldout`` are names for ``validation`` (the official
   test set's plans are graded only by the benchmark's server, and its fields are not public). Loader options
   ``level`` (easy / medium / hard) and ``days`` (3 / 5 / 7) filter the queries.
@@ -52,7 +52,7 @@ INDEX_FILE = ("validation", "validation_index.jsonl")
 
 
 def travelplanner_dir(data_dir: str | None = None) -> Path:
-    """``<data_dir>/travelplanner``, else the packaged sample (:func:`genenv.envs.data.benchmark_dir`)."""
+    """``<data_dir>/travelplanner``, else the packaged sample (`genenv.envs.data.benchmark_dir`)."""
     return benchmark_dir("travelplanner", data_dir, SAMPLE)
 
 
@@ -134,10 +134,10 @@ def _load_cached(root: str, split: str) -> tuple[Task, ...]:
 def query_task(task_id: str, split: str, fields: dict[str, Any], calls: list[list[Any]],
                gold: list[dict[str, Any]] | None, db: TravelDB, mode: str = "sole_planning", index: int | None = None,
                gold_source: str | None = "search", search: dict[str, Any] | None = None, **task_fields: Any) -> Task:
-    """The :class:`Task` of one query: ``prompt`` = the query text, ``gold`` = the plan, ``metadata``: ``query``
+    """The `Task` of one query: ``prompt`` = the query text, ``gold`` = the plan, ``metadata``: ``query``
     (fields), ``level``, ``index``, ``reference_calls``, ``reference`` (rendered from ``db``), ``gold_source``
     and ``search`` (when a search found the gold). ``mode="two_stage"`` gives the two-stage benchmark's task (its
-    tools listed). ``task_fields`` go to the :class:`Task` (origin, parent id, generation step)."""
+    tools listed). ``task_fields`` go to the `Task` (origin, parent id, generation step)."""
     metadata: dict[str, Any] = {"query": fields, "level": fields["level"], "index": index, "reference_calls": calls,
                                 "reference": render_reference(calls, db), "gold_source": gold_source}
     if search is not None:
@@ -199,8 +199,8 @@ DEMO_CITIES = ("Washington", "Myrtle Beach")
 def build_sample(source: Path, dest: Path = SAMPLE) -> None:
     """Write the packaged TravelPlanner sample (same layout as the full data) from the full data dir ``source``.
 
-    Kept: train queries :data:`SAMPLE_TRAIN` (both train files, same order); the first
-    :data:`SAMPLE_VALIDATION_ROWS` validation rows and the first hard 3-day and 7-day ones, with their index
+    Kept: train queries `SAMPLE_TRAIN` (both train files, same order); the first
+    `SAMPLE_VALIDATION_ROWS` validation rows and the first hard 3-day and 7-day ones, with their index
     entries renumbered to the sample's rows; every database row (before ``dropna``, so the sandbox is the same) of
     the cities those queries' reference information names, of their origins and of the demonstration's cities;
     the distance rows between those cities; the full city list.

@@ -19,8 +19,8 @@ Data (``<data_dir>/travelplanner/``, see ``shared/data/SOURCES.md`` section 5), 
   flight number. Every flight any query's reference information shows is therefore known, but a flight on a
   route or date that no query's reference information covers is unknown and searching for it reports no flight.
 
-Every reader raises :class:`~genenv.envs.data.DataError` naming the file. :func:`load_database` caches one
-:class:`TravelDB` per data directory.
+Every reader raises `DataError` naming the file. `load_database` caches one
+`TravelDB` per data directory.
 """
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def parse_flight_table(text: str, origin: str, destination: str, where: str) -> 
             the two city columns are split by matching them).
         where: file and record, for error messages.
     Returns:
-        one dict per flight with the :data:`FLIGHT_COLUMNS` keys (``Price`` int, ``Distance`` float).
+        one dict per flight with the `FLIGHT_COLUMNS` keys (``Price`` int, ``Distance`` float).
     Raises:
         DataError: a line is neither the header nor a flight row of the two cities.
     """
@@ -159,7 +159,7 @@ def reference_flights(root: Path) -> pd.DataFrame:
     """The flights table rebuilt from every query's reference information (see the module docstring).
 
     Returns:
-        a DataFrame with :data:`FLIGHT_COLUMNS`, one row per flight number (first occurrence kept), in file order
+        a DataFrame with `FLIGHT_COLUMNS`, one row per flight number (first occurrence kept), in file order
         (train queries first).
     Raises:
         DataError: a reference file is missing or malformed.
@@ -187,7 +187,7 @@ def reference_flights(root: Path) -> pd.DataFrame:
 
 def literal_sections(text: Any, where: str) -> list[dict[str, str]]:
     """A ``reference_information`` cell (a Python-literal list of ``{'Description', 'Content'}``) as a list,
-    read with :func:`ast.literal_eval` (never ``eval``).
+    read with `ast.literal_eval` (never ``eval``).
 
     Raises:
         DataError: the cell is not such a list.
@@ -230,7 +230,7 @@ class TravelDB:
     Attributes:
         accommodations / restaurants / attractions: the entity tables after ``dropna``.
         distances: ``origin, destination, duration, distance`` (first row per ordered pair).
-        flights: the rebuilt flights table (:func:`reference_flights`).
+        flights: the rebuilt flights table (`reference_flights`).
         city_state: city -> state; state_cities: state -> cities (file order).
         root: the data directory it was read from.
     """
@@ -313,7 +313,7 @@ class TravelDB:
     def find_flight(self, number: str, origin: str, destination: str) -> pd.Series | None:
         """The flight ``number`` from ``origin`` to ``destination``, or ``None`` (the official sandbox rule:
         number and both cities; the date is not checked)."""
-        position = self._by_number.get(number)  # numbers are unique (:func:`reference_flights`)
+        position = self._by_number.get(number)  # numbers are unique (`reference_flights`)
         if position is None:
             return None
         row = self.flights.iloc[position]
@@ -328,7 +328,7 @@ class TravelDB:
 
     # ----- the six tools -----
     def tool(self, name: str, args: list[str]) -> str:
-        """Run one of :data:`TOOLS` on positional ``args``; returns the observation text.
+        """Run one of `TOOLS` on positional ``args``; returns the observation text.
 
         Raises:
             ValueError: unknown tool, wrong number of arguments, or a bad mode (the message is the observation
@@ -405,7 +405,7 @@ def _cell(value: Any) -> str:
 
 def compact_table(rows: pd.DataFrame, kind: str, max_rows: int | None = None) -> str:
     """Rows as ``col | col | ...`` lines under a header line, the first ``max_rows`` (default
-    :data:`MAX_ROWS`) in table order, with ``(first N of M shown)`` when rows are cut.
+    `MAX_ROWS`) in table order, with ``(first N of M shown)`` when rows are cut.
 
     Args:
         rows: rows of the table ``kind``.
@@ -422,7 +422,7 @@ def compact_table(rows: pd.DataFrame, kind: str, max_rows: int | None = None) ->
 
 
 def shown_rows(db: TravelDB, kind: str, city: str) -> pd.DataFrame:
-    """The rows of ``kind`` in ``city`` that :func:`compact_table` shows (the first :data:`MAX_ROWS`)."""
+    """The rows of ``kind`` in ``city`` that `compact_table` shows (the first `MAX_ROWS`)."""
     return db.city_rows(kind, city).head(MAX_ROWS[kind])
 
 
@@ -458,7 +458,7 @@ def _load(root: str) -> TravelDB:
 
 
 def load_database(root: Path | str) -> TravelDB:
-    """The :class:`TravelDB` of data directory ``root`` (cached per resolved path).
+    """The `TravelDB` of data directory ``root`` (cached per resolved path).
 
     Raises:
         DataError: a table is missing or malformed (the message names the file).

@@ -1,15 +1,15 @@
 """TravelPlanner environments: sole planning (``genenv/TravelPlanner-v0``) and two-stage tool use
 (``genenv/TravelPlannerTwoStage-v0``), over the benchmark's real database.
 
-Tasks come from :mod:`genenv.benchmarks.travelplanner.data`. A query's reference information is the list of its
+Tasks come from `genenv.benchmarks.travelplanner.data`. A query's reference information is the list of its
 sections ("Attractions in X", "Flight from A to B on D", "Self-driving from A to B", ...); each section is the
-answer of one of the six tools (:meth:`~genenv.benchmarks.travelplanner.db.TravelDB.tool`) and is rendered by it,
-compactly, from the database (:mod:`genenv.benchmarks.travelplanner.reference`). Sole planning shows all of it in
+answer of one of the six tools (`tool`) and is rendered by it,
+compactly, from the database (`genenv.benchmarks.travelplanner.reference`). Sole planning shows all of it in
 the prompt; in two-stage mode the agent calls the tools itself, and the gold action sequence is those calls
 followed by the plan.
 
-Action: a plan (:mod:`genenv.benchmarks.travelplanner.plan`). Reward (both modes):
-:func:`genenv.benchmarks.travelplanner.checker.plan_reward`, the share of the query's constraints the plan passes
+Action: a plan (`genenv.benchmarks.travelplanner.plan`). Reward (both modes):
+`genenv.benchmarks.travelplanner.checker.plan_reward`, the share of the query's constraints the plan passes
 (0 unless it fills exactly ``days`` days); ``success`` = the benchmark's final pass (every constraint). ``info``:
 ``delivered``, ``cs`` / ``hd`` (check -> bool), ``cost``, ``passed``, ``total``, ``final_pass``, ``level``,
 ``error`` (the first failed check, or the parse error).
@@ -55,7 +55,7 @@ class TravelPlannerEnv(_Scoring, TaskEnv):
     submits the plan (see the module docstring).
 
     Constructor: ``split``, ``level``, ``days``, ``data_dir``, ``limit`` or ``tasks``; ``mode`` must be
-    ``sole_planning`` (``gymnasium.make`` with ``mode="two_stage"`` returns :class:`TravelPlannerTwoStageEnv`).
+    ``sole_planning`` (``gymnasium.make`` with ``mode="two_stage"`` returns `TravelPlannerTwoStageEnv`).
     """
 
     benchmark = "travelplanner"
@@ -74,12 +74,12 @@ class TravelPlannerEnv(_Scoring, TaskEnv):
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, level: str | None = None,
                    days: int | None = None, **_: Any) -> list[Task]:
-        """See :func:`load_travelplanner_tasks` (mode ``sole_planning``)."""
+        """See `load_travelplanner_tasks` (mode ``sole_planning``)."""
         return load_travelplanner_tasks(split=split, data_dir=data_dir, level=level, days=days)
 
     @classmethod
     def render_messages(cls, task: Task) -> list[dict[str, str]]:
-        """System instructions, one demonstrated turn (:data:`DEMO_QUERY` and its plan), then the task's
+        """System instructions, one demonstrated turn (`DEMO_QUERY` and its plan), then the task's
         reference information and query."""
         return [{"role": "system", "content": SOLE_SYSTEM},
                 {"role": "user", "content": sole_user_turn(DEMO_REFERENCE, DEMO_QUERY)},
@@ -88,7 +88,7 @@ class TravelPlannerEnv(_Scoring, TaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> list[dict[str, Any]] | InvalidAction:
-        """The plan in model text (:func:`parse_plan`)."""
+        """The plan in model text (`parse_plan`)."""
         return parse_or_invalid(parse_plan, text)
 
     def score(self, task: Task, action: Any) -> tuple[float, dict[str, Any]]:
@@ -120,7 +120,7 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
     and is scored as in sole planning. ``max_steps`` (default 30, the benchmark's ReAct limit) truncates an
     episode; the last allowed step without a plan scores as no plan delivered.
 
-    Constructor: as :class:`TravelPlannerEnv`, plus ``max_steps``.
+    Constructor: as `TravelPlannerEnv`, plus ``max_steps``.
     """
 
     benchmark = "travelplanner_two_stage"
@@ -130,7 +130,7 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
     @classmethod
     def action_from_calls(cls, calls: list[ToolCall]) -> ToolCall:
         """One database call (a step runs one tool); its arguments by the tool's parameter names in
-        :data:`~genenv.benchmarks.travelplanner.db.TOOLS` order, or in the order given when they are unnamed.
+        `TOOLS` order, or in the order given when they are unnamed.
 
         Raises:
             ValueError: not exactly one call, an unknown tool, or arguments that are not the tool's parameters.
@@ -162,7 +162,7 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, level: str | None = None,
                    days: int | None = None, **_: Any) -> list[Task]:
-        """See :func:`load_travelplanner_tasks` (mode ``two_stage``)."""
+        """See `load_travelplanner_tasks` (mode ``two_stage``)."""
         return load_travelplanner_tasks(split=split, data_dir=data_dir, level=level, days=days, mode="two_stage")
 
     @classmethod
@@ -172,8 +172,8 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> ToolCall | PlanSubmission | InvalidAction:
-        """A tool call ``Name[args]`` (:func:`~genenv.envs.parsing.parse_bracket_call`), else a plan
-        (:func:`parse_plan`), else an :class:`InvalidAction` naming both problems."""
+        """A tool call ``Name[args]`` (`parse_bracket_call`), else a plan
+        (`parse_plan`), else an `InvalidAction` naming both problems."""
         try:
             return parse_bracket_call(text, TOOLS, TOOL_ALIASES)
         except ActionParseError as call_error:
@@ -221,8 +221,8 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
 
 
 def make_travelplanner_env(mode: str = "sole_planning", **kwargs: Any) -> TaskEnv:
-    """What ``gymnasium.make("genenv/TravelPlanner-v0", mode=...)`` calls: :class:`TravelPlannerEnv` for
-    ``sole_planning``, :class:`TravelPlannerTwoStageEnv` for ``two_stage``.
+    """What ``gymnasium.make("genenv/TravelPlanner-v0", mode=...)`` calls: `TravelPlannerEnv` for
+    ``sole_planning``, `TravelPlannerTwoStageEnv` for ``two_stage``.
 
     Raises:
         ValueError: unknown mode.

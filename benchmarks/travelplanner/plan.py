@@ -1,7 +1,7 @@
 """TravelPlanner plans as data and as model text: the day-record structure, reading a plan from model text (JSON,
 the annotated Python-literal form, or "Day N:" blocks) and writing it back.
 
-A plan is a list of day records with the keys of :data:`PLAN_KEYS`; values are text (``-`` for nothing,
+A plan is a list of day records with the keys of `PLAN_KEYS`; values are text (``-`` for nothing,
 attractions joined with ``;``), ``days`` is the day number.
 """
 from __future__ import annotations
@@ -42,12 +42,12 @@ def _norm_value(key: str, value: Any, day: int) -> str:
 
 
 def normalize_plan(days: Any) -> list[dict[str, Any]]:
-    """Day records in our structure: keys mapped to :data:`PLAN_KEYS` (case, spaces, ``day``/``attractions``
+    """Day records in our structure: keys mapped to `PLAN_KEYS` (case, spaces, ``day``/``attractions``
     aliases), values stripped text (``None`` -> ``-``, a list of attractions joined with ``;``), ``days`` an int
     (the record's position when absent); unknown keys dropped; empty records kept (they count as unfilled days).
 
     Raises:
-        ActionParseError: not a non-empty list of objects, more than :data:`MAX_PLAN_DAYS` records, or a value that
+        ActionParseError: not a non-empty list of objects, more than `MAX_PLAN_DAYS` records, or a value that
             is not text.
     """
     if isinstance(days, dict) and isinstance(days.get("plan"), list):
@@ -93,8 +93,8 @@ def _day_blocks(text: str) -> list[dict[str, Any]]:
 
 def parse_plan(text: str) -> list[dict[str, Any]]:
     """A plan from model text: a JSON or Python-literal list of day objects (or ``{"plan": [...]}``), found
-    anywhere in the text (:func:`~genenv.envs.parsing.parse_literal`), else "Day N:" blocks of "Current City:",
-    "Transportation:", ... lines (the benchmark's text format); then :func:`normalize_plan`.
+    anywhere in the text (`parse_literal`), else "Day N:" blocks of "Current City:",
+    "Transportation:", ... lines (the benchmark's text format); then `normalize_plan`.
 
     Raises:
         ActionParseError: neither form is present, or the structure is wrong (the message says how); a plan is
@@ -122,5 +122,5 @@ def parse_plan(text: str) -> list[dict[str, Any]]:
 
 
 def plan_text(plan: list[dict[str, Any]]) -> str:
-    """A plan as model text: a JSON list, one day per line (what :func:`parse_plan` reads back)."""
+    """A plan as model text: a JSON list, one day per line (what `parse_plan` reads back)."""
     return "[\n" + ",\n".join(json.dumps(day, ensure_ascii=False) for day in plan) + "\n]"

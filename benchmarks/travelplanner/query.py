@@ -6,15 +6,15 @@ A query is a dict with the fields of the benchmark's Hugging Face card (``osunlp
   ``visiting_city_number`` (1, 2 or 3, one per two days), ``date`` (the ``days`` consecutive ISO dates),
   ``people_number`` (1-8), ``budget`` (USD, the whole trip), ``level`` (easy / medium / hard), ``query`` (text);
 - ``local_constraint``: ``house rule`` (``smoking``, ``parties``, ``children under 10``, ``visitors``, ``pets`` or
-  ``None``), ``cuisine`` (a list of :data:`CUISINES` or ``None``), ``room type`` (``entire room``,
+  ``None``), ``cuisine`` (a list of `CUISINES` or ``None``), ``room type`` (``entire room``,
   ``private room``, ``shared room``, ``not shared room`` or ``None``), ``transportation`` (``no flight``,
   ``no self-driving`` or ``None``).
 
 The 102 validation queries carry these fields. The 45 train queries exist only as text (the user turns of
-``std_travelplanner.jsonl``; the card's ``train.csv`` was not obtainable), so :func:`extract_fields` reads them
+``std_travelplanner.jsonl``; the card's ``train.csv`` was not obtainable), so `extract_fields` reads them
 from the text with deterministic rules; the tests measure those rules against the 102 validation queries whose
 fields are known. Generated queries are written by the environment policy as fields and turned into text by
-:func:`render_query`.
+`render_query`.
 """
 from __future__ import annotations
 
@@ -66,12 +66,12 @@ VALIDATION_REASONS = ("missing_fields", "unknown_place", "bad_dates", "bad_value
 def validate_fields(q: dict[str, Any], city_state: dict[str, str],
                     state_cities: dict[str, list[str]]) -> tuple[str, str] | None:
     """Why query ``q`` is not a well-formed TravelPlanner query over the given cities, as ``(reason, detail)``
-    with ``reason`` in :data:`VALIDATION_REASONS`, or ``None`` when it is well formed.
+    with ``reason`` in `VALIDATION_REASONS`, or ``None`` when it is well formed.
 
     Rules: every field present (``missing_fields``); ``org`` a known city and ``dest`` a known city other than
     ``org`` for 3 days, else a known state with at least ``visiting_city_number`` cities besides ``org``
-    (``unknown_place``); ``date`` ``days`` consecutive ISO dates of :data:`YEAR` (``bad_dates``); ``days`` in
-    :data:`DAYS`, ``visiting_city_number`` = :data:`CITY_NUMBER` [days], ``people_number`` 1-:data:`MAX_PEOPLE`,
+    (``unknown_place``); ``date`` ``days`` consecutive ISO dates of `YEAR` (``bad_dates``); ``days`` in
+    `DAYS`, ``visiting_city_number`` = `CITY_NUMBER` [days], ``people_number`` 1-`MAX_PEOPLE`,
     ``budget`` a positive number, ``local_constraint`` with the four keys and allowed values (``bad_value``).
     """
     missing = [k for k in QUERY_FIELDS if k not in q]
@@ -109,7 +109,7 @@ def validate_fields(q: dict[str, Any], city_state: dict[str, str],
 
 
 def date_problem(dates: Any, days: int) -> str | None:
-    """Why ``dates`` is not ``days`` consecutive ``YYYY-MM-DD`` dates of :data:`YEAR`, or ``None``."""
+    """Why ``dates`` is not ``days`` consecutive ``YYYY-MM-DD`` dates of `YEAR`, or ``None``."""
     if not isinstance(dates, list) or len(dates) != days or not all(isinstance(d, str) for d in dates):
         return f"date must be a list of {days} ISO date strings"
     try:

@@ -3,8 +3,8 @@ the sections' titles, and the information rendered from the database (the sole-p
 two-stage agent gathers it with the tools).
 
 A section title names its tool and arguments ("Attractions in X", "Flight from A to B on D", "Self-driving from A
-to B", ...); :data:`SECTION_TITLES` holds each title pattern once, read by :func:`reference_calls` and written by
-:func:`section_title`.
+to B", ...); `SECTION_TITLES` holds each title pattern once, read by `reference_calls` and written by
+`section_title`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ __all__ = ["TITLE_RES", "reference_calls", "reference_cities", "render_reference
 
 
 class ToolDatabase(Protocol):
-    """What the reference rendering uses of :class:`genenv.benchmarks.travelplanner.db.TravelDB` (a protocol: the
+    """What the reference rendering uses of `genenv.benchmarks.travelplanner.db.TravelDB` (a protocol: the
     database module imports this one for its section titles, so this one does not import it)."""
 
     def tool(self, name: str, args: list[str]) -> str: ...
@@ -36,7 +36,7 @@ MODE_TITLES = {"self-driving": "Self-driving", "taxi": "Taxi"}  # GoogleDistance
 
 def _title_pattern(template: str) -> re.Pattern:
     """The regex that reads a title written from ``template``: each argument a group, a date for FlightSearch's
-    third, the mode one of :data:`MODE_TITLES`' words."""
+    third, the mode one of `MODE_TITLES`' words."""
     fields = {"0": "(.+)", "1": "(.+)", "2": r"(\d{4}-\d{2}-\d{2})",
               "mode": "(" + "|".join(map(re.escape, MODE_TITLES.values())) + ")"}
     parts = re.split(r"\{(\w+)\}", template)
@@ -49,7 +49,7 @@ TITLE_RES = {tool: _title_pattern(template) for tool, template in SECTION_TITLES
 
 def reference_calls(descriptions: list[str], where: str) -> list[list[Any]]:
     """The tool call behind each reference section description: ``[[tool, [args]], ...]`` (the titles of
-    :data:`SECTION_TITLES` read back).
+    `SECTION_TITLES` read back).
 
     Raises:
         DataError: a description of an unknown kind.
@@ -71,7 +71,7 @@ def reference_calls(descriptions: list[str], where: str) -> list[list[Any]]:
 
 
 def section_title(tool: str, args: list[str]) -> str:
-    """The reference section title of a tool call (the benchmark's wording, :data:`SECTION_TITLES`)."""
+    """The reference section title of a tool call (the benchmark's wording, `SECTION_TITLES`)."""
     if tool == "GoogleDistanceMatrix":
         return SECTION_TITLES[tool].format(*args, mode=MODE_TITLES.get(args[2], "Taxi"))
     return SECTION_TITLES[tool].format(*args)

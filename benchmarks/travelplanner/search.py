@@ -5,7 +5,7 @@ plans in the data are example outputs, not gold), and the admission test of envi
 query is admitted only if this search finds a plan that the checker passes; that plan becomes its gold).
 
 The search builds the benchmark's standard itinerary shape and picks the cheapest options that satisfy the
-query, then asks the checker (:func:`genenv.benchmarks.travelplanner.checker.evaluate_plan`) for the verdict:
+query, then asks the checker (`genenv.benchmarks.travelplanner.checker.evaluate_plan`) for the verdict:
 
 1. **Cities.** A 3-day trip visits ``dest``. Longer trips visit ``visiting_city_number`` cities, drawn from the
    cities the caller allows (the cities of the query's reference information), else all cities of the ``dest``
@@ -25,8 +25,8 @@ query, then asks the checker (:func:`genenv.benchmarks.travelplanner.checker.eva
    transport); the first whose plan the checker passes is returned. Once the estimate exceeds the budget, the
    search stops: no cheaper plan of this shape exists.
 
-Only the rows the tools show are used (:func:`~genenv.benchmarks.travelplanner.db.shown_rows`, and the first
-:data:`~genenv.benchmarks.travelplanner.db.MAX_ROWS` flights), so a gold plan uses only information the agent can see.
+Only the rows the tools show are used (`shown_rows`, and the first
+`MAX_ROWS` flights), so a gold plan uses only information the agent can see.
 The shape is a restriction: a query might be solvable only with another shape (e.g. three nights in one city);
 such queries are reported as not found, never guessed.
 """
@@ -52,8 +52,8 @@ MAX_ROUTES = 40  # routes built and checked before giving up (they are tried che
 
 @dataclass
 class SearchResult:
-    """Outcome of :func:`search_plan`: ``plan`` (day records) and its ``cost``, or ``reason`` (one of
-    :data:`SEARCH_FAILURES`) with a ``detail``; ``route`` = the cities visited."""
+    """Outcome of `search_plan`: ``plan`` (day records) and its ``cost``, or ``reason`` (one of
+    `SEARCH_FAILURES`) with a ``detail``; ``route`` = the cities visited."""
 
     plan: list[dict[str, Any]] | None
     reason: str = ""
@@ -199,7 +199,7 @@ def search_plan(query: dict[str, Any], db: TravelDB, cities: Sequence[str] | Non
             3 days, else the state's cities other than ``org``.
         max_routes: routes to build and check before giving up.
     Returns:
-        a :class:`SearchResult` with the plan, or with the reason none was found.
+        a `SearchResult` with the plan, or with the reason none was found.
     """
     n = int(query["visiting_city_number"])
     if cities is None:

@@ -1,6 +1,6 @@
 """TravelPlanner specs (sole planning and two-stage): the official rates, labelled, and environment-generated queries.
 
-Metrics of a unit (:func:`genenv.benchmarks.travelplanner.checker.aggregate`, the harness's ``eval.py``): delivery rate,
+Metrics of a unit (`genenv.benchmarks.travelplanner.checker.aggregate`, the harness's ``eval.py``): delivery rate,
 commonsense micro / macro, hard micro / macro, final pass rate, the per-constraint pass rates, the mean training
 reward, and ``paper_mean`` = the GenEnv paper's TravelPlanner number (mean of the four micro / macro rates), the
 headline. Denominators are the unit's queries, as in the harness (an undelivered plan fails everything).
@@ -8,12 +8,12 @@ headline. Denominators are the unit's queries, as in the harness (an undelivered
 Generated queries: the environment policy writes the query's fields as JSON (``org``, ``dest``, ``days``,
 ``visiting_city_number``, ``date``, ``people_number``, ``budget``, ``local_constraint``). Admission requires
 (1) strict JSON with those fields, (2) real places of the database and well-formed values
-(:func:`~genenv.benchmarks.travelplanner.query.validate_fields`), and (3) the constructive search
-(:mod:`genenv.benchmarks.travelplanner.search`) finding a plan over the real database that passes every commonsense and
+(`validate_fields`), and (3) the constructive search
+(`genenv.benchmarks.travelplanner.search`) finding a plan over the real database that passes every commonsense and
 hard constraint; that plan is the task's gold, and the reference information is that of its route. The search may
 use every city of the ``dest`` state, and the flights of the rebuilt flights table
-(:mod:`genenv.benchmarks.travelplanner.db`): a generated route or date that no benchmark query covers has no flights,
-only self-driving and taxis. The query text is written from the fields (:func:`render_query`), so it states
+(`genenv.benchmarks.travelplanner.db`): a generated route or date that no benchmark query covers has no flights,
+only self-driving and taxis. The query text is written from the fields (`render_query`), so it states
 exactly what is checked. A near-duplicate is a query with the same origin, destination, length, start date,
 group size and local constraints and a budget within 10 %.
 """
@@ -129,9 +129,9 @@ class TravelPlannerSpec(BenchmarkSpec):
         "A smaller budget and more constraints make a request harder. Reply with exactly one JSON object.")
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """The query's fields in :data:`QUERY_FIELDS` order: ``org`` a city of the database, ``dest`` a city or
+        """The query's fields in `QUERY_FIELDS` order: ``org`` a city of the database, ``dest`` a city or
         state of it, ``days`` 3 / 5 / 7, ``visiting_city_number`` 1-3, ``date`` 3-7 dates of March 2022,
-        ``people_number`` 1-:data:`MAX_PEOPLE`, ``budget`` a positive integer, and the local constraints from
+        ``people_number`` 1-`MAX_PEOPLE`, ``budget`` a positive integer, and the local constraints from
         their vocabularies (or null). The day / city-number / date-count agreement is the validator's."""
         db = load_database(travelplanner_dir(self.data_dir))
         cities = sorted(db.city_state)
@@ -170,7 +170,7 @@ class TravelPlannerSpec(BenchmarkSpec):
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
         """Strict JSON -> fields validated over the database -> the search finds a plan passing every constraint
-        -> :class:`Task` with that plan as gold (see the module docstring)."""
+        -> `Task` with that plan as gold (see the module docstring)."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
             return obj

@@ -11,3 +11,7 @@ register_benchmark("twx", "genenv.benchmarks.twx.spec:TWXSpec",
                    env_id="genenv/TextWorldExpress-v0",
                    env="genenv.benchmarks.twx.env:TextWorldExpressEnv",
                    split_options="genenv.benchmarks.twx.env:SPLIT_OPTIONS")
+
+__all__ = [  # what a user may import: the public modules
+    "env", "graded", "spec",
+]

@@ -9,9 +9,9 @@ data directory: the benchmark's tasks are the engine's games.
 
 Splits: ``test`` = test-fold seeds (the reported score), ``train`` = train-fold seeds (the co-evolution seed
 pool), ``heldout`` = dev-fold seeds. Loader options: ``games`` (comma list), ``params`` (per-game parameter
-strings, default :data:`DEFAULT_PARAMS`), ``episodes`` (seeds per game), ``start`` (offset into the fold).
+strings, default `DEFAULT_PARAMS`), ``episodes`` (seeds per game), ``start`` (offset into the fold).
 
-Episode (multi-step, :class:`~genenv.envs.base.MultiStepTaskEnv`): observation = the game's text plus the
+Episode (multi-step, `MultiStepTaskEnv`): observation = the game's text plus the
 admissible commands; action = one command (structured: matched exactly, after lower-casing and whitespace
 normalisation, against the admissible set; anything else is an error observation and the episode goes on);
 reward 1 when TWX reports task success, else 0; terminated on success or failure; truncated at ``max_steps``
@@ -153,9 +153,9 @@ class TWXEngine:
                  ) -> dict[str, Any]:
         """Generate a game: ``observation``, ``task_description``, ``valid_actions`` and (``gold=True``) ``gold``.
 
-        The gold sequence: for Coin Collector, :meth:`coin_gold` (the shortest path to the coin, found by search,
-        deterministic); for the other games, the shortest winning one among :data:`GOLD_DRAWS` draws of TWX's gold
-        path, each also tried with :func:`cancel_detours`. Every candidate is replayed; only a winning one is kept
+        The gold sequence: for Coin Collector, `coin_gold` (the shortest path to the coin, found by search,
+        deterministic); for the other games, the shortest winning one among `GOLD_DRAWS` draws of TWX's gold
+        path, each also tried with `cancel_detours`. Every candidate is replayed; only a winning one is kept
         (``gold`` is empty if none wins).
 
         Raises:
@@ -182,9 +182,9 @@ class TWXEngine:
             return out
 
     def _gold_candidates(self, game: str, seed: int, fold: str) -> list[tuple[str, ...]]:
-        """The gold sequences :meth:`generate` tries, best first (the game just reset with TWX's gold path drawn
-        for games other than Coin Collector): :meth:`coin_gold` for Coin Collector; else :data:`GOLD_DRAWS` draws
-        of TWX's gold path and each with :func:`cancel_detours`, shortest first (ties on the commands)."""
+        """The gold sequences `generate` tries, best first (the game just reset with TWX's gold path drawn
+        for games other than Coin Collector): `coin_gold` for Coin Collector; else `GOLD_DRAWS` draws
+        of TWX's gold path and each with `cancel_detours`, shortest first (ties on the commands)."""
         if game == "coin":
             return [tuple(self.coin_gold(seed, fold))]
         sim = self._sim()
@@ -205,9 +205,9 @@ class TWXEngine:
         when ``open door to <d>`` is listed, ``[open door to <d>, move <d>]`` of cost 2 (a move through a closed
         door stays in the room and is pruned as a room already reached). Ties break on the command sequence, so
         the same game always gets the same gold. Each expansion regenerates the game and replays its path;
-        measured on a 2-core Xeon, a whole :meth:`generate` with gold on the default map (with doors) took 8 ms on
+        measured on a 2-core Xeon, a whole `generate` with gold on the default map (with doors) took 8 ms on
         average and 36 ms at most over train seeds 0-19. Must be called with the game's parameters loaded
-        (:meth:`generate` does, under its lock).
+        (`generate` does, under its lock).
 
         Returns:
             The commands, ``look around`` first and ``take coin`` last (length = 2 + moves + doors opened).
@@ -270,11 +270,11 @@ class TWXEngine:
 
 def make_task(game: str, params: dict[str, int], fold: str, seed: int, task_id: str | None = None,
               split: str = "test", **fields: Any) -> Task:
-    """Generate the game and return its :class:`Task` (prompt = goal + first observation, gold = TWX's gold
+    """Generate the game and return its `Task` (prompt = goal + first observation, gold = TWX's gold
     action sequence, ``metadata``: game, params, fold, seed, valid_actions).
 
     Raises:
-        ValueError: the engine rejects the game (see :meth:`TWXEngine.generate`).
+        ValueError: the engine rejects the game (see `TWXEngine.generate`).
     """
     game_data = TWXEngine.shared().generate(game, params, fold, seed, gold=True)
     if task_id is None:
@@ -292,7 +292,7 @@ def load_twx_tasks(split: str | None = "test", games: str | list[str] | tuple[st
                    graded: bool = False) -> list[Task]:
     """Tasks of ``split``: for each game, ``episodes`` consecutive seeds of the split's fold from ``start``. With
     ``graded`` the ``heldout`` split is instead the graded held-out set's games of ``games``
-    (:func:`graded_tasks`: 120 Coin Collector games over rooms, doors, distractors
+    (`graded_tasks`: 120 Coin Collector games over rooms, doors, distractors
     and steps; ``params``, ``episodes`` and ``start`` do not apply to it); other splits ignore ``graded``.
 
     Raises:
@@ -346,7 +346,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
 
     @classmethod
     def load_tasks(cls, split: str | None = None, data_dir: str | None = None, **kwargs: Any) -> list[Task]:
-        """See :func:`load_twx_tasks` (``data_dir`` is unused: the games come from the engine)."""
+        """See `load_twx_tasks` (``data_dir`` is unused: the games come from the engine)."""
         return load_twx_tasks(split=split, **kwargs)
 
 
@@ -359,7 +359,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
 
     @classmethod
     def parse_lenient(cls, text: str) -> str | InvalidAction:
-        """One normalised command (:func:`genenv.envs.parsing.parse_command`)."""
+        """One normalised command (`genenv.envs.parsing.parse_command`)."""
         return parse_or_invalid(parse_command, text)
 
     def start(self, task: Task) -> None:
@@ -416,7 +416,7 @@ def digest(task: Task) -> str:
 
 
 def graded_tasks() -> list[Task]:
-    """The graded held-out tasks (:mod:`genenv.benchmarks.twx.graded`; split ``heldout``, fold ``dev``), in the
+    """The graded held-out tasks (`genenv.benchmarks.twx.graded`; split ``heldout``, fold ``dev``), in the
     file's order, each with ``metadata["bins"]``.
 
     Raises:

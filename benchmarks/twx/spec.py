@@ -10,7 +10,7 @@ test or dev game. The worked example of ``docs/adding-an-env.md``.
 goal (Coin Collector's coin) and so decides how many actions a game takes, which is what decides the agent's
 success rate (measured in ``docs/task-generation.md``, "TextWorldExpress difficulty"). A written ``steps`` pins
 it: the game is the first one, from the written seed upward through the train fold (at most
-:data:`STEPS_SEARCH` seeds), whose gold sequence has exactly ``steps`` actions; none found is a rejection
+`STEPS_SEARCH` seeds), whose gold sequence has exactly ``steps`` actions; none found is a rejection
 (``steps_unreachable``). Without ``steps`` the written seed is used as it is.
 """
 from __future__ import annotations
@@ -105,7 +105,7 @@ class TWXSpec(BenchmarkSpec):
         'too. Reply with exactly one JSON object {"game": ..., "params": {...}, "steps": ..., "seed": ...}.')
 
     def generation_schema(self, seeds: Sequence[Task]) -> dict[str, Any]:
-        """One branch per game of :data:`PARAM_RANGES`: ``{"game", "params": {name: integer in range, ...},
+        """One branch per game of `PARAM_RANGES`: ``{"game", "params": {name: integer in range, ...},
         "steps": 1..max_steps, "seed": train-fold integer}`` (params optional, in the table's order)."""
         train = FOLD_SEEDS["train"]
         return {"anyOf": [json_object({
@@ -121,7 +121,7 @@ class TWXSpec(BenchmarkSpec):
         return task.metadata.get("game", "")
 
     def as_generation(self, task: Task) -> dict[str, Any]:
-        """``{"game", "params", "steps", "seed"}`` (params in :data:`PARAM_RANGES` order; steps = the gold
+        """``{"game", "params", "steps", "seed"}`` (params in `PARAM_RANGES` order; steps = the gold
         sequence's length)."""
         meta = task.metadata
         order = list(PARAM_RANGES.get(meta["game"], {}))
@@ -130,9 +130,9 @@ class TWXSpec(BenchmarkSpec):
         return {"game": meta["game"], "params": params, "steps": len(task.gold), "seed": meta["seed"]}
 
     def parse_generated(self, text: str, task_id: str, iteration: int, parent: Task | None) -> Task | Rejection:
-        """Strict JSON; a known game, integer params, optional ``steps`` (an integer in 1..:attr:`max_steps`), a
+        """Strict JSON; a known game, integer params, optional ``steps`` (an integer in 1..`max_steps`), a
         train-fold seed; the engine generates the game (with ``steps``: the first game from the seed upward whose
-        gold sequence has that many actions, :func:`pin_steps`); its gold sequence fits in :attr:`max_steps` and
+        gold sequence has that many actions, `pin_steps`); its gold sequence fits in `max_steps` and
         replays to a win."""
         obj = extract_json_object(text)
         if isinstance(obj, Rejection):
@@ -176,8 +176,8 @@ class TWXSpec(BenchmarkSpec):
 
 def pin_steps(game: str, params: dict[str, int], seed: int, steps: int, **fields: Any) -> Task | None:
     """The first train-fold game of ``game`` with ``params`` from ``seed`` upward (wrapping at the fold's end, at
-    most :data:`STEPS_SEARCH` seeds) whose gold sequence has exactly ``steps`` actions, as a :class:`Task`
-    (``fields`` go to :func:`~genenv.benchmarks.twx.env.make_task`); ``None`` when none has.
+    most `STEPS_SEARCH` seeds) whose gold sequence has exactly ``steps`` actions, as a `Task`
+    (``fields`` go to `make_task`); ``None`` when none has.
 
     Raises:
         ValueError: the engine rejects the game or its parameters.

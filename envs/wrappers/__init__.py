@@ -1,5 +1,5 @@
 """Gymnasium wrappers over the benchmark envs, one per module: model text to actions
-(:class:`TextActionWrapper`) and the prompt of each turn (:class:`PromptWindow`); :func:`make_text_env` stacks
+(`TextActionWrapper`) and the prompt of each turn (`PromptWindow`); `make_text_env` stacks
 both, the way every episode loop opens an env."""
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from genenv.envs.wrappers.text_action import TextActionWrapper
 def make_text_env(tasks: list[Task], env_kwargs: dict[str, Any] | None = None) -> PromptWindow:
     """The env of ``tasks``' benchmark (all tasks of one benchmark) over ``tasks``, made through the registry
     (``gymnasium.make`` of the benchmark's env id, the passive env checker off: the conformance suite runs
-    ``check_env``), taking model text (:class:`TextActionWrapper`) and showing each turn's prompt in
-    ``info["messages"]`` (:class:`PromptWindow`).
+    ``check_env``), taking model text (`TextActionWrapper`) and showing each turn's prompt in
+    ``info["messages"]`` (`PromptWindow`).
 
     Raises:
         KeyError: unknown benchmark. ValueError: ``tasks`` is empty or mixes benchmarks.
@@ -31,4 +31,4 @@ def make_text_env(tasks: list[Task], env_kwargs: dict[str, Any] | None = None) -
     return PromptWindow(TextActionWrapper(env))
 
 
-__all__ = ["PromptWindow", "TextActionWrapper", "make_text_env"]
+__all__ = ["PromptWindow", "TextActionWrapper", "make_text_env", "prompt_window", "text_action"]

@@ -1,7 +1,7 @@
 """The prompt window: what a chat model is shown at each turn of an episode.
 
 A multi-step episode is a conversation: the env's rendered prompt (system instructions, demonstrations, the first
-observation), then one (action, observation) exchange per step. :class:`PromptWindow` keeps that conversation and
+observation), then one (action, observation) exchange per step. `PromptWindow` keeps that conversation and
 puts the chat messages of the agent's *next* turn in ``info["messages"]`` after every reset and non-final step, so
 every loop that plays episodes (evaluation, local training, the veRL agent loop) shows the agent the same prompt
 by reading it from here. Like GEM's history wrappers, it is the one place that decides the history a turn sees.
@@ -24,7 +24,7 @@ __all__ = ["PromptWindow"]
 class PromptWindow(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Keep the episode's conversation and put the next turn's chat messages in ``info["messages"]``.
 
-    Wraps a text-level env (:class:`~genenv.envs.wrappers.TextActionWrapper`: actions are model text).
+    Wraps a text-level env (`TextActionWrapper`: actions are model text).
 
     Args:
         env: the wrapped env.

@@ -16,15 +16,15 @@ __all__ = ["TextActionWrapper"]
 class TextActionWrapper(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     """Accept model text as the action and hand the env its structured / free-text action.
 
-    Parsing is the env's own :meth:`~genenv.envs.base.TaskEnv.read_action` (under the env's ``parsing``
+    Parsing is the env's own `read_action` (under the env's ``parsing``
     setting: the official harness's reading or our lenient one); anything it cannot parse becomes
-    an :class:`~genenv.envs.base.InvalidAction` that the env scores 0 with ``info["error"]``, so no model
+    an `InvalidAction` that the env scores 0 with ``info["error"]``, so no model
     output can raise. The raw text is kept in ``info["raw_action"]``.
 
-    A list of :class:`~genenv.envs.parsing.ToolCall` (structured calls from a client that has them already, e.g. a
+    A list of `ToolCall` (structured calls from a client that has them already, e.g. a
     tool-calling API or MCP) is handed over through the env's
-    :meth:`~genenv.envs.base.TaskEnv.action_from_calls`, unparsed; an env that takes text only makes it an
-    :class:`~genenv.envs.base.InvalidAction` with the reason. Its ``raw_action`` is the calls as JSON.
+    `action_from_calls`, unparsed; an env that takes text only makes it an
+    `InvalidAction` with the reason. Its ``raw_action`` is the calls as JSON.
     """
 
     def __init__(self, env: gym.Env):

@@ -7,8 +7,8 @@ runs in a child Python process with the checkout as working directory, as its ow
 network stubbed (``sentence_transformers`` for ToolSearcher, ``googletrans``; ToolSearcher, Dictionary, Translate
 and the other calls that reach the network are therefore not scored by it).
 
-Cases (:mod:`genenv.benchmarks.api_bank.agreement`): every official task of levels 1-3
-(:func:`genenv.benchmarks.api_bank.env.load_api_bank_tasks`), its gold call and, for every string or number
+Cases (`genenv.benchmarks.api_bank.agreement`): every official task of levels 1-3
+(`genenv.benchmarks.api_bank.env.load_api_bank_tasks`), its gold call and, for every string or number
 argument, the argument padded with spaces (``pad``), upper-cased (``upper``), lower-cased (``lower``), without
 spaces (``nospace``), with spaces around operators and commas (``spaced``) and replaced (``wrong``); a variant is
 kept when it changes the text. For every argument (lists too), the call without it (``omit``) and with it given as
@@ -17,7 +17,7 @@ case is written as the benchmark's ``API-Request: [Name(k='v', ...)]`` line. The
 ``parse_api_call`` on that text, a fresh ``ToolManager`` (``./apis`` or ``./lv3_apis``), ``api_call``, then the gold
 API's ``check_api_call_correctness`` against the recorded result (the exceptions its evaluators catch count as
 wrong). Ours: ``genenv/APIBank-v0`` under ``parsing=official`` and ``parsing=lenient``
-(:func:`~genenv.benchmarks.api_bank.agreement.case_reward`).
+(`case_reward`).
 
 Figures per level: cases, comparable cases, agreement of each reading, and the same over the ``omit`` / ``empty``
 cases alone (``.../omit_or_empty``). A case is *comparable* when the released code scores the unperturbed gold call
@@ -27,7 +27,7 @@ disagreement of the official reading (those of the lenient reading counted by va
 code does not score correct (with its message), and the released verdict of every comparable case, ``{task_id:
 {variant: verdict}}`` (what ``tests/test_api_bank.py`` replays).
 
-Usage::
+Usage:
 
     git clone https://github.com/AlibabaResearch/DAMO-ConvAI && git -C DAMO-ConvAI checkout 483554ea
     python lab/benches/api_bank_agreement.py --official DAMO-ConvAI/api-bank \\

@@ -7,7 +7,7 @@ games, and episode throughput with env worker processes.
    wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])``, ``reset()``, then the expert walkthrough with
    ``env.step(command)``; run first, before our env memoises fast-downward's translation, so raw TextWorld pays
    its own costs.
-2. **Ours**: ``genenv/ALFWorld-v0`` behind :class:`~genenv.envs.wrappers.TextActionWrapper`, fed the same
+2. **Ours**: ``genenv/ALFWorld-v0`` behind `TextActionWrapper`, fed the same
    commands as model text (parsing, matching to the admissible commands, observation text, ``info``,
    goal progress at the end).
 
@@ -52,7 +52,7 @@ def time_episodes(tasks, start, step) -> dict[str, list[float]]:
 
 
 def raw_textworld(tasks) -> dict[str, list[float]]:
-    """:func:`time_episodes` on raw TextWorld: ``textworld.start`` + ``reset`` (first episode), ``reset`` (second),
+    """`time_episodes` on raw TextWorld: ``textworld.start`` + ``reset`` (first episode), ``reset`` (second),
     ``env.step(command)``."""
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
@@ -81,7 +81,7 @@ def raw_textworld(tasks) -> dict[str, list[float]]:
 
 
 def ours(tasks) -> dict[str, list[float]]:
-    """:func:`time_episodes` through ``genenv/ALFWorld-v0`` behind the text wrapper."""
+    """`time_episodes` through ``genenv/ALFWorld-v0`` behind the text wrapper."""
     from genenv.benchmarks.alfworld.env import ALFWorldEnv
     from genenv.envs.wrappers import TextActionWrapper
 

@@ -1,6 +1,6 @@
 """One layer's attention, forward and backward, of an update's pass over a shared prompt's cache: SDPA with the
 explicit causal mask aligned to the last key (what transformers builds) against
-:func:`~genenv.runtime.attention.causal_attention` (the fused causal kernel without a mask, the queries preceded by
+`causal_attention` (the fused causal kernel without a mask, the queries preceded by
 zero rows), SmolLM2-135M's heads (9 query heads over 3 KV heads of 64), float32 (a benchmark script that prints
 figures, not a test). Shows where ``decode_attention`` takes the causal kernel: with ``K`` keys and ``Q`` queries,
 only where ``2 K <= 3 Q``; the zero rows cost more than the mask saves past that.
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
 def matmul_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, allowed: torch.Tensor
                      ) -> torch.Tensor:
     """Attention as two batched matmuls, the scores and the softmax in float32, the result in ``value``'s dtype:
-    :func:`~genenv.runtime.attention.grouped_attention` (the decoding attention's matmuls) with each KV head's
+    `grouped_attention` (the decoding attention's matmuls) with each KV head's
     query heads and queries as one run of rows.
 
     Args:

@@ -6,7 +6,7 @@ with an unchanged role's files shared (a benchmark script that prints figures, n
 
 It builds the local engine as ``genenv-train`` configures it (``overrides`` as on its command line), gives the
 agent, then the environment policy, AdamW moments with one update on two short samples, and times
-:func:`~genenv.trainer.checkpoint.save_checkpoint`:
+`save_checkpoint`:
 
 - ``env policy never updated``: only the agent updated so far (a frozen task source: ``random_env``, ``envgen``,
   ``static``, ``static_aug``, ``genenv_released``; or ``genenv`` before its first in-band group): a full
@@ -16,7 +16,7 @@ agent, then the environment policy, AdamW moments with one update on two short s
 - ``agent only``: the agent updated, the environment policy not since the previous checkpoint (an iteration whose
   generated groups all fell outside the difficulty band): the environment policy's files are hard links into the
   previous checkpoint;
-- ``load``: :func:`~genenv.trainer.checkpoint.load_checkpoint` of the last one.
+- ``load``: `load_checkpoint` of the last one.
 
 ``disk`` is what the checkpoint folder holds with ``keep_checkpoints`` folders kept (linked files counted once).
 ``--paper-params`` prints the same bytes for the paper profile's 7B policies from the formula (float32 weights ``4P``

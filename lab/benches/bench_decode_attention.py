@@ -1,7 +1,7 @@
 """One layer's attention of a decoding step in bfloat16 on the CPU, the two ways
-:func:`~genenv.runtime.attention.decode_attention` can compute it: SDPA with grouped-query heads (what it takes
-where :func:`~genenv.runtime.attention.sdpa_decodes_bfloat16`, a CPU with AMX) against two matmuls with the scores
-and the softmax in float32 (:func:`~genenv.runtime.attention.grouped_attention`, elsewhere; its scores against the
+`decode_attention` can compute it: SDPA with grouped-query heads (what it takes
+where `sdpa_decodes_bfloat16`, a CPU with AMX) against two matmuls with the scores
+and the softmax in float32 (`grouped_attention`, elsewhere; its scores against the
 key's whole buffer). SmolLM2-135M's heads
 (9 query heads over 3 KV heads of 64); the keys and values are views of the first ``T`` columns of larger buffers,
 as a growing KV cache hands them over (a benchmark script that prints figures, not a test).

@@ -5,11 +5,11 @@ benchmark slices (a benchmark script that prints figures, not a test).
         --limit 40 --levels 1,4,16
     python lab/benches/bench_endpoint.py --url openai:http://127.0.0.1:8000/v1#Qwen2.5-7B-Instruct --policy hf:PATH
 
-``--server`` starts llama.cpp's server on the embedded GGUF (:class:`~genenv.eval.model_server.LlamaServer`);
+``--server`` starts llama.cpp's server on the embedded GGUF (`LlamaServer`);
 ``--url`` names a running endpoint instead. ``--policy`` is the local reference (default ``smollm2``; ``none`` skips
-it). For each concurrency level the same greedy evaluation runs through :func:`~genenv.runtime.evaluation.evaluate`;
+it). For each concurrency level the same greedy evaluation runs through `evaluate`;
 the table gives tasks/s per unit and the score, and how often the endpoint's greedy text equals the local policy's
-(exactly, and in its first word: :func:`~genenv.runtime.evaluation.output_agreement`) — the two differ in numerics
+(exactly, and in its first word: `output_agreement`) — the two differ in numerics
 (llama.cpp computes with the Q4_1 weights, transformers with their de-quantised float32 copy). ``--out DIR`` writes
 ``bench_endpoint.json``.
 """

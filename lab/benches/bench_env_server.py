@@ -153,7 +153,7 @@ def replies(latencies: list[float], seconds: float, errors: list[str]) -> dict:
 
 def part_replicas(counts: list[int], sessions: int, steps: int) -> list[dict]:
     """The ``replicas`` part: for each count, that many servers on this machine and the mixed load's sessions
-    spread over them in turn (as :class:`~genenv.runtime.serve.client.RemoteEpisodes` spreads a fresh client's
+    spread over them in turn (as `RemoteEpisodes` spreads a fresh client's
     sessions); replies/s, latency and the servers' RSS together."""
     tasks = oracle_tasks(mix=MIX + ALFWORLD)
     rows = []
@@ -318,7 +318,7 @@ def part_echo(sessions: int, steps: int, rounds: int = 3) -> dict:
 
 
 def _echo_round(sessions: int, steps: int, deflate: bool) -> float:
-    """Replies/s of OpenEnv's own server over :data:`ECHO_SERVER` (an env whose step returns its input; ``deflate``:
+    """Replies/s of OpenEnv's own server over `ECHO_SERVER` (an env whose step returns its input; ``deflate``:
     WebSocket per-message compression offered, uvicorn's default): each of ``sessions`` sessions resets once, then
     sends ``steps`` steps."""
     import socket

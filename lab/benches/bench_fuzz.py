@@ -2,14 +2,14 @@
 
     python lab/benches/bench_fuzz.py [--texts 10000] [--seed 0] [--tasks 4] [--data-dir DIR] [--only NAME ...]
 
-Every registered env (:data:`genenv.envs.ENVS`) is made on the first ``--tasks`` tasks of its first split and
-wrapped in :class:`~genenv.envs.wrappers.TextActionWrapper`; each text is one ``step`` after a ``reset`` (an
+Every registered env (`genenv.envs.ENVS`) is made on the first ``--tasks`` tasks of its first split and
+wrapped in `TextActionWrapper`; each text is one ``step`` after a ``reset`` (an
 episode that ends is reset, so multi-step envs see texts at their first and later steps). Every registered
 benchmark spec's ``parse_generated`` (the environment policy's generation parser) gets every text too. The
 contract checked (``docs/adding-an-env.md``): no text raises; a text is an action, or an invalid action that
-scores 0 with ``info["error"]``, or a generated task, or a :class:`~genenv.benchmarks.task_writer.Rejection`.
+scores 0 with ``info["error"]``, or a generated task, or a `Rejection`.
 
-The texts (:func:`genenv.benchmarks.fuzz.fuzz_texts`, as the test suite's slice uses them) mix: random printable /
+The texts (`genenv.benchmarks.fuzz.fuzz_texts`, as the test suite's slice uses them) mix: random printable /
 Unicode / control-character strings; integer literals of thousands of digits (beyond Python's 4,300-digit int-string
 limit) and huge hexadecimal literals inside JSON, Python-literal, ``<tool_call>``, ``API-Request:`` and ReAct forms;
 nesting thousands of levels deep; ``NaN`` / ``Infinity`` / ``1e999``; oversized texts; and mutations (truncation,
@@ -63,7 +63,7 @@ def run(n: int, seed: int = 0, tasks: int = 4, data_dir: str | None = None, only
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: run :func:`run`; exit 1 when any text raised."""
+    """Command line: run `run`; exit 1 when any text raised."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--texts", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)

@@ -5,13 +5,13 @@ sampling, grounded vs format-only validation, and what each admitted task costs.
         [--policy smollm2] [--modes constrained,free] [--out runs/bench_generation]
 
 For each benchmark it builds ``--prompts`` generation prompts exactly as the trainer does
-(:func:`genenv.trainer.generation.write_tasks`, GenEnv mode, demonstrations from the real training pool, seeded),
+(`genenv.trainer.generation.write_tasks`, GenEnv mode, demonstrations from the real training pool, seeded),
 samples ``--n`` generations per prompt twice — under the spec's JSON Schema (``generation.constrained: true``) and
 freely — at the benchmark's configured temperature and ``max_new_tokens``, and validates every text twice: with
 the grounded rules (the default) and with format, type and execution checks only (``generation.grounded: false``,
 the validators before grounding). Prints, per benchmark and sampling mode: generations, admitted under each
 validator, generated tokens per second, seconds of generation per admitted (grounded) task, the median response
-tokens, the largest token budget (:func:`genenv.trainer.generation.generation_budget`), how many generations ended
+tokens, the largest token budget (`genenv.trainer.generation.generation_budget`), how many generations ended
 at their budget ("cut"), and every rejection reason with its count.
 Writes ``results.json``, ``generations.jsonl`` (every
 generation: text, tokens, verdict and its detail) and ``examples.md`` (tasks the format-only validator admits that

@@ -5,7 +5,7 @@ another one side by side (a benchmark script that prints figures, not a test).
     python lab/benches/bench_iteration.py --before /tmp/before --arms genenv,static \\
         --out lab/figures/iteration_figures.json
 
-Each run is ``genenv-train`` with :data:`POWERED` (the settings of the shipped powered experiment,
+Each run is ``genenv-train`` with `POWERED` (the settings of the shipped powered experiment,
 ``results/twx_informative.tar.xz``: 4-room Coin Collector games, 4 tasks x 4 rollouts with informative refills up
 to 48 rollouts, GRPO on R_env for the environment policy) and ``iterations=1`` at each of ``--seeds`` (default 0),
 in a fresh run folder: one iteration from the same iteration 0 (task writing, agent rollouts, environment-policy
@@ -13,11 +13,11 @@ update, agent update) and the held-out evaluation that ends a run (20 dev games,
 interleaved (seed by seed and arm by arm: this tree, then ``--before``, ``--repeats`` times), each in its own process
 with the same installed dependencies: the other tree's package is put first on ``PYTHONPATH`` under the name
 ``genenv``. Phase seconds are the run's own ``metrics.jsonl`` (``time/*``), plus ``time/heldout_eval``; the script
-ends with each arm's ratio of the summed loop seconds (:func:`ratios`). ``--out`` also records the host
-(:func:`~genenv.trainer.experiments.provenance.host`), both trees' commits and each tree's overrides.
+ends with each arm's ratio of the summed loop seconds (`ratios`). ``--out`` also records the host
+(`host`), both trees' commits and each tree's overrides.
 
 Overrides after the options apply to both trees' runs and ``--this-override`` to this tree's only; each replaces
-:data:`POWERED`'s entry of the same key. With ``iterations=N`` the phases are the last iteration's, e.g. on a GPU,
+`POWERED`'s entry of the same key. With ``iterations=N`` the phases are the last iteration's, e.g. on a GPU,
 where the static KV cache's first iteration compiles its decoding:
 
     python lab/benches/bench_iteration.py --before /tmp/before --this-override agent.policy.static_cache=true \
@@ -49,15 +49,15 @@ PHASES = ("task_generation", "agent_rollout", "env_policy_update", "agent_update
 
 
 def with_overrides(extra: Sequence[str]) -> list[str]:
-    """:data:`POWERED` with ``extra`` (``key=value`` overrides) appended, each replacing POWERED's entry of the same
+    """`POWERED` with ``extra`` (``key=value`` overrides) appended, each replacing POWERED's entry of the same
     key (``iterations=2``, ``device=cuda``, ``agent.policy.static_cache=true``)."""
     keys = {e.split("=", 1)[0].lstrip("+~") for e in extra}
     return [o for o in POWERED if o.split("=", 1)[0].lstrip("+~") not in keys] + list(extra)
 
 
 def run_once(tree: Path | None, arm: str, workdir: Path, seed: int = 0, extra: Sequence[str] = ()) -> dict[str, Any]:
-    """One run of ``arm`` at ``seed`` with the package at ``tree`` (``None``: the installed one), :data:`POWERED`
-    with ``extra`` (:func:`with_overrides`); returns its last iteration's phase seconds, the loop's total
+    """One run of ``arm`` at ``seed`` with the package at ``tree`` (``None``: the installed one), `POWERED`
+    with ``extra`` (`with_overrides`); returns its last iteration's phase seconds, the loop's total
     (``time/total``), the process wall time and the iteration's agent reward, generated tokens, rollouts and
     trained tokens (``agent_update/tokens``)."""
     env = dict(os.environ)

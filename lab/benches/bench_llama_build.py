@@ -3,9 +3,9 @@ embedded GGUF, for each given Python environment's build (a benchmark script tha
 
     python lab/benches/bench_llama_build.py --python portable=.venv/bin/python --python native=/tmp/native/bin/python
 
-For each build, the server is started (:class:`~genenv.eval.model_server.LlamaServer` with that interpreter) and asked
+For each build, the server is started (`LlamaServer` with that interpreter) and asked
 ``--repeats`` times for a greedy chat completion and a plain-text completion of ``--max-tokens`` tokens
-(:func:`~genenv.eval.model_server.stream_speed`); the table gives the median decoding rate (tokens/s, first streamed
+(`stream_speed`); the table gives the median decoding rate (tokens/s, first streamed
 token to last) and the median time to the first token. A build that dies is reported with its exit code (a build for
 another CPU dies with SIGILL, on chat requests first) and the other figures are still measured where it answers.
 The plain-text request (``--prompt``, default ``Once upon a time``) holds none of the chat template's special

@@ -1,6 +1,6 @@
 """Both readings of model text side by side: every metric under ``parsing=official`` and ``parsing=lenient``.
 
-Usage::
+Usage:
 
     python lab/benches/bench_parsing.py --benchmarks bamboogle --policy smollm2
     python lab/benches/bench_parsing.py --benchmarks alfworld --policy smollm2 --max-new-tokens 16 \\
@@ -8,7 +8,7 @@ Usage::
 
 Where every episode is one turn (single-step benchmarks, ALFWorld's single-step protocol) the policy generates
 once (greedy, under the lenient setting) and the very same outputs are read again under the official setting
-(:class:`ReplayPolicy`), so the difference is the reading alone. Episodes of several turns are played once per
+(`ReplayPolicy`), so the difference is the reading alone. Episodes of several turns are played once per
 setting: the reading changes what the env does, so the trajectories differ.
 Prints a Markdown table ``metric | n | official | lenient | lenient - official`` (percent) and, with ``--out``,
 writes ``parsing.json`` (both results' metrics and timing) and ``<benchmark>-<setting>.jsonl`` (the per-task rows
@@ -49,7 +49,7 @@ class ReplayPolicy:
 
 def compare(policy, benchmark: str, **eval_kwargs: Any) -> tuple[EvalResult, EvalResult]:
     """``(official result, lenient result)`` of ``policy`` on one benchmark (see the module docstring for how
-    one-turn and longer episodes differ). ``eval_kwargs`` go to :func:`evaluate`."""
+    one-turn and longer episodes differ). ``eval_kwargs`` go to `evaluate`."""
     lenient = evaluate(policy, [benchmark], parsing="lenient", **eval_kwargs)
     if any(row["turns"] != 1 for row in lenient.rows):
         official = evaluate(policy, [benchmark], parsing="official", **eval_kwargs)

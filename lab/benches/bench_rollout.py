@@ -6,7 +6,7 @@ work (a benchmark script that prints figures, not a test).
 Per benchmark: its default training rollout as ``genenv-train benchmark=<name>`` configures it (the composed
 config's ``agent.batch_tasks`` tasks of the seed pool x ``agent.n`` episodes at ``agent.temperature``,
 ``agent.max_new_tokens`` per turn, the response budget and the run's env options), through
-:func:`~genenv.runtime.episodes.play_episodes` with the local policy, as the trainer's rollout runs it;
+`play_episodes` with the local policy, as the trainer's rollout runs it;
 ``--powered-twx``: TextWorldExpress as the shipped powered experiment runs it (``results/twx_informative.tar.xz``:
 4-room Coin Collector games, 4 tasks x 4 rollouts, 16 tokens per command, a 2,048-token response budget).
 
@@ -18,7 +18,7 @@ Printed per benchmark:
 - the profile of the model's forward passes inside the loop (every call is timed): ``decode steps`` (single-token
   passes), the rows they computed against the tokens kept (``useful decode rows``: rows of a finished sequence are
   still computed until its batch ends), ``prefill tokens`` (prompt tokens fed, padding excluded; reused KV states
-  are not fed again, :mod:`~genenv.runtime.prefix_cache`) and the ``padding share`` of the fed positions, the
+  are not fed again, `prefix_cache`) and the ``padding share`` of the fed positions, the
   seconds in decode steps, in prefill passes and in generation outside the model (sampling, logits processing,
   cache bookkeeping);
 - the engine's best for the same work, measured in the same run: one ``generate`` call of one full batch (all
@@ -30,7 +30,7 @@ Printed per benchmark:
   and its generated tokens at the reference's decoding rate, and divides that time by the loop's wall time.
 
 Each benchmark is measured once per episode loop of ``--paths`` (default ``continuous,lock-step``, interleaved):
-``continuous``, the policy's continuous batch (:mod:`~genenv.runtime.continuous`; its packed passes are read
+``continuous``, the policy's continuous batch (`continuous`; its packed passes are read
 from its counters: a pass that feeds prompt tokens counts as a prefill pass, the decoding rows riding along), and
 ``lock-step``, one ``generate`` call per turn, and ``static``, lock step through transformers' ``generate`` with a
 static KV cache (compiled decoding on a GPU; ``TransformersPolicy(static_cache=True)``; its forward passes are
@@ -39,16 +39,16 @@ its turns are sequential, so no loop decodes them in fewer passes, while the one
 mean: ``loop / engine (sequential)`` prices the longest episode's tokens at the reference's seconds per decoding
 step and the observation prefill as ``(work)`` does, over the loop's wall time. ``engine at the episodes' lengths``
 measures that bound instead of pricing it: one batch of the same first prompts through the engine's decoding loop,
-each row generating exactly as many tokens as its episode did (:func:`engine_reference_lengths`; the same prompts
+each row generating exactly as many tokens as its episode did (`engine_reference_lengths`; the same prompts
 and lengths, no episode logic, no observations to prefill), and ``loop / engine (lengths)`` is the loop's
 tokens/s over its.
 
 ``--held-out N`` also plays the first N test tasks of each benchmark (or of ``--held-out-benchmarks``) greedily through each path, as a held-out
-evaluation does (:func:`measure_held_out`), and prints their time and a digest of the responses.
+evaluation does (`measure_held_out`), and prints their time and a digest of the responses.
 
 ``prompt tokens reused``: the share of prompt tokens whose KV states came from an earlier turn instead of a new
 prefill. ``--before-reuse`` runs the engine as it was before that reuse and the CPU decoding attention
-(:mod:`~genenv.runtime.attention`), for before/after tables. ``--out FILE.json`` writes the rows with the host's
+(`attention`), for before/after tables. ``--out FILE.json`` writes the rows with the host's
 CPU model, core count, torch threads and the policy's dtype.
 """
 from __future__ import annotations
@@ -160,7 +160,7 @@ def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens:
 def engine_reference_lengths(policy, first_prompts: Sequence[Sequence[int]], lengths: Sequence[int],
                              temperature: float) -> dict[str, Any]:
     """The engine alone on the rollout's prompts *and lengths*: one batch of every first prompt through the local
-    engine's decoding loop (:func:`~genenv.runtime.decoding.decode`, rows retire when done), row ``i`` generating
+    engine's decoding loop (`decode`, rows retire when done), row ``i`` generating
     exactly ``lengths[i]`` tokens (its episode's generated tokens; no stop token ends it), no episode logic.
     Returns ``seconds``, ``tokens`` and ``tokens_per_second``."""
     import torch
@@ -183,8 +183,8 @@ def engine_reference_lengths(policy, first_prompts: Sequence[Sequence[int]], len
 
 
 def continuous_profile(counts: dict[str, float], generated: int, generate_seconds: float) -> dict[str, Any]:
-    """:func:`profile`'s figures from a continuous batch's counters (``counts``: the change of
-    ``policy.continuous_counters`` over the rollout, :data:`~genenv.runtime.continuous.COUNTERS`). Its passes
+    """`profile`'s figures from a continuous batch's counters (``counts``: the change of
+    ``policy.continuous_counters`` over the rollout, `COUNTERS`). Its passes
     are packed (no padding); a pass that feeds prompt tokens counts as a prefill pass, its decoding rows riding
     along, so ``decode_steps`` counts every pass and ``prefill_seconds`` the passes with prompt tokens."""
     forward_s = counts["decode_seconds"] + counts["prefill_seconds"]
@@ -204,9 +204,9 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
     oracle episode; returns ``episodes``, ``turns``, ``tokens`` (generated), ``prompt_tokens`` (the turns' prompts),
     ``reused_prompt_share`` (0-1: prompt tokens whose KV states came from earlier calls; 0 without a prefix
     cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds, the loop's and the engine's tokens/s, the
-    forward-pass ``profile`` (:func:`profile`) and, with ``reference``, the engine's best for the same work
-    (:func:`engine_reference`) with the two ratios of the module docstring. ``path``: ``continuous`` (the
-    policy's continuous batch, :mod:`~genenv.runtime.continuous`), ``lock-step`` (one ``generate`` call per
+    forward-pass ``profile`` (`profile`) and, with ``reference``, the engine's best for the same work
+    (`engine_reference`) with the two ratios of the module docstring. ``path``: ``continuous`` (the
+    policy's continuous batch, `continuous`), ``lock-step`` (one ``generate`` call per
     turn) or ``static`` (lock step into a static KV cache, the policy's ``static_cache``)."""
     from genenv.trainer.cli import compose_config
     from genenv.runtime.episodes import RolloutSpec, play_episodes
@@ -228,7 +228,7 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
 @contextmanager
 def sampling_path(policy, path: str):
     """Within the block ``policy`` samples through ``path``: ``continuous``, ``lock-step`` or ``static``
-    (:meth:`~genenv.runtime.policies.TransformersPolicy.use_static_cache`); its settings return afterwards."""
+    (`use_static_cache`); its settings return afterwards."""
     saved = policy.static_cache, policy.continuous_batching
     policy.use_static_cache(path == "static")
     policy.continuous_batching = path == "continuous"
@@ -240,7 +240,7 @@ def sampling_path(policy, path: str):
 
 
 def _measure(bench: str, policy, cfg, pool, reference: bool, path: str, overrides: Sequence[str]) -> dict[str, Any]:
-    """:func:`measure` once the policy is set up for ``path``."""
+    """`measure` once the policy is set up for ``path``."""
     from genenv.runtime.episodes import RolloutSpec, play_episodes
     from genenv.trainer.settings import env_kwargs, response_budget
 
@@ -356,7 +356,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def host() -> dict[str, Any]:
     """The machine the figures come from: the CPU model and the kernels torch computes with there (SIMD level and
-    native bfloat16 path: :mod:`~genenv.trainer.experiments.provenance`'s ``cpu_model`` and ``cpu_kernels``),
+    native bfloat16 path: `provenance`'s ``cpu_model`` and ``cpu_kernels``),
     usable cores, torch threads and version."""
     import torch
 

@@ -3,8 +3,8 @@
     python lab/benches/bench_scoring.py [--repeats 3] [--data-dir DIR]
 
 For every AST category it scores the gold answers twice: (a) ours, from raw model text
-(``<tool_call>`` JSON) through :class:`~genenv.envs.wrappers.TextActionWrapper` → parser → env step →
-:func:`genenv.benchmarks.bfcl.checker.bfcl_check`; (b) direct, bfcl-eval's own prompt-mode decoder
+(``<tool_call>`` JSON) through `TextActionWrapper` → parser → env step →
+`genenv.benchmarks.bfcl.checker.bfcl_check`; (b) direct, bfcl-eval's own prompt-mode decoder
 (``default_decode_ast_prompting`` on Python call syntax) plus ``ast_checker``, as its eval runner does. Prints
 answers/s of both, the ratio ours/direct, and that both verdicts agree.
 """

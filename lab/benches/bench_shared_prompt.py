@@ -4,7 +4,7 @@ The update of the TextWorldExpress environment-policy experiment (docs/results.m
 each with ``--group-size`` responses of ``--response-tokens`` tokens (random tokens: only the cost matters), on
 the embedded SmolLM2-135M-Instruct (``genenv.trainer.updates.policy_update``, micro-batches of 4, with the
 reference pass). "separate" runs every sample's prompt itself (the behaviour before
-:func:`genenv.trainer.updates.batch.shared_prompt_logprobs`); "shared" is the default. Prints the median of
+`genenv.trainer.updates.batch.shared_prompt_logprobs`); "shared" is the default. Prints the median of
 ``--repeats`` updates each, alternating, and the weights' difference between the two after one update.
 
 Usage: ``python lab/benches/bench_shared_prompt.py --threads 1``

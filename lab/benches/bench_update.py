@@ -5,11 +5,11 @@ benchmark script that prints figures, not a test): the reference pass and the gr
     python lab/benches/bench_update.py --compare passes --tasks 4 --repeats 1 agent.n=4 ...
 
 ``--compare columns`` (default): logits at the trained response columns
-(:func:`~genenv.trainer.updates.batch.trained_columns`, the default) against logits at every response column.
+(`trained_columns`, the default) against logits at every response column.
 ``--compare passes``: each micro-batch's groups (over their shared prompt's cache) and samples with prompts of
 their own on transformers' SDPA with the mask in one pass (the models switched to ``sdpa``), on the CPU attention
-(:func:`~genenv.runtime.attention.causal_attention` where it pays) in one pass, in one pass per sample, and by the
-padding rule (:data:`~genenv.trainer.updates.batch.PASS_TOKENS`, the default); it also prints the tokens the passes
+(`causal_attention` where it pays) in one pass, in one pass per sample, and by the
+padding rule (`PASS_TOKENS`, the default); it also prints the tokens the passes
 feed in one pass and one pass each.
 
 The episodes: the first ``--tasks`` seed tasks of ``--benchmark`` (default TextWorldExpress with the 4-room games of
@@ -19,7 +19,7 @@ times, for every variant, the reference log-prob pass (no gradient) and the grad
 over micro-batches of ``agent.policy.micro_batch_size``); the optimiser does not step, so every repeat sees the same
 weights. A first round of the variants warms up and is not timed. Prints the batch (samples, tokens, trained
 tokens), the gap between the sampler's log-probs and the trainer's on the trained tokens
-(:func:`~genenv.trainer.updates.update.sampler_gap`, as the update reports it) and per variant the mean seconds
+(`sampler_gap`, as the update reports it) and per variant the mean seconds
 of each pass (``--repeats 0``: the gap only). ``--profile N`` then runs the gradient pass once more under
 ``torch.profiler`` (the default variant) and prints its ``N`` operators with the most self CPU time.
 """
@@ -39,7 +39,7 @@ FOUR_ROOMS = "+benchmark.seed_options.params={coin: 'numLocations=4,numDistracto
 
 
 def columns(batches, model, ref) -> dict:
-    """Logits at the trained columns (:func:`~genenv.trainer.updates.batch.trained_columns`) or at every column."""
+    """Logits at the trained columns (`trained_columns`) or at every column."""
     every = lambda mb, r: torch.arange(r, device=mb.batch["response_mask"].device)  # noqa: E731
     return {"trained columns": contextlib.nullcontext,
             "every column": lambda: mock.patch.object(batches, "trained_columns", every)}
@@ -48,7 +48,7 @@ def columns(batches, model, ref) -> dict:
 def passes(batches, model, ref) -> dict:
     """How a micro-batch's samples run: transformers' SDPA with the mask in one pass per group and one for the
     samples with prompts of their own (the models switched to ``sdpa``), or the CPU attention in such passes, in
-    one pass per sample, or by the padding rule (:data:`~genenv.trainer.updates.batch.PASS_TOKENS`, the
+    one pass per sample, or by the padding rule (`PASS_TOKENS`, the
     default)."""
     from genenv.runtime.attention import NAME
 

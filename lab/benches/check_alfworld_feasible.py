@@ -3,9 +3,9 @@ share of the goals it offers that the planner admits says how much the filter le
 
 For each of ``--scenes`` training games (the default seed pool's, in order), every goal of ALFWorld's grammar over
 the scene's types (task type × object type × receptacle type, or lamp for ``look_at_obj_in_light``) is split
-into the feasible ones (:func:`genenv.benchmarks.alfworld.feasible.feasible_goals`, before leaving out the
+into the feasible ones (`genenv.benchmarks.alfworld.feasible.feasible_goals`, before leaving out the
 demonstrated goal) and the rest; ``--per-scene`` goals of each side, drawn with ``--seed``, are validated by
-:meth:`ALFWorldSpec.parse_generated` (the planner, then a replay of its plan). Prints one line per side with the
+`ALFWorldSpec.parse_generated` (the planner, then a replay of its plan). Prints one line per side with the
 verdicts, and writes them as JSON (``--out``).
 
 Usage: ``python lab/benches/check_alfworld_feasible.py --scenes 12 --per-scene 4``

@@ -35,7 +35,7 @@ def t_power(n: int, sd: float, difference: float, level: float = 0.05) -> float:
 
 
 def pairs_needed(sd: float, difference: float, power: float = 0.8, level: float = 0.05, most: int = 1000) -> int:
-    """The smallest n ≥ 2 with :func:`t_power` ≥ ``power`` (``most`` + 1 when none up to ``most``)."""
+    """The smallest n ≥ 2 with `t_power` ≥ ``power`` (``most`` + 1 when none up to ``most``)."""
     return next((n for n in range(2, most + 1) if t_power(n, sd, difference, level) >= power), most + 1)
 
 

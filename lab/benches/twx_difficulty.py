@@ -6,7 +6,7 @@ any training to check that the written fields decide difficulty.
         --out docs/curriculum/twx_difficulty.json
 
 For every (numLocations, includeDoors, steps) cell, ``--games`` games are pinned with
-:func:`genenv.benchmarks.twx.spec.pin_steps` from spread-out train seeds (exactly as a generated task with that
+`genenv.benchmarks.twx.spec.pin_steps` from spread-out train seeds (exactly as a generated task with that
 ``steps`` is made), and the agent of ``genenv-train benchmark=twx`` (its model, temperature, per-turn tokens and the
 8-step episode limit of ``configs/benchmark/twx.yaml``; extra Hydra overrides after ``--``) plays each ``--n``
 times. Prints per cell: games found, mean p̂, the share of games whose p̂ lies in the CPU profile's α band, and

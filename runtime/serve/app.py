@@ -1,32 +1,32 @@
 """``genenv-serve``: every registered benchmark behind one OpenEnv session server.
 
 Built on OpenEnv's own server (``openenv`` 0.10, ``openenv.core.env_server.http_server.create_app``): WebSocket
-sessions at ``/ws`` (one :class:`BenchmarkSession` per connection: reset, step, state, close; a connection over
+sessions at ``/ws`` (one `BenchmarkSession` per connection: reset, step, state, close; a connection over
 ``max_sessions`` gets OpenEnv's ``CAPACITY_REACHED`` error), ``/health``, ``/schema``, ``/metadata``, OpenEnv's
 stateless HTTP ``/reset`` and ``/step``, and MCP JSON-RPC (``tools/list``, ``tools/call``) over ``/mcp`` and as
 ``{"type": "mcp"}`` messages on a session, where its task's tools are listed and a call is one step.
 This module is the app and its command line; the wire types and reset arguments are in
-:mod:`~genenv.runtime.serve.protocol`, the tasks in :mod:`~genenv.runtime.serve.catalog`, the sessions in
-:mod:`~genenv.runtime.serve.environment`.
+`protocol`, the tasks in `catalog`, the sessions in
+`environment`.
 
 A session's episode is exactly the in-process one: the env is made by
-:func:`~genenv.envs.wrappers.make_text_env` over the task, as :class:`~genenv.envs.workers.LocalEpisodes` makes
+`make_text_env` over the task, as `LocalEpisodes` makes
 it for evaluation and training, and reset with ``options={"task_id": ...}``; so a step over the wire returns the
 reward, observation and info of the same step in-process. Inline tasks are validated by the benchmark's spec
-(:meth:`~genenv.benchmarks.task_writer.TaskWriter.parse_generated`, as :func:`genenv.trainer.generation.write_tasks`
+(`parse_generated`, as `genenv.trainer.generation.write_tasks`
 validates generated tasks); a rejected one is answered with its rejection reason and leaves its session as it was.
 
-Around OpenEnv's app, :class:`WireGuard` (ASGI middleware) answers, without passing them on and with their session
-kept: a message over :data:`~genenv.runtime.serve.protocol.MAX_MESSAGE_BYTES`, text that is not a JSON object, and
+Around OpenEnv's app, `WireGuard` (ASGI middleware) answers, without passing them on and with their session
+kept: a message over `MAX_MESSAGE_BYTES`, text that is not a JSON object, and
 JSON that Python refuses to read (e.g. an integer over 4,300 digits); it reads a lone UTF-16 surrogate escape
 (``"\\ud800"``, not a character) as U+FFFD, so such model text scores 0 with the env's reason instead of breaking
 the answer; it closes a WebSocket that sent no message for ``--session-timeout`` seconds (close code
-:data:`IDLE_CLOSE_CODE`, the reason says why), which frees its session slot; with a bearer token set it refuses
+`IDLE_CLOSE_CODE`, the reason says why), which frees its session slot; with a bearer token set it refuses
 every request and connection without ``Authorization: Bearer <token>`` (HTTP 401; a WebSocket is closed before it
 opens). The server binds 127.0.0.1 unless ``--host`` names another interface, which needs ``GENENV_SERVE_TOKEN``.
 
 Sessions of envs that are not thread-safe (ALFWorld) run in ``--workers`` worker processes
-(:class:`~genenv.runtime.serve.environment.SessionWorkers`).
+(`SessionWorkers`).
 """
 from __future__ import annotations
 
@@ -185,8 +185,8 @@ def nesting(text: str) -> int:
 def create_server_app(data_dir: str | None = None, benchmarks: list[str] | None = None, max_sessions: int = 64,
                       token: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES, workers: int | None = None,
                       session_timeout: float | None = DEFAULT_SESSION_TIMEOUT) -> WireGuard:
-    """The ASGI app of ``genenv-serve``: OpenEnv's ``create_app`` over :class:`BenchmarkSession`, behind
-    :class:`WireGuard`.
+    """The ASGI app of ``genenv-serve``: OpenEnv's ``create_app`` over `BenchmarkSession`, behind
+    `WireGuard`.
 
     Args:
         data_dir: the server's data directory. benchmarks: the served names (``None``: every registered one).
@@ -211,7 +211,7 @@ def __getattr__(name: str) -> Any:
     """``app``: the ASGI app built from the environment, for servers that import an app object rather than call
     a factory (``uvicorn genenv.runtime.serve.app:app``, OpenEnv's deployment tools reading ``openenv.yaml``):
     every benchmark, data from ``$GENENV_DATA_DIR`` (else the packaged samples), the token from
-    ``$GENENV_SERVE_TOKEN``, the defaults of :func:`create_server_app` otherwise. Built on first access and kept.
+    ``$GENENV_SERVE_TOKEN``, the defaults of `create_server_app` otherwise. Built on first access and kept.
     ``genenv-serve``'s refusal to bind another interface than loopback without a token is its command line's:
     whoever serves ``app`` on another interface sets the token.
 

@@ -1,4 +1,4 @@
-"""The served tasks of ``genenv-serve``: :class:`TaskCatalog` resolves a reset's benchmark, split, loader options and
+"""The served tasks of ``genenv-serve``: `TaskCatalog` resolves a reset's benchmark, split, loader options and
 task (by id, by seed, or inline: a task an outside environment policy wrote, validated by the benchmark's task
 writer as the trainer validates generated tasks). Every refusal is a ``ValueError`` or ``KeyError`` whose message
 the session answers; nothing a client sends names a path or reaches a loader option it may not set."""
@@ -69,7 +69,7 @@ class TaskCatalog:
 
     def find(self, benchmark: str, loaders: list[dict[str, Any]], task_id: Any, sha256: str | None = None) -> Task:
         """The task ``task_id`` of the first of ``loaders`` that holds it (with ``sha256``: the first whose record
-        has that digest, :func:`~genenv.runtime.serve.protocol.task_sha256`).
+        has that digest, `task_sha256`).
 
         Raises:
             ValueError: no such task.
@@ -91,7 +91,7 @@ class TaskCatalog:
             return self._tasks[key]
 
     def digest(self, benchmark: str, loader: dict[str, Any], task_id: str) -> str:
-        """:func:`~genenv.runtime.serve.protocol.task_sha256` of a loaded task, computed once (1.2 ms for a BFCL
+        """`task_sha256` of a loaded task, computed once (1.2 ms for a BFCL
         multi-turn task, measured, on every reset that names a digest otherwise)."""
         key = (benchmark, json.dumps(loader, sort_keys=True), task_id)
         if key not in self._digests:

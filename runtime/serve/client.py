@@ -1,8 +1,8 @@
 """Episodes played against a ``genenv-serve`` session server instead of in this process.
 
-:class:`RemoteEpisodes` has the interface of :class:`~genenv.envs.workers.LocalEpisodes` (``open``, ``step``,
+`RemoteEpisodes` has the interface of `LocalEpisodes` (``open``, ``step``,
 ``close``, ``shutdown``; reset and step outputs in Gymnasium's form, ``info["messages"]`` the next turn's prompt),
-so :func:`~genenv.runtime.episodes.play_episodes` (evaluation and local training) and the veRL agent loop play
+so `play_episodes` (evaluation and local training) and the veRL agent loop play
 the same episodes either way. Each episode is one WebSocket session of OpenEnv's own client
 (``openenv.core.generic_client.GenericEnvClient``); the sessions of one round are stepped concurrently on one event
 loop in a background thread.
@@ -12,9 +12,9 @@ machines) are given as a comma-separated list of URLs: each new episode's sessio
 fewest of this runner's sessions open (ties: the first listed), so a round's sessions spread evenly; a session stays
 on its server (sessions are sticky, as behind a WebSocket-aware load balancer).
 
-A task travels as the server needs it (:func:`reset_arguments`): a seed task by its id and split, a generated one
-as its generation JSON (:meth:`~genenv.benchmarks.task_writer.TaskWriter.as_generation`, validated again on the
-server) with its parent's id; both with the task's digest (:func:`~genenv.runtime.serve.protocol.task_sha256`), so a
+A task travels as the server needs it (`reset_arguments`): a seed task by its id and split, a generated one
+as its generation JSON (`as_generation`, validated again on the
+server) with its parent's id; both with the task's digest (`task_sha256`), so a
 server whose data differ from the client's refuses the task instead of playing another one. Env options travel
 as ``reading`` (``parsing``) and ``env_options``; ``data_dir`` stays on each side (the server has its own).
 """

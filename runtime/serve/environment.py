@@ -1,12 +1,12 @@
-"""The session side of ``genenv-serve`` (OpenEnv's ``Environment``): :class:`BenchmarkSession`, one per WebSocket
-connection (reset, step, state, close), and its MCP adapter (:class:`SessionTools`: the task's tools listed, a call
+"""The session side of ``genenv-serve`` (OpenEnv's ``Environment``): `BenchmarkSession`, one per WebSocket
+connection (reset, step, state, close), and its MCP adapter (`SessionTools`: the task's tools listed, a call
 is one step). A session's episode is exactly the in-process one: the env is made by
-:func:`~genenv.envs.wrappers.make_text_env` over the task, as :class:`~genenv.envs.workers.LocalEpisodes` makes it,
+`make_text_env` over the task, as `LocalEpisodes` makes it,
 so a step over the wire returns the reward, observation and info of the same step in-process.
 
 Sessions of a benchmark whose env class is not ``thread_safe`` (ALFWorld: TextWorld's game loading and PDDL state
-are shared by the games of one process) run in the server's worker processes (:class:`SessionWorkers`, over
-:class:`~genenv.envs.workers.ProcessEpisodes`), so they step in parallel instead of taking turns under one lock."""
+are shared by the games of one process) run in the server's worker processes (`SessionWorkers`, over
+`ProcessEpisodes`), so they step in parallel instead of taking turns under one lock."""
 from __future__ import annotations
 
 import contextlib
@@ -49,12 +49,12 @@ def env_lock(env: Any) -> Any:
 
 class SessionWorkers:
     """The server's worker processes for sessions of envs that are not ``thread_safe``: one
-    :class:`~genenv.envs.workers.ProcessEpisodes` of ``workers`` processes, started on first use (a server that
+    `ProcessEpisodes` of ``workers`` processes, started on first use (a server that
     never serves such a benchmark starts none) and shared by every session. A session's episode lives on the
     least-loaded worker; episodes on different workers step in parallel.
 
     Args:
-        workers: worker processes (default :func:`~genenv.runtime.threads.usable_cores`); ``0`` runs such
+        workers: worker processes (default `usable_cores`); ``0`` runs such
             sessions in the server process under one lock per env class (one step at a time).
     """
 
@@ -65,14 +65,14 @@ class SessionWorkers:
         self._ids = itertools.count()
 
     def pool(self) -> ProcessEpisodes:
-        """The shared :class:`~genenv.envs.workers.ProcessEpisodes` (started on the first call)."""
+        """The shared `ProcessEpisodes` (started on the first call)."""
         with self._lock:
             if self._pool is None:
                 self._pool = ProcessEpisodes(self.workers, recycle_after=200)
             return self._pool
 
     def env(self, task: Task, env_kwargs: dict[str, Any]) -> "WorkerEnv":
-        """A :class:`WorkerEnv` for one episode of ``task`` (nothing runs until its ``reset``)."""
+        """A `WorkerEnv` for one episode of ``task`` (nothing runs until its ``reset``)."""
         return WorkerEnv(self.pool(), next(self._ids), task, env_kwargs)
 
     def shutdown(self) -> None:
@@ -85,7 +85,7 @@ class SessionWorkers:
 
 class WorkerEnv:
     """One session's episode on a worker process, with the env's ``reset`` / ``step`` / ``close`` (a text env as
-    :func:`~genenv.envs.wrappers.make_text_env` builds it, built and run in the worker).
+    `make_text_env` builds it, built and run in the worker).
 
     Raises (from ``reset``):
         ValueError: the env could not be built or reset (e.g. an env option it does not take); the message is the
@@ -159,17 +159,17 @@ class SessionTools:
 
 class BenchmarkSession(Environment):
     """One client's session: the episode of one task at a time, of any served benchmark (see the module
-    docstring and :mod:`genenv.runtime.serve.protocol` for the arguments).
+    docstring and `genenv.runtime.serve.protocol` for the arguments).
 
     Errors (each answered to the client as OpenEnv's error message, their session unchanged): ``ValueError`` for an
     unknown reset key, benchmark, split, task id, reading or env option, a reset argument of the wrong type (the
     message names it), a rejected inline task or a task whose digest differs from ``task_sha256``;
     ``RuntimeError`` for a step before reset or after the episode ended;
-    :class:`~genenv.envs.workers.WorkerDied` when the worker process of its episode died (the session then waits
+    `WorkerDied` when the worker process of its episode died (the session then waits
     for a reset).
 
     Args:
-        catalog: the served tasks. workers: the server's :class:`SessionWorkers` (``None``: every env in this
+        catalog: the served tasks. workers: the server's `SessionWorkers` (``None``: every env in this
             process).
     """
 
@@ -186,7 +186,7 @@ class BenchmarkSession(Environment):
         self._rng, _ = seeding.np_random(None)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> SessionObservation:
-        """Start an episode (arguments: :data:`~genenv.runtime.serve.protocol.RESET_KEYS`)."""
+        """Start an episode (arguments: `RESET_KEYS`)."""
         unknown = sorted(set(kwargs) - set(RESET_KEYS))
         if unknown:
             raise ValueError(f"unknown reset argument(s) {unknown}; reset takes {', '.join(RESET_KEYS)}")
@@ -275,7 +275,7 @@ class BenchmarkSession(Environment):
 
     @property
     def state(self) -> SessionState:
-        """Its :class:`~genenv.runtime.serve.protocol.SessionState`."""
+        """Its `SessionState`."""
         return self._state
 
     def get_metadata(self) -> EnvironmentMetadata:

@@ -1,4 +1,4 @@
-"""Start a local ``genenv-serve`` in a subprocess and wait until it answers (:func:`spawn`): what the tests, the
+"""Start a local ``genenv-serve`` in a subprocess and wait until it answers (`spawn`): what the tests, the
 benchmark scripts and a user's own script use to get a server on a free loopback port."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Messages follow OpenEnv's WebSocket protocol at ``/ws``: ``{"type": "reset" | "s
 "data": {...}}``; the server answers ``{"type": "observation", "data": {"observation": {...}, "reward", "done"}}``,
 ``{"type": "state", ...}`` or ``{"type": "error", "data": {"message", "code"}}``.
 
-* **reset** ``data`` (:data:`RESET_KEYS`): ``benchmark`` (a registered name: ``bfcl``, ``bfcl_multi_turn``,
+* **reset** ``data`` (`RESET_KEYS`): ``benchmark`` (a registered name: ``bfcl``, ``bfcl_multi_turn``,
   ``api_bank``, ``api_bank_plan``, ``api_bank_response``, ``alfworld``, ``bamboogle``, ``travelplanner``,
   ``travelplanner_two_stage``, ``twx``, or a plugin's; optional on a server of one benchmark), ``split`` (the loader's split name; default: the
   benchmark's default evaluation split), ``options`` (other loader options of that split, e.g.
@@ -18,9 +18,9 @@ Messages follow OpenEnv's WebSocket protocol at ``/ws``: ``{"type": "reset" | "s
   ``"official"`` (default; the official harness's reading of model text) or ``"lenient"``. ``env_options``: env
   constructor options (``max_steps``, Bamboogle's ``metric``, ...). ``task_sha256``: when given, the server
   refuses a task whose record differs (so a remote trainer knows both sides hold the same data).
-* **step** ``data``: :class:`SessionAction`: ``{"text": "<model text>"}`` (read under its session's reading) or
+* **step** ``data``: `SessionAction`: ``{"text": "<model text>"}`` (read under its session's reading) or
   ``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` (structured calls, for the tool benchmarks).
-* **observation**: :class:`SessionObservation`: ``prompt`` (the latest observation text), ``messages`` (the chat
+* **observation**: `SessionObservation`: ``prompt`` (the latest observation text), ``messages`` (the chat
   messages of the agent's next turn), ``tools`` (the task's tools as OpenAI function schemas), ``task_id``,
   ``benchmark``, ``info`` (the benchmark's breakdown: ``success``, ``error`` and its metric parts), ``reward``,
   ``done``.
@@ -121,7 +121,7 @@ def openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def check_reset_types(arguments: dict[str, Any]) -> None:
-    """Refuse a reset argument of the wrong JSON type (:data:`RESET_TYPES`; ``null`` is always allowed, ``true`` /
+    """Refuse a reset argument of the wrong JSON type (`RESET_TYPES`; ``null`` is always allowed, ``true`` /
     ``false`` are not integers).
 
     Raises:

@@ -2,7 +2,7 @@
 
 TRL (``trl/trainer/grpo_trainer.py``) makes one environment instance per rollout, calls ``reset(**row)`` with the
 dataset row's columns (the returned text is appended to the row's last user message), offers the instance's public
-methods as tools, and passes the instances to the reward functions as ``environments``. :class:`ServerEnvironment`
+methods as tools, and passes the instances to the reward functions as ``environments``. `ServerEnvironment`
 is such an instance for every benchmark of the server:
 
 * ``reset(**row)`` starts the row's episode (columns named as the server's reset arguments: ``benchmark`` and
@@ -11,10 +11,10 @@ is such an instance for every benchmark of the server:
 * two tools: ``submit(answer)`` (model text, read by the server under the session's reading) and
   ``call_tool(name, arguments)``, one generic method for the task's own tools, which differ per task while TRL's
   tool set is fixed per class;
-* :func:`server_reward`, the reward function: a rollout whose episode is still open submits its final completion
+* `server_reward`, the reward function: a rollout whose episode is still open submits its final completion
   text as the answer, then each rollout's reward is its episode's total reward from the server.
 
-Usage::
+Usage:
 
     from trl import GRPOConfig, GRPOTrainer
     from genenv.runtime.serve.trl import environment_factory, server_reward
@@ -123,7 +123,7 @@ class ServerEnvironment:
 
 
 def environment_factory(url: str, token: str | None = None, reading: str = "official") -> Callable[[], Any]:
-    """TRL's ``environment_factory``: makes a :class:`ServerEnvironment` per call, on ``url``, or on the servers of
+    """TRL's ``environment_factory``: makes a `ServerEnvironment` per call, on ``url``, or on the servers of
     a comma-separated list in turn (replicas: TRL makes one instance per rollout slot, so the slots spread evenly).
 
     Raises:

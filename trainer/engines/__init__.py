@@ -1,11 +1,11 @@
 """Engines: where the two policies live, generate, play episodes, update, save and load.
 
-The co-evolution loop talks only to the :class:`~genenv.trainer.engines.base.Backend` protocol. Engines are
+The co-evolution loop talks only to the `Backend` protocol. Engines are
 registered by name and ``"module:function"`` builder (imported only when chosen, so ``engine=local`` never imports
 Ray), as veRL registers its workers; ``configs/engine/<name>.yaml`` selects one:
 
-- ``local`` (:mod:`genenv.trainer.engines.local`): both policies in this process with transformers, CPU or one GPU;
-- ``verl_ray`` (:mod:`genenv.trainer.engines.verl_ray`): veRL's Ray workers (FSDP + vLLM) on a GPU cluster.
+- ``local`` (`genenv.trainer.engines.local`): both policies in this process with transformers, CPU or one GPU;
+- ``verl_ray`` (`genenv.trainer.engines.verl_ray`): veRL's Ray workers (FSDP + vLLM) on a GPU cluster.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ENGINES = Registry("engine")  # name → "module:function" that builds the backe
 
 def register_engine(name: str, builder: str) -> None:
     """Register an engine's backend builder by entry-point string: ``f(settings) -> Backend``, ``settings`` a
-    :class:`~genenv.trainer.settings.RunSettings` (the engine's own config block is ``settings.engine.options``).
+    `RunSettings` (the engine's own config block is ``settings.engine.options``).
 
     Raises:
         ValueError: a malformed entry point, or the name taken by another builder.
@@ -29,11 +29,11 @@ def register_engine(name: str, builder: str) -> None:
 
 def build_backend(settings):
     """The backend of the engine named by the run's ``engine``, built from the run's
-    :class:`~genenv.trainer.settings.RunSettings`.
+    `RunSettings`.
 
     Raises:
-        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings` (a composed config: build
-            them with :func:`~genenv.trainer.settings.run_settings` first).
+        TypeError: ``settings`` is not a `RunSettings` (a composed config: build
+            them with `run_settings` first).
         ValueError: an unknown engine (the message lists the registered ones).
         RuntimeError: ``verl_ray`` without the GPUs its resource pools need (before any worker starts).
     """
@@ -43,3 +43,7 @@ def build_backend(settings):
 
 register_engine("local", "genenv.trainer.engines.local:build_local_backend")
 register_engine("verl_ray", "genenv.trainer.engines.verl_ray.backend:build_verl_ray_backend")
+
+__all__ = [  # what a user may import: the names above and the public modules
+    "ENGINES", "register_engine", "build_backend", "base", "local", "memory", "verl_ray",
+]

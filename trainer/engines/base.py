@@ -20,15 +20,15 @@ ROLES = ("agent", "env_policy")
 
 
 class Backend(Protocol):
-    """Every method the loop calls, per role (one of :data:`ROLES`).
+    """Every method the loop calls, per role (one of `ROLES`).
 
     One capability is optional: ``trial(role)``, a context manager inside which ``update`` calls of ``role`` are
     undone on exit (weights, optimiser state, update count). The ``grounded`` task source needs it
-    (:class:`~genenv.trainer.strategies.grounded.GroundedSource`); the ``local`` engine has it.
+    (`GroundedSource`); the ``local`` engine has it.
     """
 
     def policy(self, role: str) -> Policy:
-        """A :class:`~genenv.runtime.policies.Policy` that samples from the role's current weights."""
+        """A `Policy` that samples from the role's current weights."""
 
     def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
         """``spec.n`` agent episodes per task (``spec.group_sizes`` where tasks differ: one batch) through the one
@@ -41,10 +41,10 @@ class Backend(Protocol):
 
     def save(self, path: Path, previous: Path | None = None) -> None:
         """Write both policies (weights or adapters, tokenizers, optimiser states) under ``path``; ``previous``: the
-        last complete checkpoint, whose files a role not updated since may share (:func:`reuse_saved_role`)."""
+        last complete checkpoint, whose files a role not updated since may share (`reuse_saved_role`)."""
 
     def load(self, path: Path) -> None:
-        """Restore what :meth:`save` wrote."""
+        """Restore what `save` wrote."""
 
     def fingerprint(self, role: str) -> float:
         """Sum of squares of the role's trainable weights (float64): changes whenever an update changed them."""

@@ -1,13 +1,13 @@
 """The ``local`` engine: both policies in this process with transformers, on the CPU or one GPU.
 
-:class:`LocalBackend` implements :class:`~genenv.trainer.engines.base.Backend`. It holds both policies in one process
+`LocalBackend` implements `Backend`. It holds both policies in one process
 with transformers: float32 master weights (bf16 updates of size lr·g ≈ 1e-6 would round away); where the device
 computes bfloat16 natively (``autocast_dtype: auto``), a bf16 sampling copy per role refreshed after each update
 and bf16 autocast for the log-prob and gradient passes, else float32 throughout; a frozen reference copy per role
 for the KL leash (or, with LoRA, the base model under ``disable_adapter``); AdamW. Under bf16 autocast the frozen
 weights (the reference copy, LoRA's base) are held in bf16: autocast runs their matmuls in bf16 anyway.
 
-On a GPU the roles' memory is planned before anything loads (:mod:`genenv.trainer.engines.memory`): a pair that
+On a GPU the roles' memory is planned before anything loads (`genenv.trainer.engines.memory`): a pair that
 does not fit is refused with each role's bytes and the options, instead of an out-of-memory error mid-load.
 """
 from __future__ import annotations
@@ -38,14 +38,14 @@ class LocalBackend:
         roles: ``{"agent": RoleConfig, "env_policy": RoleConfig}``.
         device: ``"cpu"`` or ``"cuda"``.
         autocast_dtype: ``"auto"`` (default: bfloat16 where the device computes it natively, else float32;
-            :func:`~genenv.runtime.models.resolve_dtype`), ``"bfloat16"``, or ``None`` / ``"float32"`` for
+            `resolve_dtype`), ``"bfloat16"``, or ``None`` / ``"float32"`` for
             pure float32.
         threads: torch intra-op threads on CPU (both roles share them; they never run at the same time): a
             number, or ``"auto"`` / ``None``: the usable cores less those other processes keep busy when the run
-            starts (:func:`~genenv.runtime.threads.prepare_cpu`).
+            starts (`prepare_cpu`).
 
     Where the agent's episodes are played (this process, worker processes or a ``genenv-serve`` server) is the
-    :class:`~genenv.runtime.episodes.RolloutSpec`'s, given with each :meth:`rollout`.
+    `RolloutSpec`'s, given with each `rollout`.
     """
 
     def __init__(self, roles: dict[str, RoleConfig], device: str = "cpu", autocast_dtype: str | None = "auto",
@@ -137,13 +137,13 @@ class LocalBackend:
         return self.policies[role]
 
     def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
-        """The agent's episodes through :func:`~genenv.runtime.episodes.play_episodes` (lock step), each turn's
+        """The agent's episodes through `play_episodes` (lock step), each turn's
         prompts in calls of the agent's ``gen_batch_size`` rows."""
         policy = self.policies["agent"]
         return play_episodes(tasks, policy, spec, chunk_size=policy.batch_size)
 
     def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
-        """One :func:`~genenv.trainer.updates.policy_update` of ``role``, then a refresh of its sampling copy."""
+        """One `policy_update` of ``role``, then a refresh of its sampling copy."""
         rc, model = self.roles[role], self.models[role]
         ref = self.refs[role]
         metrics = policy_update(
@@ -159,7 +159,7 @@ class LocalBackend:
 
     @contextmanager
     def trial(self, role: str) -> Iterator[None]:
-        """Undo on exit every :meth:`update` of ``role`` made inside the block: its trainable weights, AdamW state
+        """Undo on exit every `update` of ``role`` made inside the block: its trainable weights, AdamW state
         and update count are copied on entry and put back on exit (also on an error), then its sampling copy is
         refreshed. Costs one copy of the trainable weights and of the optimiser state (SmolLM2-135M full
         fine-tune: 0.54 GB + up to 1.08 GB). Used for the ``grounded`` task source's trial updates."""
@@ -190,8 +190,8 @@ class LocalBackend:
         float32 moments, what exact resume needs) and ``backend.json`` (each role's settings, update ``step``,
         weights' ``fingerprint`` and ``saved``). A role whose step and fingerprint are those recorded in
         ``previous`` (the last checkpoint) shares its files by hard link
-        (:func:`~genenv.trainer.engines.base.reuse_saved_role`). An :meth:`untrained` role writes no folder
-        (``saved: false``): :meth:`load` and :func:`~genenv.runtime.models.checkpoint_folder` take its weights from
+        (`reuse_saved_role`). An `untrained` role writes no folder
+        (``saved: false``): `load` and `checkpoint_folder` take its weights from
         its ``model``. SmolLM2-135M: 0.54 GB of float32 weights not written for a frozen environment policy."""
         path.mkdir(parents=True, exist_ok=True)
         marks = {role: {"step": self.steps[role], "saved": False} if self.untrained(role) else
@@ -208,7 +208,7 @@ class LocalBackend:
 
     def load(self, path: Path) -> None:
         """Rebuild both roles from ``<path>/<role>/`` (frozen references re-loaded from the original model); a
-        role saved without files (``saved: false``, :meth:`save`) is rebuilt from its ``model`` with a fresh
+        role saved without files (``saved: false``, `save`) is rebuilt from its ``model`` with a fresh
         AdamW, as it was when the run started."""
         saved = json.loads((path / "backend.json").read_text())
         for role, rc in self.roles.items():
@@ -221,7 +221,7 @@ class LocalBackend:
 
     def fingerprint(self, role: str) -> float:
         """Sum of squares of the trainable weights (float64): changes whenever an update changed them. Computed
-        once per weights version (:func:`~genenv.runtime.models.weights_version`; 0.45 s for SmolLM2-135M
+        once per weights version (`weights_version`; 0.45 s for SmolLM2-135M
         here), so the loop's metrics and the checkpoint that follows share one pass."""
         model = self.models[role]
         version = weights_version(model)
@@ -234,12 +234,12 @@ class LocalBackend:
 
 
 def build_local_backend(settings) -> LocalBackend:
-    """The ``local`` engine from the run's :class:`~genenv.trainer.settings.RunSettings`: each role's
-    :class:`RoleConfig` and the :class:`~genenv.trainer.settings.EngineSettings` (``device`` ``auto``: one GPU when
+    """The ``local`` engine from the run's `RunSettings`: each role's
+    `RoleConfig` and the `EngineSettings` (``device`` ``auto``: one GPU when
     present, else the CPU).
 
     Raises:
-        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
+        TypeError: ``settings`` is not a `RunSettings`.
     """
     st = checked_run_settings(settings, "build_local_backend")
     e = st.engine

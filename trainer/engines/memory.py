@@ -1,6 +1,6 @@
 """A memory plan for the local engine before it loads anything: each role's bytes against the free GPU memory.
 
-What the local engine holds per role (:class:`~genenv.trainer.engines.local.LocalBackend`), in bytes per
+What the local engine holds per role (`LocalBackend`), in bytes per
 parameter ``P`` (``T`` = trainable parameters: ``P`` for a full fine-tune, the LoRA adapters' count otherwise):
 
 - full fine-tune: float32 master weights ``4P``, AdamW's two moments ``8T``, gradients ``4T``, the frozen
@@ -9,7 +9,7 @@ parameter ``P`` (``T`` = trainable parameters: ``P`` for a full fine-tune, the L
 - LoRA: the frozen base ``4P`` (``2P`` in bfloat16 under bfloat16 autocast), the adapters ``4T`` with AdamW ``8T`` and
   gradients ``4T``; no reference copy (the base with the adapter disabled) and no sampling copy.
 
-Activations, the KV cache of generation and CUDA's own context come on top: the plan keeps :data:`HEADROOM` of
+Activations, the KV cache of generation and CUDA's own context come on top: the plan keeps `HEADROOM` of
 the free memory for them. Parameter counts come from the model's ``config.json`` on the meta device (no weights
 are read; LoRA's ``all-linear`` targets every ``nn.Linear`` but the output head, as PEFT does).
 """
@@ -68,7 +68,7 @@ def parameter_counts(config, lora_r: int = 0) -> tuple[int, int]:
 
 
 def plan_role(role: str, params: int, trainable: int, lora_r: int, bf16: bool) -> RolePlan:
-    """The :class:`RolePlan` of one role with ``params`` / ``trainable`` parameters; ``bf16``: the engine computes
+    """The `RolePlan` of one role with ``params`` / ``trainable`` parameters; ``bf16``: the engine computes
     in bfloat16 (reference / LoRA base in bfloat16, a bfloat16 sampling copy for a full fine-tune)."""
     low = 2 if bf16 else 4
     if lora_r > 0:
@@ -80,7 +80,7 @@ def plan_role(role: str, params: int, trainable: int, lora_r: int, bf16: bool) -
 
 def model_config(name: str, role: str = "agent"):
     """The transformers config of model ``name`` (a SmolLM2 alias, folder or checkpoint, whose ``role`` is read:
-    :func:`~genenv.runtime.models.resolve_model_path`); no weights are read."""
+    `resolve_model_path`); no weights are read."""
     from transformers import AutoConfig
 
     from genenv.runtime.models import resolve_model_path

@@ -1,7 +1,11 @@
 """Curriculum experiments and their statistics, above the co-evolution loop and below the user-facing command:
-:mod:`~genenv.trainer.experiments.run` (``genenv-experiment``: arms x seeds as run folders),
-:mod:`~genenv.trainer.experiments.report` (``summary.md``, ``summary.json``, ``curves.png``),
-:mod:`~genenv.trainer.experiments.alignment` (difficulty alignment, agent frozen),
-:mod:`~genenv.trainer.experiments.outcome` (held-out outcome, agent trained) and
-:mod:`~genenv.trainer.experiments.stats` (the paired cells and tests both statistics use). The loop, its engines
+`run` (``genenv-experiment``: arms x seeds as run folders),
+`report` (``summary.md``, ``summary.json``, ``curves.png``),
+`alignment` (difficulty alignment, agent frozen),
+`outcome` (held-out outcome, agent trained) and
+`stats` (the paired cells and tests both statistics use). The loop, its engines
 and its metrics never import this package (a contract in ``pyproject.toml``)."""
+
+__all__ = [  # what a user may import: the public modules
+    "alignment", "archive", "factorial", "outcome", "provenance", "report", "run", "settings", "stats",
+]

@@ -9,7 +9,7 @@ The comparison: ``genenv`` (environment policy trained on R_env) against ``rando
 paired by seed. A cell is one (seed, iteration) with iteration ≥ 1 that both arms finished; its value is
 genenv's in-band share minus random_env's. Iteration 0 is left out: both arms generate it from the same initial
 weights and RNG state, so its difference is 0 by construction. The test takes one value per seed, the seed's mean
-cell difference (:mod:`genenv.trainer.experiments.stats`, the seed as the unit: the cells of one seed share a policy
+cell difference (`genenv.trainer.experiments.stats`, the seed as the unit: the cells of one seed share a policy
 trajectory): their mean with a 95 % t interval (``scipy.stats.ttest_1samp``) and a two-sided sign-flip permutation
 test of mean difference = 0 (``scipy.stats.permutation_test`` with one sample and ``permutation_type="samples"``,
 exact for up to 16 seeds). The cells are described (count, mean, intraclass correlation), not tested.

@@ -2,19 +2,19 @@
 reports in ``docs/curriculum/<experiment>/``.
 
 **Archive format.** An xz-compressed POSIX (PAX) tar of one experiment folder: every file under it except its
-report (:data:`REPORT_FILES`, at any depth), stored as ``<experiment>/<relative path>`` (``twx_informative/genenv/
+report (`REPORT_FILES`, at any depth), stored as ``<experiment>/<relative path>`` (``twx_informative/genenv/
 seed0/metrics.jsonl``, ``twx_levers/warm/source/experiment.yaml``, ...). Members are regular files only, sorted by
 path, with mtime 0, uid and gid 0, no owner names and mode 0644, so packing the same files again gives the same
-bytes (:func:`pack`).
+bytes (`pack`).
 
 **Checksums.** ``SHA256SUMS`` beside the archives: one line per archive, ``<sha256 hex>  <archive file name>``, the
 format of coreutils' ``sha256sum`` (``cd results && sha256sum -c SHA256SUMS`` checks them outside Python).
-:func:`verify` checks an archive against its line before anything reads it.
+`verify` checks an archive against its line before anything reads it.
 
 **Addresses.** A folder of runs is named either by a path on disk or by ``ARCHIVE[:SUBFOLDER]``:
 ``results/twx_informative.tar.xz`` is the experiment, ``results/twx_informative.tar.xz:genenv`` its ``genenv`` arm,
-``results/twx_levers.tar.xz:warm/source`` a nested experiment (:func:`experiment_folder`). An archive is unpacked on
-demand, once per checksum, into a cache folder (default ``<archive folder>/.unpacked/``; :func:`unpack`).
+``results/twx_levers.tar.xz:warm/source`` a nested experiment (`experiment_folder`). An archive is unpacked on
+demand, once per checksum, into a cache folder (default ``<archive folder>/.unpacked/``; `unpack`).
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _write_sums(folder: Path, sums: dict[str, str]) -> None:
 
 def archived_files(folder: Path) -> list[Path]:
     """The files of experiment ``folder`` that an archive holds: every regular file under it but the reports
-    (:data:`REPORT_FILES`), sorted by their path relative to ``folder``."""
+    (`REPORT_FILES`), sorted by their path relative to ``folder``."""
     folder = Path(folder)
     return sorted((p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and p.name not in REPORT_FILES),
                   key=lambda p: p.relative_to(folder).as_posix())
@@ -135,7 +135,7 @@ def verify(archive: Path) -> str:
 
 
 def unpack(archive: Path, cache: Path | None = None) -> Path:
-    """Verify ``archive`` (:func:`verify`), extract it once per checksum into ``<cache>/<sha256>/`` and return its
+    """Verify ``archive`` (`verify`), extract it once per checksum into ``<cache>/<sha256>/`` and return its
     experiment folder, ``<cache>/<sha256>/<experiment>`` (a later call with the same archive reuses it; an archive
     with other bytes gets its own folder).
 
@@ -143,7 +143,7 @@ def unpack(archive: Path, cache: Path | None = None) -> Path:
         cache: the cache folder; ``None``: ``<archive folder>/.unpacked``.
     Raises:
         FileNotFoundError: no such archive.
-        ArchiveError: see :func:`verify`; a member outside ``<experiment>/`` or not a regular file or folder.
+        ArchiveError: see `verify`; a member outside ``<experiment>/`` or not a regular file or folder.
     """
     archive = Path(archive)
     digest = verify(archive)
@@ -176,11 +176,11 @@ def _extract(archive: Path, name: str, dest: Path) -> None:
 def experiment_folder(address: str | Path, cache: Path | None = None) -> Path:
     """The folder on disk that ``address`` names: a path to a folder as it is, or ``ARCHIVE[:SUBFOLDER]`` (an archive
     path ending in ``.tar.xz``, optionally followed by ``:`` and a folder inside its experiment) unpacked with
-    :func:`unpack` (into ``cache``, default ``<archive folder>/.unpacked``).
+    `unpack` (into ``cache``, default ``<archive folder>/.unpacked``).
 
     Raises:
         FileNotFoundError: no such folder or archive.
-        ArchiveError: see :func:`unpack`; ``SUBFOLDER`` is not a folder of the archive's experiment.
+        ArchiveError: see `unpack`; ``SUBFOLDER`` is not a folder of the archive's experiment.
     """
     text = str(address)
     head, sep, sub = text.partition(SUFFIX + ":")

@@ -4,24 +4,24 @@ environment policy? Computed from the arms' ``metrics.jsonl`` and the experiment
 
 The four arms of one experiment, paired by seed: ``trained`` (``genenv``), ``frozen`` (``random_env``: the same
 environment policy, never updated) and each with the lever on (``genenv_n8``, ``random_env_n8``). Per seed and arm
-the **AUC** (:func:`genenv.trainer.experiments.report.run_auc`: the mean held-out score over training, against
+the **AUC** (`genenv.trainer.experiments.report.run_auc`: the mean held-out score over training, against
 agent tasks consumed, from the untrained agent's score) and the **final** held-out score. Three contrasts, each
-treatment − control per seed (:data:`CONTRASTS`):
+treatment − control per seed (`CONTRASTS`):
 
 - ``lever, writer trained``: trained with the lever − trained;
 - ``lever, writer frozen``: frozen with the lever − frozen;
 - ``writer, lever off``: trained − frozen.
 
 **Tested** (the family): the three AUC contrasts, each over seeds (mean with its 95 % t interval, exact two-sided
-sign-flip test, :func:`~genenv.trainer.experiments.stats.seed_test`), Holm-corrected together
-(:func:`~genenv.trainer.experiments.stats.correct`). **Described, not tested**: the writer's share of the lever,
+sign-flip test, `seed_test`), Holm-corrected together
+(`correct`). **Described, not tested**: the writer's share of the lever,
 (trained with lever − trained) − (frozen with lever − frozen) per seed with its 95 % t interval; the contrasts'
 final-score differences with their intervals; each arm's final score per difficulty bin (metric keys holding
 ``=``, e.g. ``heldout/twx/coin/graded/steps=7+``); each contrast's (seed, evaluation) cells with their
-intraclass correlation (:func:`~genenv.trainer.experiments.stats.cell_summary`). This is the statistic
+intraclass correlation (`cell_summary`). This is the statistic
 pre-registered for the confirmatory run in ``docs/results.md``.
 
-The stop rule is kept by :func:`analyse`: it refuses to compute anything while a planned seed (the experiment's
+The stop rule is kept by `analyse`: it refuses to compute anything while a planned seed (the experiment's
 ``seeds``) has not finished in all four arms, unless asked for a partial look (``partial=True``).
 """
 from __future__ import annotations
@@ -64,21 +64,21 @@ def analyse(experiment_dir: Path, arms: Sequence[str] = DEFAULT_ARMS, partial: b
 
     Args:
         experiment_dir: a ``genenv-experiment`` folder (``experiment.yaml``, ``baseline.json``, ``<arm>/seed<k>``).
-        arms: the four arm names in :data:`ROLES` order (trained, frozen, trained with the lever, frozen with it).
+        arms: the four arm names in `ROLES` order (trained, frozen, trained with the lever, frozen with it).
         partial: compute over the seeds finished in all four arms even when a planned seed is missing (a look
             that a stop rule forbids; the result says ``complete: False``).
         mixed_code: compare arms whose sittings recorded different code
-            (:func:`~genenv.trainer.experiments.provenance.check_paired`).
+            (`check_paired`).
     Returns:
         ``experiment``, ``key`` (the held-out metric), ``baseline`` (the untrained agent's score), ``arms`` (role →
         arm), ``seeds`` (finished in all four), ``missing`` (arm → planned seeds not finished), ``complete``;
         ``auc`` and ``final`` (arm → seed → value, score units in [0, 1]); ``tests`` (contrast → the AUC
-        :func:`~genenv.trainer.experiments.stats.seed_test` with ``p_holm`` and ``family``); ``writer_share``
+        `seed_test` with ``p_holm`` and ``family``); ``writer_share``
         (``per_seed`` and ``difference``: mean with its 95 % t interval, AUC units); ``final_difference`` (contrast
         → ``per_seed`` and ``difference``); ``bins`` (arm → bin key → mean final score over the seeds);
         ``cells`` (contrast → ``n_cells``, ``cell_mean``, ``per_seed``, ``icc``); ``code`` (a note on the code the
         arms ran, on their iteration 0 and on each seed's host,
-        :func:`~genenv.trainer.experiments.provenance.check_hosts`).
+        `check_hosts`).
     Raises:
         FileNotFoundError: no ``experiment.yaml`` or no ``baseline.json`` in ``experiment_dir``.
         ValueError: not four distinct arms; an arm is not in the experiment's ``arms``; no seed finished in all
@@ -149,7 +149,7 @@ def _interval(d: dict[str, float | None]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> list[str]:
-    """:func:`analyse`'s result as markdown lines: what was compared, the tested family (AUC per contrast: per-seed
+    """`analyse`'s result as markdown lines: what was compared, the tested family (AUC per contrast: per-seed
     differences, mean [95 % t], p over seeds, Holm's p), then the described figures; differences in points (100 x
     score units)."""
     role, seeds = result["arms"], result["seeds"]
@@ -195,7 +195,7 @@ def markdown(result: dict[str, Any]) -> list[str]:
 
 def cli(argv: Sequence[str]) -> int:
     """``genenv-experiment factorial EXPERIMENT [--arms T F TL FL] [--partial] [--json FILE] [--cache DIR]
-    [--mixed-code]``: print :func:`markdown` of :func:`analyse`; exit 2 with a message on an unreadable folder,
+    [--mixed-code]``: print `markdown` of `analyse`; exit 2 with a message on an unreadable folder,
     a missing arm or seed."""
     import argparse
 

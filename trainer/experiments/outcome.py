@@ -1,20 +1,20 @@
 """Does the trained environment policy help a learning agent? The held-out outcome statistic of a curriculum experiment
 with the agent trained, fixed before any run and computed from the arms' ``metrics.jsonl`` alone.
 
-The comparison: ``genenv`` (environment policy trained) against each control in :data:`CONTROLS` (``random_env``,
+The comparison: ``genenv`` (environment policy trained) against each control in `CONTROLS` (``random_env``,
 the same policy frozen; ``replay``, the frozen policy with the pool drawn by curated replay; ``static``, the seed
 tasks only; ``genenv_released``, the released GenEnv code's loop with its frozen writer), paired by seed. A cell is one (seed, iteration ≥ 1) at
 which both arms evaluated the agent on the held-out split (iteration 0 is left out, as in the alignment statistic:
 genenv and random_env write it from the same weights and RNG state, so their difference there is 0 by construction);
 its value is genenv's held-out score minus the control's, in the score's own units (a pass rate in [0, 1]).
 
-The tests take one value per seed (:mod:`genenv.trainer.experiments.stats`): per seed, the difference of the
-**AUC** (the mean held-out score over training, :func:`genenv.trainer.experiments.report.area_under` of the curve
+The tests take one value per seed (`genenv.trainer.experiments.stats`): per seed, the difference of the
+**AUC** (the mean held-out score over training, `genenv.trainer.experiments.report.area_under` of the curve
 against agent tasks consumed, which charges an arm for the extra tasks it consumed) and of the **final** held-out
 score; over seeds, the mean difference with its 95 % t interval and the two-sided sign-flip test
-(:func:`~genenv.trainer.experiments.stats.seed_test`). The report Holm-corrects these tests together
-(:func:`~genenv.trainer.experiments.stats.correct`). The cells are described, not tested: their count, mean, each
-seed's mean cell difference and their intraclass correlation (:func:`~genenv.trainer.experiments.stats.cell_summary`).
+(`seed_test`). The report Holm-corrects these tests together
+(`correct`). The cells are described, not tested: their count, mean, each
+seed's mean cell difference and their intraclass correlation (`cell_summary`).
 
 Cells pair by iteration, not by tasks consumed: every arm runs the same iterations and agent batch, but the
 generating arms also roll out every admitted generated task, so at one iteration they may have consumed more tasks;
@@ -60,9 +60,9 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
         control_auc: the control's AUC when its curve starts from another untrained-agent score (arms of two
             experiments); default ``auc``.
     Returns:
-        ``seeds``; ``cells`` (seed, iteration, difference) with :func:`~genenv.trainer.experiments.stats.
+        ``seeds``; ``cells`` (seed, iteration, difference) with `
         cell_summary` (``n_cells``, ``cell_mean``, ``per_seed``: seed → mean cell difference, ``icc``), all
-        descriptive; ``final`` and ``auc``: :func:`~genenv.trainer.experiments.stats.seed_test` of the per-seed
+        descriptive; ``final`` and ``auc``: `seed_test` of the per-seed
         differences (``per_seed``, ``n_seeds``, ``difference`` with a 95 % t interval, ``p_value`` over seeds).
     """
     seeds = sorted(set(treatment) & set(control))
@@ -78,14 +78,14 @@ def compare(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, S
 
 
 def tests(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tests of :func:`compare_all`'s result, for a report's Holm family: each control's AUC, then final."""
+    """The tests of `compare_all`'s result, for a report's Holm family: each control's AUC, then final."""
     return [s[k] for s in stats.values() for k in ("auc", "final")]
 
 
 def compare_all(rows_by_arm: dict[str, dict[int, Sequence[dict[str, Any]]]],
                 auc: Callable[[Sequence[dict[str, Any]]], float], key: str = "heldout/score"
                 ) -> dict[str, dict[str, Any]]:
-    """``{control: compare(genenv, control)}`` for every control of :data:`CONTROLS` that ran beside ``genenv``
+    """``{control: compare(genenv, control)}`` for every control of `CONTROLS` that ran beside ``genenv``
     (``{}`` when ``genenv`` did not run)."""
     treatment = rows_by_arm.get(TREATMENT)
     if not treatment:
@@ -94,7 +94,7 @@ def compare_all(rows_by_arm: dict[str, dict[int, Sequence[dict[str, Any]]]],
 
 
 def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
-    """The report's section: its title, what is tested, and :func:`table` with ``genenv`` as the treatment."""
+    """The report's section: its title, what is tested, and `table` with ``genenv`` as the treatment."""
     return ["## Does the trained environment policy help the agent? (held-out score, genenv vs each control)", "",
             f"One difference per seed ({TREATMENT} − the control, in points; s<k>: seed k) of the AUC and of the final "
             "held-out score; mean over seeds with its 95 % t interval, two-sided sign-flip test over seeds, and that p "
@@ -106,7 +106,7 @@ def markdown(stats: dict[str, dict[str, Any]]) -> list[str]:
 def table(stats: dict[str, dict[str, Any]], treatment: str) -> list[str]:
     """One markdown table row per control of ``stats`` (``{control name: compare(...)}``) against ``treatment``:
     seeds; AUC and final differences per seed with their mean, 95 % t interval over seeds, p over seeds and Holm's
-    p (``p_holm`` when :func:`~genenv.trainer.experiments.stats.correct` ran); the cells' count, mean and ICC
+    p (``p_holm`` when `correct` ran); the cells' count, mean and ICC
     (descriptive); differences in points (100 x score units)."""
     def pts(x):
         return "—" if x is None or np.isnan(x) else f"{100 * x:+.1f}"

@@ -6,13 +6,13 @@ of machine their iteration 0 is identical until a strategy acts (tested). Other 
 round differently on AMX and on AVX-512 bf16 hosts, and AVX2 hosts sample in float32), departs in the first
 iteration's rollouts (measured at `87575eb`: 3,827 against 3,970 tokens on one seed, AVX-512 bf16 against AMX), and
 a lever compared against such a run measures that departure as well as the lever. Each sitting of an experiment's
-run appends :func:`provenance` to its ``sittings.jsonl``; :func:`check_paired` refuses to compare arms whose
+run appends `provenance` to its ``sittings.jsonl``; `check_paired` refuses to compare arms whose
 recorded code differs unless told otherwise, and says what it found. Runs made before the record existed have none
 (``unknown``): they are compared with a note. The same code and host are not always enough (a run that shared its
 cores with another process departed in one environment-policy sample of eight; TextWorldExpress draws a door game's
 gold path from an unseeded random walk, so whether a written ``steps`` is reachable can differ), so
-:func:`check_first_iteration` also compares, arm by arm, what the environment policy wrote and what the agent's
-rollouts gave at iteration 0, and says at which seeds they differ; :func:`check_hosts` lists each seed's host and
+`check_first_iteration` also compares, arm by arm, what the environment policy wrote and what the agent's
+rollouts gave at iteration 0, and says at which seeds they differ; `check_hosts` lists each seed's host and
 names a seed whose arms ran on more than one.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def cpu_model() -> str:
 
 def cpu_kernels() -> str:
     """The kernels torch computes with on this CPU: its SIMD level (``torch.backends.cpu.get_cpu_capability()``)
-    and its native bfloat16 path (:func:`genenv.runtime.models.bfloat16_path`: ``amx``, ``avx512_bf16`` or none),
+    and its native bfloat16 path (`genenv.runtime.models.bfloat16_path`: ``amx``, ``avx512_bf16`` or none),
     e.g. ``"AVX512, avx512_bf16"`` or ``"AVX2"``. Raises ``ImportError`` without torch."""
     import torch
 
@@ -79,7 +79,7 @@ def cpu_kernels() -> str:
 
 @functools.cache
 def host() -> str:
-    """:func:`cpu_model`, :func:`cpu_kernels` and the torch version, e.g. ``"AMD EPYC; AVX512, avx512_bf16; torch
+    """`cpu_model`, `cpu_kernels` and the torch version, e.g. ``"AMD EPYC; AVX512, avx512_bf16; torch
     2.13.0+cpu"`` (the model name alone without torch).
 
     One model name covers CPUs whose kernels differ (2-core "AMD EPYC" hosts with AVX2 only and with AVX-512 bf16

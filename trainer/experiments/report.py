@@ -1,4 +1,4 @@
-"""The report of a curriculum experiment (:mod:`genenv.trainer.experiments.run`): ``summary.json``, ``summary.md`` and
+"""The report of a curriculum experiment (`genenv.trainer.experiments.run`): ``summary.json``, ``summary.md`` and
 ``curves.png`` in the experiment directory, computed from the arms' ``metrics.jsonl`` and ``baseline.json`` alone.
 
 Per arm, over its finished seeds (mean, sample standard deviation, min and max):
@@ -16,21 +16,21 @@ Per arm, over its finished seeds (mean, sample standard deviation, min and max):
   iterations with an environment-policy update**, and **mean |p̂ - α|** of the generated tasks rolled out, over
   the first and the second half of the iterations;
 - **seconds per phase** of one iteration (mean) and the wall time of the runs;
-- **agent batches** (runs that log their GRPO groups, :func:`genenv.trainer.metrics.group_counts`): rollouts
+- **agent batches** (runs that log their GRPO groups, `genenv.trainer.metrics.group_counts`): rollouts
   consumed, groups trained on per iteration, equal-reward groups dropped per task origin, informative groups left
   over, refill rounds and generated tokens per iteration, and the rollouts consumed when the arm reaches
-  ``static``'s final score (:func:`batch_summary`);
-- **per seed**, one row per finished arm-seed (:func:`seed_summary`): its held-out scores, AUC, agent batches and
+  ``static``'s final score (`batch_summary`);
+- **per seed**, one row per finished arm-seed (`seed_summary`): its held-out scores, AUC, agent batches and
   seconds.
 
 When ``genenv`` and a control (``random_env``, ``replay``, ``static``) ran with held-out evaluations, the report adds the
-held-out outcome statistic of :mod:`genenv.trainer.experiments.outcome` (the seed as the unit: AUC and final
+held-out outcome statistic of `genenv.trainer.experiments.outcome` (the seed as the unit: AUC and final
 differences per seed, their mean with a 95 % t interval and a sign-flip test over seeds; the (seed, evaluation)
 cells described only). When both ``genenv`` and ``random_env`` ran, the report adds the difficulty-alignment
-statistic of :mod:`genenv.trainer.experiments.alignment` (the in-band share of all generations, one mean
+statistic of `genenv.trainer.experiments.alignment` (the in-band share of all generations, one mean
 difference per seed, tested over seeds) and ``alignment.png``. Every test of a report is Holm-corrected with the
-others (:func:`~genenv.trainer.experiments.stats.correct`; the report says how many). :func:`compare_arms` and
-:func:`compare_outcome` give the same two statistics for arm folders of two experiments.
+others (`correct`; the report says how many). `compare_arms` and
+`compare_outcome` give the same two statistics for arm folders of two experiments.
 
 Agent tasks consumed after iteration i = the sum of ``agent/tasks`` over iterations 0..i (each task rolled out
 ``agent.n`` times).
@@ -70,7 +70,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None) -> dict[int, list[dict[str, Any]]]:
-    """``{seed: metric rows}`` of the finished runs (:func:`arm_dir` with a ``done.json``) in one arm's folder
+    """``{seed: metric rows}`` of the finished runs (`arm_dir` with a ``done.json``) in one arm's folder
     (``<experiment_dir>/<arm>``), over ``seeds`` (default: every ``seed<k>`` folder there), in their order."""
     folder = Path(arm_folder)
     if seeds is None:
@@ -101,10 +101,10 @@ def area_under(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 
 def run_auc(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score") -> float:
-    """The AUC of one run from its metric ``rows``: :func:`area_under` its :func:`seed_curve` from the untrained
+    """The AUC of one run from its metric ``rows``: `area_under` its `seed_curve` from the untrained
     agent's ``baseline`` (a fraction; ``baseline`` itself for a run without an evaluation): the AUC that the
-    outcome statistic (:mod:`genenv.trainer.experiments.outcome`) compares, in the report and in :func:`compare_outcome`,
-    and that the per-seed rows (:func:`seed_summary`) give."""
+    outcome statistic (`genenv.trainer.experiments.outcome`) compares, in the report and in `compare_outcome`,
+    and that the per-seed rows (`seed_summary`) give."""
     return area_under(*seed_curve(rows, baseline, key))
 
 
@@ -183,10 +183,10 @@ def dropped_groups(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
 def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score",
                  upfront_seconds: float = 0.0) -> dict[str, Any]:
     """One finished arm-seed from its metric ``rows``: ``heldout`` (the held-out score, a fraction, after every
-    iteration with an evaluation, in order), ``auc`` (the :func:`run_auc` of ``rows``; ``None`` without
+    iteration with an evaluation, in order), ``auc`` (the `run_auc` of ``rows``; ``None`` without
     an evaluation), the mean seconds of one iteration (``seconds_per_iteration``, ``time/total``) and of the loop
     (``loop_seconds``: every iteration's ``time/total`` and ``time/heldout_eval`` plus ``upfront_seconds``, the
-    up-front generation of ``static_aug``); for runs that log their GRPO groups (:data:`BATCH_KEY`) also
+    up-front generation of ``static_aug``); for runs that log their GRPO groups (`BATCH_KEY`) also
     ``rollouts`` and ``groups_trained`` per iteration (means) and ``groups_dropped`` per task origin (totals)."""
     xs, ys = seed_curve(rows, baseline, key)
     out: dict[str, Any] = {"heldout": ys[1:], "auc": area_under(xs, ys) if len(ys) > 1 else None,
@@ -202,7 +202,7 @@ def seed_summary(rows: Sequence[dict[str, Any]], baseline: float, key: str = "he
 def batch_summary(runs: dict[int, dict[str, Any]], baseline: float, key: str = "heldout/score"
                   ) -> dict[str, Any] | None:
     """The agent batches of one arm's finished seeds (``None`` when its rows do not log their groups,
-    :data:`BATCH_KEY`): ``rollouts_consumed`` (spread over seeds), per iteration (mean over iterations and seeds)
+    `BATCH_KEY`): ``rollouts_consumed`` (spread over seeds), per iteration (mean over iterations and seeds)
     ``groups_trained``, ``refill_rounds``, ``generated_tokens`` and ``rollouts``; totals over every seed of
     ``groups_dropped`` per origin (``seed``, ``generated``) and ``groups_surplus``; ``rollout_curve`` (mean rollouts
     consumed at each held-out evaluation)."""
@@ -245,18 +245,18 @@ def reach_static(arms: dict[str, dict[str, Any]], baseline: float) -> None:
 
 def score_key(settings: ExperimentSettings) -> str:
     """The metric-row key of an experiment's held-out score: ``heldout/<score_metric>`` when its settings
-    (:func:`~genenv.trainer.experiments.settings.experiment_settings` of its ``experiment.yaml``) name one, else
+    (`experiment_settings` of its ``experiment.yaml``) name one, else
     ``heldout/score`` (the benchmark's headline metric)."""
     return f"heldout/{settings.score_metric}" if settings.score_metric else "heldout/score"
 
 
 def collect(experiment_dir: Path) -> dict[str, Any]:
-    """The report's data: the experiment's settings, the untrained agent's score and :func:`arm_summary` of
+    """The report's data: the experiment's settings, the untrained agent's score and `arm_summary` of
     every arm with at least one finished seed (arms in the experiment's order).
 
     Raises:
         ConfigError: its ``experiment.yaml`` misses a key (see
-            :func:`~genenv.trainer.experiments.settings.experiment_settings`).
+            `experiment_settings`).
     """
     from omegaconf import OmegaConf
 
@@ -364,7 +364,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def batch_table(arms: dict[str, dict[str, Any]]) -> list[str]:
-    """The agent-batch table of the arms that have :func:`batch_summary` (no lines when none has)."""
+    """The agent-batch table of the arms that have `batch_summary` (no lines when none has)."""
     with_batches = {n: a["batches"] for n, a in arms.items() if a.get("batches")}
     if not with_batches:
         return []
@@ -382,7 +382,7 @@ def batch_table(arms: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def seed_table(arms: dict[str, dict[str, Any]]) -> list[str]:
-    """One row per finished arm-seed, by seed then arm (:func:`seed_summary`): the held-out scores in %, AUC, the
+    """One row per finished arm-seed, by seed then arm (`seed_summary`): the held-out scores in %, AUC, the
     agent batches (— for runs that do not log their groups) and the seconds of an iteration and of the loop."""
     seeds = sorted({s for a in arms.values() for s in a.get("per_seed", {})})
     lines = ["", "Per seed (held-out score in % after each evaluation; agent batches per iteration; dropped groups "
@@ -407,7 +407,7 @@ COSTLY_PHASES = ("env_reward",)  # in the table only when an arm spends >= 1 s a
 
 
 def shown_phases(arms: dict[str, Any]) -> list[str]:
-    """The columns of the seconds-per-iteration table: :data:`PHASES`, with each of :data:`COSTLY_PHASES` before
+    """The columns of the seconds-per-iteration table: `PHASES`, with each of `COSTLY_PHASES` before
     ``env_policy_update`` when some arm's mean seconds per iteration there reach 1 (scoring that measures the
     agent, as the ``grounded`` task source does)."""
     extra = [p for p in COSTLY_PHASES
@@ -500,7 +500,7 @@ def arm_folder(folder: Path) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
 
 def arm_codes(folder: Path, seeds: Sequence[int]) -> set[str]:
     """The code versions recorded by the sittings of ``seeds`` in an arm folder
-    (:func:`~genenv.trainer.experiments.provenance.recorded`; ``{"unknown"}`` where none was recorded)."""
+    (`recorded`; ``{"unknown"}`` where none was recorded)."""
     out: set[str] = set()
     for seed in seeds:
         out |= recorded(read_rows(Path(folder) / f"seed{seed}" / "sittings.jsonl"))
@@ -508,7 +508,7 @@ def arm_codes(folder: Path, seeds: Sequence[int]) -> set[str]:
 
 
 def first_iteration_note(runs: dict[str, dict[int, Path]], rows: dict[str, dict[int, list[dict[str, Any]]]]) -> str:
-    """:func:`~genenv.trainer.experiments.provenance.check_first_iteration` of the environment policy's texts and of
+    """`check_first_iteration` of the environment policy's texts and of
     the agent's rollouts at iteration 0, as one note: ``runs`` = arms' run folders (``{arm name: {seed:
     <arm>/seed<k>}}``, whose ``generations.jsonl`` is read), ``rows`` = their metric rows already read (``{arm name:
     {seed: rows}}``)."""
@@ -527,12 +527,12 @@ def _common_seeds(a: dict[int, Any], b: dict[int, Any]) -> None:
 
 
 def compare_arms(treatment: Path, control: Path, mixed_code: bool = False) -> dict[str, Any]:
-    """The difficulty-alignment statistic (:func:`genenv.trainer.experiments.alignment.compare`) between two arm folders of
+    """The difficulty-alignment statistic (`genenv.trainer.experiments.alignment.compare`) between two arm folders of
     any experiments (``<experiment_dir>/<arm>``, e.g. the ``genenv`` arms of an ``rwr`` and a ``grpo``
     experiment, or an arm against another experiment's ``random_env``), paired by seed; each arm is named
     ``<experiment folder>/<arm>``. Returns the statistic with ``band`` = (α, k_min) and ``code`` (a note on the code
-    the two arms ran, :func:`~genenv.trainer.experiments.provenance.check_paired`) added (for
-    :func:`genenv.trainer.experiments.alignment.markdown` and :func:`~genenv.trainer.experiments.alignment.plot`).
+    the two arms ran, `check_paired`) added (for
+    `genenv.trainer.experiments.alignment.markdown` and `plot`).
 
     Raises:
         FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml``.
@@ -552,8 +552,8 @@ def compare_arms(treatment: Path, control: Path, mixed_code: bool = False) -> di
 
 def _paired_code(folders: Sequence[Path], names: Sequence[str], runs: Sequence[dict[int, list[dict[str, Any]]]],
                  mixed_code: bool) -> str:
-    """:func:`~genenv.trainer.experiments.provenance.check_paired` and :func:`first_iteration_note` over the seeds
-    that every arm folder finished (``runs``: each folder's ``{seed: metric rows}``, as :func:`arm_folder` gives)."""
+    """`check_paired` and `first_iteration_note` over the seeds
+    that every arm folder finished (``runs``: each folder's ``{seed: metric rows}``, as `arm_folder` gives)."""
     seeds = sorted(set.intersection(*(set(r) for r in runs)))
     code = check_paired({n: arm_codes(f, seeds) for n, f in zip(names, folders)}, mixed_code)
     paired = {n: {s: Path(f) / f"seed{s}" for s in seeds} for n, f in zip(names, folders)}
@@ -561,17 +561,17 @@ def _paired_code(folders: Sequence[Path], names: Sequence[str], runs: Sequence[d
 
 
 def compare_outcome(treatment: Path, control: Path, mixed_code: bool = False) -> dict[str, Any]:
-    """The held-out outcome statistic (:func:`genenv.trainer.experiments.outcome.compare`: paired cells, final and
+    """The held-out outcome statistic (`genenv.trainer.experiments.outcome.compare`: paired cells, final and
     AUC differences) between two arm folders of any experiments, e.g. the ``genenv`` arm of a run with one setting
     changed against the ``genenv`` or ``replay`` arm of the main run, paired by seed and iteration. Each arm's AUC
     starts from its own experiment's untrained-agent score (``baseline.json``). Returns the statistic with
-    ``arms`` = the two ``<experiment folder>/<arm>`` names and ``code`` (see :func:`compare_arms`) added.
+    ``arms`` = the two ``<experiment folder>/<arm>`` names and ``code`` (see `compare_arms`) added.
 
     Raises:
         FileNotFoundError: a folder without a finished run, or whose experiment has no ``experiment.yaml`` or no
             ``baseline.json``.
         ValueError: the experiments differ in a setting of
-            :data:`~genenv.trainer.experiments.settings.HELDOUT_PROTOCOL` (their held-out scores do not measure the
+            `HELDOUT_PROTOCOL` (their held-out scores do not measure the
             same thing), a folder has no held-out score, no seed finished in both, or the arms ran different code
             (unless ``mixed_code``).
     """

@@ -2,7 +2,7 @@
 everything but their strategies, run for several seeds and compared on the held-out split.
 
 An arm is a config file, ``configs/arm/<arm>.yaml`` (or any YAML file given by path in ``arms``), that names a task
-source and, where the arm is about it, an agent batch (:mod:`genenv.trainer.strategies`; GenEnv, arXiv
+source and, where the arm is about it, an agent batch (`genenv.trainer.strategies`; GenEnv, arXiv
 2512.19682, §5 and its BFCL comparison):
 
 - ``genenv``: the environment policy writes tasks every iteration and is trained on R_env (``env_policy.update_mode``
@@ -16,13 +16,13 @@ source and, where the arm is about it, an agent batch (:mod:`genenv.trainer.stra
 - ``static``: the seed tasks only.
 - ``static_aug``: the seed tasks plus as many generated tasks as the ``genenv`` arm of the same seed admitted over
   its run, written once up front by the frozen environment policy (the paper's static augmentation; its task
-  source names the arm it is sized by, :attr:`~genenv.trainer.strategies.task_sources.TaskSource.sized_by_arm`).
+  source names the arm it is sized by, `sized_by_arm`).
   It runs after that arm.
 
 An arm that does not name an agent batch gets the experiment's (``agent_batch``, ``uniform`` by default). With
 ``agent_batch=frozen`` (and ``eval.every=0``: a frozen agent's held-out score cannot change) the experiment
 measures the environment policy alone: ``genenv`` against ``random_env`` on a stationary agent, compared by the
-report's difficulty-alignment statistic (:mod:`genenv.trainer.experiments.alignment`).
+report's difficulty-alignment statistic (`genenv.trainer.experiments.alignment`).
 
 Every arm has the same iterations, agent batch size (``agent.batch_tasks`` tasks x ``agent.n`` rollouts; a GenEnv
 iteration that admits more tasks than the batch rolls all of them out, so the report's x-axis is the agent tasks
@@ -30,9 +30,9 @@ actually consumed), seeds and held-out tasks; the held-out split is evaluated gr
 iterations and after the last, and the untrained agent once per experiment (all arms start from the same
 weights). An arm is a normal ``genenv-train`` run directory, ``<experiment_dir>/<arm>/seed<k>``: it resumes from
 its last checkpoint, and re-running the command resumes the experiment where it stopped. The report
-(:mod:`genenv.trainer.experiments.report`) is written after every arm.
+(`genenv.trainer.experiments.report`) is written after every arm.
 
-Examples::
+Examples:
 
     genenv-experiment benchmark=bfcl iterations=12 seeds=[0,1] experiment_dir=experiments/bfcl
     genenv-experiment benchmark=bamboogle iterations=1 seeds=[0] arms=[genenv,static]
@@ -71,12 +71,12 @@ def admitted_over_run(run_dir: Path) -> int:
 
 def arm_run_config(cfg, arm: str, seed: int, exp: ExperimentSettings | None = None):
     """The ``genenv-train`` config of ``arm`` at ``seed`` in the experiment of config ``cfg``
-    (:func:`~genenv.trainer.experiments.settings.arm_config`, ``run_dir`` = :func:`arm_dir`); for a task source
+    (`arm_config`, ``run_dir`` = `arm_dir`); for a task source
     sized by another arm (``static_aug``), ``generation.upfront_tasks`` = the tasks that arm's run of the seed
     admitted.
 
     Raises:
-        ValueError: see :func:`~genenv.trainer.experiments.settings.arm_config`; ``static_aug`` before the run it is
+        ValueError: see `arm_config`; ``static_aug`` before the run it is
             sized by has finished.
     """
     from genenv.envs.tables import load_object
@@ -136,8 +136,8 @@ def run_experiment(cfg, backend_factory=None) -> Path:
     Args:
         backend_factory: ``cfg -> Backend`` (tests); ``None`` builds the configured engine.
     Raises:
-        ConfigError: see :func:`~genenv.trainer.experiments.settings.experiment_settings`.
-        ValueError: see :func:`arm_run_config` and :func:`finished`.
+        ConfigError: see `experiment_settings`.
+        ValueError: see `arm_run_config` and `finished`.
     """
     from omegaconf import OmegaConf
 
@@ -174,10 +174,10 @@ def run_experiment(cfg, backend_factory=None) -> Path:
 def main() -> int:
     """Dispatch ``report EXPERIMENT [--out DIR] [--cache DIR]``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]
     [--cache DIR] [--mixed-code]``, ``factorial EXPERIMENT [--arms T F TL FL] [--partial] [--json FILE]``
-    (:func:`genenv.trainer.experiments.factorial.cli`) or run Hydra's main with ``configs/experiment.yaml``.
+    (`genenv.trainer.experiments.factorial.cli`) or run Hydra's main with ``configs/experiment.yaml``.
     ``EXPERIMENT`` and the arms are folders or archive addresses, ``results/<experiment>.tar.xz[:<subfolder>]``,
     unpacked on demand after their checksum is verified
-    (:func:`~genenv.trainer.experiments.archive.experiment_folder`); an unreadable one exits with 2 and a message."""
+    (`experiment_folder`); an unreadable one exits with 2 and a message."""
     cache_help = "where archives are unpacked (default: <archive folder>/.unpacked)"
     if len(sys.argv) > 1 and sys.argv[1] == "factorial":
         from genenv.trainer.experiments import factorial

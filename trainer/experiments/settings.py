@@ -1,7 +1,7 @@
 """What a curriculum experiment decides once from its config (``configs/experiment.yaml`` composed over
-``configs/train.yaml``, or an experiment directory's stored ``experiment.yaml``): :class:`ExperimentSettings`, built
-and validated by :func:`experiment_settings`, and each arm's run config (:func:`arm_config`, from the arm's file
-``configs/arm/<arm>.yaml``). With :mod:`genenv.trainer.settings` (a run's settings) this is the one module of the
+``configs/train.yaml``, or an experiment directory's stored ``experiment.yaml``): `ExperimentSettings`, built
+and validated by `experiment_settings`, and each arm's run config (`arm_config`, from the arm's file
+``configs/arm/<arm>.yaml``). With `genenv.trainer.settings` (a run's settings) this is the one module of the
 experiments that reads config keys; ``genenv-experiment`` and its report read every decision from here."""
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class ExperimentSettings:
         alpha, k_min: the α band of the difficulty filter (``curriculum.alpha``, ``curriculum.k_min``).
         batch_tasks, n: the agent batch size (``agent.batch_tasks`` tasks x ``agent.n`` rollouts).
         eval_limit: held-out tasks per unit (``eval.limit``; ``None``: all).
-        heldout_protocol: the values of :data:`HELDOUT_PROTOCOL` (config key → value), what two experiments'
+        heldout_protocol: the values of `HELDOUT_PROTOCOL` (config key → value), what two experiments'
             held-out scores must share to be compared.
     """
 
@@ -66,7 +66,7 @@ class ExperimentSettings:
 
 
 def experiment_settings(cfg) -> ExperimentSettings:
-    """The :class:`ExperimentSettings` of ``cfg`` (a composed experiment config or a stored ``experiment.yaml``).
+    """The `ExperimentSettings` of ``cfg`` (a composed experiment config or a stored ``experiment.yaml``).
 
     Raises:
         ConfigError: a missing key (the message names it); no arm or no seed; ``iterations`` below 1; a held-out
@@ -122,7 +122,7 @@ def arm_file(arm: str) -> Path:
 
 def arm_config(cfg, arm: str, seed: int, run_dir: str | Path, upfront_tasks: int | None = None):
     """The ``genenv-train`` config of ``arm`` at ``seed``: a copy of the experiment config ``cfg`` less the
-    experiment's own keys, with the arm file merged over it (:func:`arm_file`), ``seed``, ``run_dir`` and, when
+    experiment's own keys, with the arm file merged over it (`arm_file`), ``seed``, ``run_dir`` and, when
     given, ``generation.upfront_tasks``.
 
     Raises:

@@ -1,15 +1,15 @@
-"""The statistics both experiment statistics use (:mod:`~genenv.trainer.experiments.alignment`, agent frozen, and
-:mod:`~genenv.trainer.experiments.outcome`, agent trained), with the **seed as the unit of analysis**.
+"""The statistics both experiment statistics use (`alignment`, agent frozen, and
+`outcome`, agent trained), with the **seed as the unit of analysis**.
 
 The evaluations of one seed share one training trajectory: they are not independent observations (in the shipped
 TextWorldExpress experiment the intraclass correlation of the genenv − control differences is 0.4-0.7, so its 30
 (seed, evaluation) cells carry the information of ~8-12). Every test therefore takes one value per seed: arms
 paired by seed, a per-seed summary (a mean over the seed's iterations, a final score, an AUC), the mean of those
 per-seed differences with its t interval (``scipy.stats.ttest_1samp``) and the two-sided sign-flip permutation test
-over them (``scipy.stats.permutation_test``; exact below :data:`RESAMPLES` sign patterns, so with ``n`` seeds its
+over them (``scipy.stats.permutation_test``; exact below `RESAMPLES` sign patterns, so with ``n`` seeds its
 smallest p is ``2 / 2**n``: 0.125 at 4 seeds, 0.031 at 6). The (seed, iteration) cells are kept as a descriptive
-figure (:func:`cell_summary`), never tested. A report that makes several tests corrects them with Holm's step-down
-method (:func:`holm`).
+figure (`cell_summary`), never tested. A report that makes several tests corrects them with Holm's step-down
+method (`holm`).
 """
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ def intraclass_correlation(groups: Sequence[np.ndarray]) -> float | None:
 
 def seed_test(per_seed: dict[int, float]) -> dict[str, Any]:
     """The paired test with the seed as the unit: ``per_seed`` (seed → treatment − control of one per-seed
-    summary), ``n_seeds``, ``difference`` (mean with its 95 % t interval over seeds, :func:`mean_interval`) and
-    ``p_value`` (two-sided sign-flip over seeds, :func:`sign_flip_p`; ``None`` below two seeds)."""
+    summary), ``n_seeds``, ``difference`` (mean with its 95 % t interval over seeds, `mean_interval`) and
+    ``p_value`` (two-sided sign-flip over seeds, `sign_flip_p`; ``None`` below two seeds)."""
     values = list(per_seed.values())
     return {"per_seed": dict(per_seed), "n_seeds": len(values), "difference": mean_interval(values),
             "p_value": sign_flip_p(values)}
@@ -92,7 +92,7 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
 
 
 def correct(tests: Sequence[dict[str, Any]]) -> None:
-    """Holm-correct a report's family of :func:`seed_test` results in place: each gets ``p_holm`` and
+    """Holm-correct a report's family of `seed_test` results in place: each gets ``p_holm`` and
     ``family`` (the number of tests in the family)."""
     for test, adjusted in zip(tests, holm([t["p_value"] for t in tests])):
         test["p_holm"], test["family"] = adjusted, len(tests)

@@ -1,23 +1,23 @@
 """The two strategies an arm of the co-evolution loop is made of, registered by name (``configs/train.yaml``'s
 ``task_source`` and ``agent_batch``; an arm file ``configs/arm/<arm>.yaml`` names one of each):
 
-- a **task source** (:class:`~genenv.trainer.strategies.task_sources.TaskSource`): what the environment policy
+- a **task source** (`TaskSource`): what the environment policy
   writes, when, and whether it learns from R_env — ``genenv``, ``random_env``, ``envgen``, ``static``,
-  ``static_aug`` (:mod:`~genenv.trainer.strategies.task_sources`);
-- an **agent batch** (:class:`~genenv.trainer.strategies.agent_batches.AgentBatch`): which tasks the agent is rolled
+  ``static_aug`` (`task_sources`);
+- an **agent batch** (`AgentBatch`): which tasks the agent is rolled
   out on and trained on each iteration — ``uniform``, ``replay`` (curated replay), ``envgen`` (generated tasks
   mixed with original ones), ``frozen`` (no agent update); every drawing batch refills to informative groups with
-  ``agent.filter_groups.enable`` (:mod:`~genenv.trainer.strategies.agent_batches`).
+  ``agent.filter_groups.enable`` (`agent_batches`).
 
 A learning task source updates the environment policy by ``env_policy.update_mode``, one of
-:data:`ENV_POLICY_UPDATES` (:mod:`~genenv.trainer.strategies.env_policy_updates`: ``rwr``, ``grpo``, ``drgrpo``).
+`ENV_POLICY_UPDATES` (`env_policy_updates`: ``rwr``, ``grpo``, ``drgrpo``).
 
-Names map to ``"module:attribute"`` strings (:func:`~genenv.envs.tables.load_object`, imported on first use, as the
-engines are). :mod:`genenv.trainer.settings` reads the names and imports nothing of this package; the loop builds
-its strategies (:func:`build_task_source`, :func:`build_agent_batch`) right after its settings, before any model
+Names map to ``"module:attribute"`` strings (`load_object`, imported on first use, as the
+engines are). `genenv.trainer.settings` reads the names and imports nothing of this package; the loop builds
+its strategies (`build_task_source`, `build_agent_batch`) right after its settings, before any model
 loads, so an unknown name fails at once, its error listing the registered ones. A new arm or
-curriculum lever is one strategy class registered here (or from its own module with :func:`register_task_source`
-/ :func:`register_agent_batch`) and one arm file.
+curriculum lever is one strategy class registered here (or from its own module with `register_task_source`
+/ `register_agent_batch`) and one arm file.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _check(entry_point: str) -> str:
 
 
 def register_task_source(name: str, entry_point: str) -> None:
-    """Register a :class:`~genenv.trainer.strategies.task_sources.TaskSource` subclass as ``task_source=<name>``.
+    """Register a `TaskSource` subclass as ``task_source=<name>``.
 
     Raises:
         ValueError: a malformed entry point, or the name taken by another class.
@@ -44,7 +44,7 @@ def register_task_source(name: str, entry_point: str) -> None:
 
 
 def register_agent_batch(name: str, entry_point: str) -> None:
-    """Register an :class:`~genenv.trainer.strategies.agent_batches.AgentBatch` subclass as ``agent_batch=<name>``.
+    """Register an `AgentBatch` subclass as ``agent_batch=<name>``.
 
     Raises:
         ValueError: a malformed entry point, or the name taken by another class.
@@ -54,7 +54,7 @@ def register_agent_batch(name: str, entry_point: str) -> None:
 
 def register_env_policy_update(name: str, entry_point: str) -> None:
     """Register an environment-policy update mode: ``f(scored, lam) -> (samples, estimator)`` (see
-    :mod:`~genenv.trainer.strategies.env_policy_updates`), named by ``"module:function"``.
+    `env_policy_updates`), named by ``"module:function"``.
 
     Raises:
         ValueError: a malformed entry point, or the name taken by another function.
@@ -64,18 +64,18 @@ def register_env_policy_update(name: str, entry_point: str) -> None:
 
 def build_task_source(settings):
     """The run's task source: the class registered as ``settings.task_source``, built with the run's
-    :class:`~genenv.trainer.settings.RunSettings`.
+    `RunSettings`.
 
     Raises:
         ConfigError: an unknown name (the message names the key and lists the registered ones); see the source's
-            own checks (:class:`~genenv.trainer.strategies.task_sources.TaskSource`).
+            own checks (`TaskSource`).
     """
     return load_object(_lookup(TASK_SOURCES, "task_source", settings.task_source))(settings)
 
 
 def build_agent_batch(settings):
     """The run's agent batch: the class registered as ``settings.agent_batch``, built with the run's
-    :class:`~genenv.trainer.settings.RunSettings`.
+    `RunSettings`.
 
     Raises:
         ConfigError: an unknown name (the message names the key and lists the registered ones).
@@ -84,7 +84,7 @@ def build_agent_batch(settings):
 
 
 def _lookup(table: Registry, key: str, name: str) -> str:
-    """``table``'s entry point for ``name``, or a :class:`~genenv.trainer.settings.ConfigError` naming ``key``."""
+    """``table``'s entry point for ``name``, or a `ConfigError` naming ``key``."""
     from genenv.trainer.settings import ConfigError
 
     if name not in table:
@@ -104,3 +104,9 @@ for _name, _cls in (("uniform", "UniformBatch"), ("replay", "ReplayBatch"), ("en
     register_agent_batch(_name, f"{_BATCHES}:{_cls}")
 for _name in ("rwr", "grpo", "drgrpo"):
     register_env_policy_update(_name, f"genenv.trainer.strategies.env_policy_updates:{_name}")
+
+__all__ = [  # what a user may import: the names above and the public modules
+    "TASK_SOURCES", "AGENT_BATCHES", "ENV_POLICY_UPDATES", "register_task_source", "register_agent_batch",
+    "register_env_policy_update", "build_task_source", "build_agent_batch", "agent_batches", "env_policy_updates",
+    "grounded", "released", "state", "task_sources",
+]

@@ -1,10 +1,10 @@
 """Agent batches: which tasks the agent is rolled out on each iteration and which of its groups the agent update
-trains on (``agent_batch`` in ``configs/train.yaml``; registered in :mod:`genenv.trainer.strategies`).
+trains on (``agent_batch`` in ``configs/train.yaml``; registered in `genenv.trainer.strategies`).
 
 - ``uniform``: every newly admitted task (its p̂ is its R_env), then pool tasks drawn uniformly up to
   ``agent.batch_tasks``.
 - ``replay``: the same, the pool drawn by curated replay (Prioritized Level Replay on p̂(1-p̂) and staleness,
-  :meth:`~genenv.trainer.task_pool.TaskPool.sample_replay`; ``pool.temperature``, ``pool.staleness``).
+  `sample_replay`; ``pool.temperature``, ``pool.staleness``).
 - ``envgen`` (EnvGen, Zala et al., COLM 2024): generated tasks (the new ones, or between writer calls half a batch
   drawn from the pool's generated tasks) mixed with at least half a batch of original (seed) tasks, whose p̂ are the
   per-skill success rates the next EnvGen prompt reports.
@@ -14,15 +14,15 @@ trains on (``agent_batch`` in ``configs/train.yaml``; registered in :mod:`genenv
 Newly admitted tasks get ``generation.rollouts_per_task`` episodes each, pool tasks ``agent.n``. With
 ``agent.filter_groups.enable`` (informative batches: DAPO's dynamic sampling, Yu et al. 2025; veRL's
 ``algorithm.filter_groups``) every drawing batch refills with more pool tasks until ``agent.batch_tasks`` groups
-have unequal rewards or ``agent.filter_groups.max_rollouts`` rollouts are spent (:meth:`AgentBatch.refill`), and
-the update trains on those groups only (:meth:`AgentBatch.trained_groups`). The first round already holds the
+have unequal rewards or ``agent.filter_groups.max_rollouts`` rollouts are spent (`AgentBatch.refill`), and
+the update trains on those groups only (`AgentBatch.trained_groups`). The first round already holds the
 groups that the informative share expected from the previous iteration says it will need
-(:meth:`AgentBatch.early_groups`; ``agent.filter_groups.prior_share`` before any group is seen), as veRL draws a
+(`AgentBatch.early_groups`; ``agent.filter_groups.prior_share`` before any group is seen), as veRL draws a
 ``gen_batch_size`` larger than its train batch: the rollouts spent are those the refills would spend, in one batch
 that decodes together instead of rounds that each wait for their longest episode.
 
-A new batch subclasses :class:`AgentBatch` (overriding :meth:`~AgentBatch.select` or :meth:`~AgentBatch.draw`) and is
-registered with :func:`~genenv.trainer.strategies.register_agent_batch`.
+A new batch subclasses `AgentBatch` (overriding `select` or `draw`) and is
+registered with `register_agent_batch`.
 """
 from __future__ import annotations
 
@@ -87,13 +87,13 @@ class AgentBatch:
 
     def draw(self, loop: LoopState, k: int, exclude: Sequence[str] = (), origin: str | None = None) -> list[Task]:
         """``k`` distinct pool tasks (not in ``exclude``; of ``origin`` when given), uniformly
-        (:meth:`~genenv.trainer.task_pool.TaskPool.sample`)."""
+        (`sample`)."""
         return loop.pool.sample(k, loop.rng, exclude, origin)
 
     # ----- rollouts -----
     def roll_out(self, loop: LoopState, new_tasks: list[Task]) -> RolledBatch:
-        """Step 3: roll out :meth:`select`'s batch (:meth:`roll_out_tasks`), refill it to informative groups when
-        ``agent.filter_groups.enable`` (:meth:`refill`), and name the groups the update trains on."""
+        """Step 3: roll out `select`'s batch (`roll_out_tasks`), refill it to informative groups when
+        ``agent.filter_groups.enable`` (`refill`), and name the groups the update trains on."""
         batch = self.select(loop, new_tasks)
         informative_batch = self.trains and self.settings.agent.filter_groups
         if informative_batch:
@@ -128,12 +128,12 @@ class AgentBatch:
         return rollout.trajectories, rollout.timings
 
     def early_groups(self, loop: LoopState, new_tasks: list[Task], batch: list[Task]) -> int:
-        """Pool groups the first round of an informative batch adds to ``batch`` (:meth:`select`'s tasks, the new
+        """Pool groups the first round of an informative batch adds to ``batch`` (`select`'s tasks, the new
         ones among them with ``generation.rollouts_per_task`` rollouts): ``ceil(agent.batch_tasks / s) -
         len(batch)``, at least 0 and within ``agent.filter_groups.max_rollouts``, where ``s`` is the share of
         informative groups among those rolled out in the previous iteration (``loop.counters``
         ``groups_informative_last`` / ``groups_rolled_last``; ``agent.filter_groups.prior_share`` before any),
-        at least :data:`MIN_SHARE` as a refill round assumes."""
+        at least `MIN_SHARE` as a refill round assumes."""
         a = self.settings.agent
         rolled = loop.counters.get("groups_rolled_last", 0)
         informative = loop.counters.get("groups_informative_last", 0)
@@ -145,10 +145,10 @@ class AgentBatch:
 
     def refill(self, loop: LoopState, rolled: RolledBatch) -> None:
         """Informative batches: while fewer than ``agent.batch_tasks`` of the rolled-out groups have unequal
-        rewards, draw more pool tasks not yet rolled out this iteration (:meth:`draw`) and roll them out,
+        rewards, draw more pool tasks not yet rolled out this iteration (`draw`) and roll them out,
         ``agent.n`` episodes each, never past ``agent.filter_groups.max_rollouts`` rollouts in the iteration. Each
         round draws the missing number of groups divided by the informative share seen so far (at least
-        :data:`MIN_SHARE`), so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks,
+        `MIN_SHARE`), so a batch of mostly equal groups refills in few rounds. ``rolled`` gains the tasks,
         episodes, timings and rounds."""
         a = self.settings.agent
         k, n, cap = a.batch_tasks, a.n, a.max_rollouts
@@ -171,7 +171,7 @@ class AgentBatch:
 
     def trained_groups(self, trajs: list[Trajectory]) -> list[str]:
         """The task groups an informative batch trains on: the informative ones
-        (:func:`~genenv.trainer.updates.advantages.informative_task_ids`) in rollout order, at most
+        (`informative_task_ids`) in rollout order, at most
         ``agent.batch_tasks``, of which at most ``agent.filter_groups.generated_share`` x ``agent.batch_tasks``
         (rounded down) are generated tasks."""
         k = self.settings.agent.batch_tasks
@@ -190,14 +190,14 @@ class AgentBatch:
 
 
 class UniformBatch(AgentBatch):
-    """``uniform``: new tasks, then uniform pool draws (the defaults of :class:`AgentBatch`)."""
+    """``uniform``: new tasks, then uniform pool draws (the defaults of `AgentBatch`)."""
 
 
 class ReplayBatch(AgentBatch):
     """``replay``: new tasks, then pool draws by curated replay (Prioritized Level Replay)."""
 
     def draw(self, loop: LoopState, k: int, exclude: Sequence[str] = (), origin: str | None = None) -> list[Task]:
-        """``k`` distinct pool tasks by :meth:`~genenv.trainer.task_pool.TaskPool.sample_replay` (rank temperature
+        """``k`` distinct pool tasks by `sample_replay` (rank temperature
         ``pool.temperature``, staleness weight ``pool.staleness``)."""
         pool = self.settings.pool
         return loop.pool.sample_replay(k, loop.rng, loop.iteration, pool.temperature, pool.staleness, exclude, origin)

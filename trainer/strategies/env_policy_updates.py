@@ -1,6 +1,6 @@
 """How a learning task source updates the environment policy (``env_policy.update_mode``), by name: which
 generations update it, with what reward and which advantage estimator. The names are registered in
-:data:`genenv.trainer.strategies.ENV_POLICY_UPDATES` (a light table, so settings validate a name without importing
+`genenv.trainer.strategies.ENV_POLICY_UPDATES` (a light table, so settings validate a name without importing
 this module):
 
 - ``rwr`` (the paper, §3): the admitted generations whose task's p̂ passed the difficulty filter
@@ -10,11 +10,11 @@ this module):
   tasks that are too easy, too hard or invalid are pushed down and those nearer α pushed up (contrast the
   paper's RWR lacks: inside the band its weights differ by a few per cent, and it sees nothing outside it);
 - ``drgrpo``: the same groups with Dr. GRPO's advantage ``R_env - mean(group)``, not divided by the group's
-  standard deviation (:mod:`genenv.trainer.updates.advantages`), so a game at p̂ 0 or 1 among rejected ones
+  standard deviation (`genenv.trainer.updates.advantages`), so a game at p̂ 0 or 1 among rejected ones
   (R_env 0.0067 at β = 20 against 0) moves the policy by its reward gap, not by a whole standardised unit.
 
 Whether the environment policy is updated at all is its task source's (``task_source``: ``random_env``, ``envgen``
-and ``static`` never update it; :mod:`genenv.trainer.strategies.task_sources`).
+and ``static`` never update it; `genenv.trainer.strategies.task_sources`).
 """
 from __future__ import annotations
 

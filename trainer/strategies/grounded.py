@@ -47,7 +47,7 @@ __all__ = ["GroundedSource"]
 
 
 def trial_of(backend):
-    """The engine's ``trial`` context manager (:class:`~genenv.trainer.engines.base.Backend`, optional capability).
+    """The engine's ``trial`` context manager (`Backend`, optional capability).
 
     Raises:
         ConfigError: the engine has none (only the ``local`` engine has trial updates).
@@ -89,7 +89,7 @@ class GroundedSource(TaskSource):
         """Hold the probe set out of the pool (the agent never trains on it).
 
         Raises:
-            ConfigError: the engine has no trial updates (``trial``); see :meth:`probe_set`.
+            ConfigError: the engine has no trial updates (``trial``); see `probe_set`.
         """
         trial_of(loop.backend)
         loop.counters["probe/tasks"] = len(loop.pool.remove(t.id for t in self.probe_set(loop)))

@@ -3,9 +3,9 @@
 ``_evaluate_agent_performance``, ``_filter_prompts``, ``_generate_new_tasks``, ``_augment_dataset``; its
 ``configs/genenv_config.yaml``: ``genenv.num_generations_per_prompt: 4``, ``genenv.filtering_k: 0.1``). Each round:
 
-1. **score**: each task of the current training set is played :data:`SCORING_EPISODES` times by the agent
+1. **score**: each task of the current training set is played `SCORING_EPISODES` times by the agent
    (sampled) and scored by its mean reward;
-2. **filter**: the ⌊N · :data:`FILTERING_K`⌋ lowest-scoring and as many highest-scoring of the N tasks are dropped
+2. **filter**: the ⌊N · `FILTERING_K`⌋ lowest-scoring and as many highest-scoring of the N tasks are dropped
    (a stable sort by score, as the released code's ``sorted``: ties keep their order);
 3. **rewrite**: a *frozen* environment policy gets each surviving task with its answer and is asked for a new,
    similar task with its answer, one sample per task;
@@ -81,8 +81,8 @@ class ReleasedGenEnvSource(TaskSource):
     learns = False
 
     def write(self, loop: LoopState, iteration: int) -> tuple[list[GenerationRecord], Counter]:
-        """One round: draw N pool tasks (:func:`scored_task_count`), score each with :data:`SCORING_EPISODES`
-        sampled episodes, filter (:func:`quantile_filter`), take the previous round's written tasks out of the
+        """One round: draw N pool tasks (`scored_task_count`), score each with `SCORING_EPISODES`
+        sampled episodes, filter (`quantile_filter`), take the previous round's written tasks out of the
         pool, and have the frozen environment policy rewrite the first B survivors, one text each. Counters:
         ``released/scored``, ``released/dropped``, ``released/retired``, ``released/scoring_episodes``,
         ``released/scoring_seconds``."""

@@ -1,4 +1,4 @@
-"""What a strategy sees of the co-evolution loop: :class:`LoopState`, the loop's state and its one rollout call,
+"""What a strategy sees of the co-evolution loop: `LoopState`, the loop's state and its one rollout call,
 as a structural type, so that the strategies never import the loop (the loop imports them)."""
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ __all__ = ["LoopState"]
 
 
 class LoopState(Protocol):
-    """The co-evolution loop as a strategy sees it (:class:`~genenv.trainer.loop.CoEvolutionTrainer` is one).
+    """The co-evolution loop as a strategy sees it (`CoEvolutionTrainer` is one).
 
     Attributes:
         settings: the run's settings.
         spec: the benchmark spec (loading, prompts, validation).
-        backend: the engine (both policies; :class:`~genenv.trainer.engines.base.Backend`).
+        backend: the engine (both policies; `Backend`).
         pool: the task pool D_t.
         rng: the run's random generator (saved with every checkpoint).
         iteration: the current iteration (0-based).

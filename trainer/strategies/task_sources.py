@@ -1,23 +1,23 @@
 """Task sources: what the environment policy writes each iteration, and whether it learns from R_env
-(``task_source`` in ``configs/train.yaml``; registered in :mod:`genenv.trainer.strategies`).
+(``task_source`` in ``configs/train.yaml``; registered in `genenv.trainer.strategies`).
 
 - ``genenv`` (GenEnv, arXiv 2512.19682, Algorithm 1): writes ``generation.prompts_per_iteration`` prompts every
-  iteration (:func:`~genenv.trainer.generation.genenv_plans`) and is updated on R_env by ``env_policy.update_mode``.
+  iteration (`genenv_plans`) and is updated on R_env by ``env_policy.update_mode``.
 - ``random_env`` (the paper's RandomEnv): the same writing, the environment policy frozen.
 - ``envgen`` (EnvGen, Zala et al., COLM 2024): a frozen writer prompted with the agent's per-skill success rates
-  every ``generation.every`` iterations (:func:`~genenv.trainer.generation.envgen_plans`).
+  every ``generation.every`` iterations (`envgen_plans`).
 - ``static``: writes nothing (the seed tasks only).
 - ``static_aug`` (the paper's static augmentation): writes ``generation.upfront_tasks`` tasks once, before the
   first iteration, with the environment policy as it is, then nothing; ``genenv-experiment`` sets that number
-  to what the ``genenv`` arm of the same seed admitted (:attr:`StaticAugSource.sized_by_arm`).
+  to what the ``genenv`` arm of the same seed admitted (`StaticAugSource.sized_by_arm`).
 
-Two more live in their own modules: ``genenv_released`` (:mod:`~genenv.trainer.strategies.released`, the loop of
+Two more live in their own modules: ``genenv_released`` (`released`, the loop of
 the released GenEnv code: a frozen writer rewrites quantile-filtered pool tasks) and ``grounded``
-(:mod:`~genenv.trainer.strategies.grounded`, SOAR's probe-set reward).
+(`grounded`, SOAR's probe-set reward).
 
-A new source subclasses :class:`TaskSource` (overriding what differs: :meth:`~TaskSource.writes_at`,
-:meth:`~TaskSource.plans` or the whole :meth:`~TaskSource.write`, :meth:`~TaskSource.score`, ...) and is registered
-with :func:`~genenv.trainer.strategies.register_task_source`.
+A new source subclasses `TaskSource` (overriding what differs: `writes_at`,
+`plans` or the whole `write`, `score`, ...) and is registered
+with `register_task_source`.
 """
 from __future__ import annotations
 
@@ -80,9 +80,9 @@ class TaskSource:
         return genenv_plans(loop.spec, loop.pool, loop.rng, self.settings.generation)
 
     def write(self, loop: LoopState, iteration: int) -> tuple[list[GenerationRecord], Counter]:
-        """Steps 1-2 at an iteration the source writes (:meth:`writes_at`): the environment policy writes
-        :meth:`plans`'s prompts under the run's ``generation`` settings and the spec validates each text
-        (:func:`~genenv.trainer.generation.write_tasks`). Returns the generations and the rejection counts."""
+        """Steps 1-2 at an iteration the source writes (`writes_at`): the environment policy writes
+        `plans`'s prompts under the run's ``generation`` settings and the spec validates each text
+        (`write_tasks`). Returns the generations and the rejection counts."""
         return write_tasks(loop.spec, loop.backend.policy("env_policy"), loop.pool, self.settings.generation,
                            self.settings.curriculum.alpha, iteration, self.plans(loop))
 
@@ -113,7 +113,7 @@ class TaskSource:
 
     def update_samples(self, scored: list[ScoredGeneration]) -> tuple[list[Sample], str | None]:
         """Step 6: the samples that update the environment policy and the advantage estimator
-        (``env_policy.update_mode``, :func:`~genenv.trainer.strategies.env_policy_updates.env_policy_samples`); ``([], None)``
+        (``env_policy.update_mode``, `env_policy_samples`); ``([], None)``
         (no update) when the source does not learn."""
         if not self.learns:
             return [], None
@@ -121,7 +121,7 @@ class TaskSource:
 
 
 class GenEnvSource(TaskSource):
-    """``genenv``: writes every iteration and learns (the defaults of :class:`TaskSource`)."""
+    """``genenv``: writes every iteration and learns (the defaults of `TaskSource`)."""
 
 
 class RandomEnvSource(TaskSource):
@@ -141,7 +141,7 @@ class EnvGenSource(TaskSource):
         return iteration % self.settings.generation.every == 0
 
     def plans(self, loop: LoopState) -> list[PromptPlan]:
-        """EnvGen's prompts (:func:`~genenv.trainer.generation.envgen_plans`): ``prompts_per_iteration * every``,
+        """EnvGen's prompts (`envgen_plans`): ``prompts_per_iteration * every``,
         each aimed at one of the agent's weakest skills."""
         return envgen_plans(loop.spec, loop.pool, loop.rng, self.settings.generation)
 

@@ -3,4 +3,4 @@
 from genenv.trainer.updates.sample import Sample
 from genenv.trainer.updates.update import policy_update, prepare_update
 
-__all__ = ["Sample", "policy_update", "prepare_update"]
+__all__ = ["Sample", "policy_update", "prepare_update", "advantages", "batch", "sample", "update"]

@@ -2,7 +2,7 @@
 
 Each estimator takes the samples of one update and returns the samples that carry signal, one scalar advantage
 each (outcome advantages are the same on every response token), and its metrics. Registered with
-:func:`register_advantage` as veRL registers its own (``core_algos.register_adv_est``):
+`register_advantage` as veRL registers its own (``core_algos.register_adv_est``):
 
 - ``grpo`` (the agent; the environment policy's GRPO option): veRL's GRPO outcome advantage
   (``core_algos.get_adv_estimator_fn("grpo")``, Shao et al. 2024), computed per *episode* (an episode trained as
@@ -15,7 +15,7 @@ each (outcome advantages are the same on every response token), and its metrics.
   exp(-β/4) = 0.0067 at β = 20) pushes that game up as hard as a group whose best game sits at α (R_env 1);
   without it the push scales with the reward gap.
 - ``rwr`` (the environment policy, paper §3): reward-weighted regression; every sample is kept with advantage
-  ``w_i / mean(w)`` where ``w_i = exp(λ · R_env,i)`` is set by the caller (:func:`rwr_weights`), so the PPO-clip
+  ``w_i / mean(w)`` where ``w_i = exp(λ · R_env,i)`` is set by the caller (`rwr_weights`), so the PPO-clip
   loss at ratio 1 reduces to the weighted log-likelihood ``Σ w_i log π(y_i | x_i)``.
 """
 from __future__ import annotations
@@ -63,8 +63,8 @@ def informative_groups(rewards: Sequence[float], uids: Sequence[str]) -> tuple[l
 
 def informative_task_ids(trajectories: Sequence[Any]) -> list[str]:
     """Ids of the tasks whose episodes' rewards are not all equal (the GRPO groups that carry an advantage,
-    :func:`informative_groups`), in the order their first episode appears; ``trajectories``: episodes with
-    ``task.id`` and ``reward`` (:class:`~genenv.runtime.episodes.Trajectory`)."""
+    `informative_groups`), in the order their first episode appears; ``trajectories``: episodes with
+    ``task.id`` and ``reward`` (`Trajectory`)."""
     ids = [t.task.id for t in trajectories]
     keep = {ids[i] for i in informative_groups([t.reward for t in trajectories], ids)[0]}
     return [i for i in dict.fromkeys(ids) if i in keep]
@@ -112,7 +112,7 @@ def grpo(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str
 @register_advantage("drgrpo")
 def drgrpo(samples: Sequence[Sample]) -> tuple[list[Sample], list[float], dict[str, Any]]:
     """Dr. GRPO per episode: GRPO's groups, advantage ``r - mean(group)`` (see the module docstring); metrics as
-    :func:`grpo`."""
+    `grpo`."""
     return _grouped(samples, norm_by_std=False)
 
 

@@ -1,6 +1,6 @@
 """Token batches in veRL's layout and the per-token log-probabilities both updates need.
 
-A batch is a :class:`verl.DataProto` with veRL's keys: ``prompts`` (left-padded, ``[B, P]``), ``responses``
+A batch is a `verl.DataProto` with veRL's keys: ``prompts`` (left-padded, ``[B, P]``), ``responses``
 (right-padded, ``[B, R]``), ``input_ids`` = prompts ⧺ responses (``[B, P+R]``), ``attention_mask``,
 ``position_ids``, ``response_mask`` (``[B, R]``, 1 on generated tokens), plus any extra per-sample tensors and
 non-tensor fields (e.g. ``uid``, the GRPO group key).
@@ -65,7 +65,7 @@ def build_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequ
 
 def place_batch(batch, model):
     """Move every tensor of ``batch`` (a ``DataProto``) to ``model``'s device, in place, and return it: the one
-    place where update batches meet the model's device (built on the CPU by :func:`build_batch`; on a GPU the
+    place where update batches meet the model's device (built on the CPU by `build_batch`; on a GPU the
     log-probs, advantages and masks must share ``cuda:0``, else veRL's ``masked_mean`` fails)."""
     device = model_device(model)
     if batch.batch is not None and batch.batch.device != device:
@@ -78,18 +78,18 @@ def response_logprobs(model, batch, micro_batch_size: int = 4, grad: bool = Fals
     """Log-probability of every trained response token under ``model`` (``[B, R]``, on the model's device;
     mask them with ``response_mask``: padding and the positions no sample of a micro-batch trains on are 0).
     Uses veRL's ``logprobs_from_logits``; ``grad=False`` runs under no_grad. The batch is placed on the model's
-    device first (:func:`place_batch`).
+    device first (`place_batch`).
 
     Logits are computed only at the response positions some sample of the micro-batch trains on
-    (:func:`trained_columns`; transformers' ``logits_to_keep`` with an index tensor): a multi-turn response is
+    (`trained_columns`; transformers' ``logits_to_keep`` with an index tensor): a multi-turn response is
     mostly the environment's observations, whose tokens need no logits (SmolLM2's 49,152 x 576 output layer is
     a fifth of its forward FLOPs, and its float32 logits the largest activation of the update).
 
-    Each micro-batch runs on :func:`unpadded_span` of its columns only (the columns every one of its samples
+    Each micro-batch runs on `unpadded_span` of its columns only (the columns every one of its samples
     pads are dropped), so a micro-batch of short samples costs what its own tokens cost, not the batch's
     longest sample; samples whose padding would cost more than more passes run one pass each, up to their last
-    trained token (:func:`own_prompt_logprobs`, :data:`PASS_TOKENS`). Samples of a micro-batch that share their
-    prompt (a GRPO group: one prompt, several responses) run the prompt once (:func:`shared_prompt_logprobs`: the
+    trained token (`own_prompt_logprobs`, `PASS_TOKENS`). Samples of a micro-batch that share their
+    prompt (a GRPO group: one prompt, several responses) run the prompt once (`shared_prompt_logprobs`: the
     responses run on its key/value cache, up to their last trained token), so a group costs one prompt plus its
     responses. Both give the full-width result (padding is masked out of attention) up to floating-point
     rounding; gradients flow through the shared prompt once.
@@ -150,7 +150,7 @@ def prompt_groups(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> list[torc
 PASS_TOKENS = 256
 """About what one more forward pass costs, in tokens fed: a pass reads every weight whatever it carries (the fit in
 ``docs/training.md``, "Where a pass's time goes": 52.7 ms a pass against 0.23 ms a prompt token). Samples run one
-pass each (:func:`shared_prompt_logprobs`, :func:`own_prompt_logprobs`) when batching them would pad more than
+pass each (`shared_prompt_logprobs`, `own_prompt_logprobs`) when batching them would pad more than
 ``PASS_TOKENS`` cells per extra pass."""
 
 
@@ -164,7 +164,7 @@ def trained_tokens(response_mask: torch.Tensor, keep: torch.Tensor) -> tuple[tor
 
 def one_pass(rows: int, width: int, fed: Sequence[int]) -> bool:
     """Whether ``rows`` samples run in one pass padded to ``width`` tokens each rather than one pass each for those
-    that feed tokens (``fed``, tokens each): the padding costs no more than :data:`PASS_TOKENS` per extra pass."""
+    that feed tokens (``fed``, tokens each): the padding costs no more than `PASS_TOKENS` per extra pass."""
     return rows * width - sum(fed) <= PASS_TOKENS * (len(fed) - 1)
 
 
@@ -181,7 +181,7 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
     the group trains on is 0, and one that only another sample trains on may hold any finite value).
 
     ``rows``: ``input_ids``, ``attention_mask``, ``position_ids`` (``[n, P+R]``) and ``prompts`` (``[n, P]``)
-    of ``n`` samples whose prompts are identical (:func:`prompt_groups`); ``response_mask``: their ``[n, R]``
+    of ``n`` samples whose prompts are identical (`prompt_groups`); ``response_mask``: their ``[n, R]``
     trained tokens. The prompt runs once with
     ``use_cache=True``; the responses run on its key/value cache. Position ``P-1`` of the prompt predicts response
     token 0; response positions ``0..r-2`` predict tokens ``1..r-1``: the same log-probs as a full forward over
@@ -189,10 +189,10 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
 
     The responses run up to the last position a trained token reads, in one pass (the cache repeated for each,
     ``DynamicCache.batch_repeat_interleave``, shorter ones right-padded), or one pass each when the padding would
-    cost more than the extra passes (:data:`PASS_TOKENS`); a pass of its own computes logits only at its
+    cost more than the extra passes (`PASS_TOKENS`); a pass of its own computes logits only at its
     sample's trained tokens. The prompt is unpadded and responses only right-padded, so the passes tell the
     attention that their mask is the causal one (``genenv_causal``: on the CPU attention,
-    :func:`~genenv.runtime.attention.causal_attention`, the fused causal kernel without a mask; other attention
+    `causal_attention`, the fused causal kernel without a mask; other attention
     functions ignore it and apply the mask). Gradients flow through the shared prompt once.
     """
     from transformers import DynamicCache
@@ -241,13 +241,13 @@ def own_prompt_logprobs(model, rows: dict[str, torch.Tensor], cols: slice, keep:
                         response_mask: torch.Tensor) -> torch.Tensor:
     """Log-probs of the response tokens ``keep`` (ascending columns) of samples with prompts of their own
     (``[n, len(keep)]``, float32; mask them with ``response_mask``, ``[n, R]``, as for
-    :func:`shared_prompt_logprobs`).
+    `shared_prompt_logprobs`).
 
     ``rows``: ``input_ids``, ``attention_mask``, ``position_ids`` (``[n, P+R]``) and ``prompts`` (``[n, P]``);
-    ``cols``: the columns some of them fill (:func:`unpadded_span`). They run in one pass over ``cols`` (input
+    ``cols``: the columns some of them fill (`unpadded_span`). They run in one pass over ``cols`` (input
     column ``P-1+j`` predicts response token ``j``; left-padded prompts and right-padded responses, under the
     mask), or one pass each, every sample on its own tokens up to its last trained one, when the padding would
-    cost more than the extra passes (:data:`PASS_TOKENS`): without padding a pass needs no mask, and SDPA runs
+    cost more than the extra passes (`PASS_TOKENS`): without padding a pass needs no mask, and SDPA runs
     its fused causal kernel.
     """
     from verl.utils.torch_functional import logprobs_from_logits
@@ -278,7 +278,7 @@ def own_prompt_logprobs(model, rows: dict[str, torch.Tensor], cols: slice, keep:
 def unpadded_span(batch) -> tuple[slice, int]:
     """The columns of ``input_ids`` (``[B, P+R]``) that hold a token of at least one sample of ``batch``, and
     ``r``, its longest response (tokens): ``(slice(first, P + r), r)``. Prompts are left-padded and responses
-    right-padded (:func:`build_batch`), so the dropped columns are padding in every row; ``position_ids`` keep
+    right-padded (`build_batch`), so the dropped columns are padding in every row; ``position_ids`` keep
     their values on the kept columns."""
     prompt_mask = batch.batch["attention_mask"][:, :batch.batch["prompts"].shape[1]]
     P = prompt_mask.shape[1]

@@ -1,4 +1,4 @@
-"""The unit of every policy update: :class:`Sample`, one scored sequence (the agent's episodes, the environment
+"""The unit of every policy update: `Sample`, one scored sequence (the agent's episodes, the environment
 policy's generations), used by the advantage estimators, the update, the engines and the loop."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class Sample:
 
 
 def agent_samples(trajectories: Sequence["Trajectory"]) -> list[Sample]:
-    """The agent's update samples: each episode's sequences (:meth:`~genenv.runtime.episodes.Trajectory.segments`),
+    """The agent's update samples: each episode's sequences (`segments`),
     rewarded with its return, grouped by task (``uid`` = task id), one episode counted once (``episode`` =
     ``<task id>#<sample index>``), with the sampler's log-probs where the episode has them."""
     samples = []

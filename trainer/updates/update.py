@@ -1,11 +1,11 @@
 """A policy update built from veRL's own algorithm functions, run on CPU (or one GPU) by the local engine.
 
-Per batch of scored samples (:class:`Sample`):
+Per batch of scored samples (`Sample`):
 
 1. the samples that carry signal and their advantages, by the named advantage estimator
-   (:mod:`genenv.trainer.updates.advantages`: ``grpo`` drops groups whose rewards are all equal and counts them;
+   (`genenv.trainer.updates.advantages`: ``grpo`` drops groups whose rewards are all equal and counts them;
    ``rwr`` keeps every sample with its normalised weight);
-2. the veRL batch (:func:`~genenv.trainer.updates.batch.build_batch`) with ``advantages`` = the sample's scalar on
+2. the veRL batch (`build_batch`) with ``advantages`` = the sample's scalar on
    every response token of its own (``response_mask``);
 3. ``ref_log_prob`` under the frozen reference and ``old_log_prob`` under the policy before the update (with one
    PPO epoch the policy of the only step is that policy, so its own log-probs, detached, serve: the ratio is 1 and
@@ -13,12 +13,12 @@ Per batch of scored samples (:class:`Sample`):
 4. loss = ``core_algos.get_policy_loss_fn("vanilla")`` (PPO-clip) + ``kl_coef`` ×
    ``agg_loss(kl_penalty(log_prob, ref_log_prob, "low_var_kl"))``, aggregated ``token-mean`` over the batch;
 5. one AdamW step per PPO epoch, gradient accumulation over micro-batches (samples sorted by length, so each
-   micro-batch pads little: :func:`~genenv.trainer.updates.batch.response_logprobs` runs on its own width; the
+   micro-batch pads little: `response_logprobs` runs on its own width; the
    token-mean over the whole batch makes the gradient independent of the order), gradient clipping.
 
 The same function serves the environment policy (RWR, or GRPO on R_env with groups = prompts). Steps 1-2
-(:func:`prepare_update`) are shared with the distributed ``verl_ray`` engine
-(:mod:`genenv.trainer.engines.verl_ray.backend`),
+(`prepare_update`) are shared with the distributed ``verl_ray`` engine
+(`genenv.trainer.engines.verl_ray.backend`),
 whose veRL actor workers run steps 3-5 with the same veRL loss functions.
 """
 from __future__ import annotations
@@ -40,13 +40,13 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grp
     advantages.
 
     Returns:
-        ``(batch, metrics)``: ``batch`` is the :func:`~genenv.trainer.updates.batch.build_batch` ``DataProto`` plus
+        ``(batch, metrics)``: ``batch`` is the `build_batch` ``DataProto`` plus
         ``advantages`` (``[B, R]``, float32), the non-tensor ``uid`` and, with ``sampler_log_probs`` when every
         kept sample carries the sampler's log-probs, ``rollout_log_probs`` (``[B, R]``, float32, 0 past each
-        response; the local engine's gap report, :func:`sampler_gap`), or ``None`` when no sample carries signal;
+        response; the local engine's gap report, `sampler_gap`), or ``None`` when no sample carries signal;
         ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
     Raises:
-        ValueError: unknown ``estimator`` (see :data:`~genenv.trainer.updates.advantages.ADVANTAGES`).
+        ValueError: unknown ``estimator`` (see `ADVANTAGES`).
     """
     advantage = get_advantage(estimator)
     metrics: dict[str, Any] = {"samples": len(samples), "groups_kept": 0, "groups_dropped": 0, "skipped": True}
@@ -76,20 +76,20 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
                   ref_context=None) -> dict[str, Any]:
     """One policy update on ``samples`` with veRL's loss functions, in this process (the local engine).
 
-    Steps 1-2 are :func:`prepare_update` (shared with the ``verl_ray`` engine); steps 3-5 run here.
+    Steps 1-2 are `prepare_update` (shared with the ``verl_ray`` engine); steps 3-5 run here.
 
     Args:
         model: the trainable causal LM; ``ref_model`` the frozen reference (or ``None`` with ``ref_context``, a
             context manager under which ``model`` acts as the reference, e.g. a LoRA model's
             ``disable_adapter``).
-        estimator: the advantage estimator (:mod:`genenv.trainer.updates.advantages`): ``"grpo"`` (grouped rewards,
+        estimator: the advantage estimator (`genenv.trainer.updates.advantages`): ``"grpo"`` (grouped rewards,
             groups with equal rewards dropped) or ``"rwr"`` (advantage = the sample's normalised ``weight``; the
             ratio is 1 at the only step, so clipping never acts).
         kl_coef: weight of the ``low_var_kl`` penalty to the reference (the paper's KL leash).
     Returns:
         metrics: ``loss``, ``pg_loss``, ``kl``, ``samples``, ``groups_kept``, ``groups_dropped``, ``skipped``
         (True when no sample carried signal), ``grad_norm``; with the sampler's log-probs on every sample, the
-        sampler-vs-trainer gap (:func:`sampler_gap`).
+        sampler-vs-trainer gap (`sampler_gap`).
     """
     from verl.trainer.ppo import core_algos
 
@@ -179,8 +179,8 @@ def sampler_gap(batch, trainer_log_probs: torch.Tensor) -> dict[str, float]:
 
 
 def group_length_order(batch) -> torch.Tensor:
-    """The order in which :func:`policy_update` cuts micro-batches (``LongTensor [B]``): samples that share a
-    prompt stay together (so :func:`~genenv.trainer.updates.batch.response_logprobs` runs their prompt once),
+    """The order in which `policy_update` cuts micro-batches (``LongTensor [B]``): samples that share a
+    prompt stay together (so `response_logprobs` runs their prompt once),
     groups by their longest sample and samples within a group by length, longest first (similar lengths share
     a micro-batch, so little padding is computed); ties keep the batch order. The index is on the CPU wherever
     the batch is: veRL's ``DataProto.reorder`` reads it with ``.numpy()``."""

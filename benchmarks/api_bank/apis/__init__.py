@@ -1,7 +1,7 @@
 """Executable API-Bank backends: one small module per API family, the runtime that executes calls on a copy of
 ``init_database/``, and the catalogue of API descriptions read from the data.
 
-Use :func:`make_runtime` to get a fresh :class:`ApiRuntime` (its own database state) for an episode.
+Use `make_runtime` to get a fresh `ApiRuntime` (its own database state) for an episode.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ _RETRIEVERS: dict[tuple[str, str], ToolRetriever] = {}
 
 def make_runtime(root: Path, suite: str = "lv12", reading: str = "official") -> ApiRuntime:
     """A fresh runtime over the data under ``root`` (catalogue, tables and retriever are cached and shared);
-    ``reading`` (``"official"`` / ``"lenient"``): see :class:`ApiRuntime`.
+    ``reading`` (``"official"`` / ``"lenient"``): see `ApiRuntime`.
 
     Raises:
         ValueError: unknown suite or reading. DataError: the API-Bank data is missing.
@@ -32,4 +32,6 @@ def make_runtime(root: Path, suite: str = "lv12", reading: str = "official") -> 
 
 
 __all__ = ["API_CLASSES", "SUITES", "Api", "ApiError", "ApiRuntime", "ToolRetriever", "load_catalogue",
-           "load_tables", "make_runtime", "register_api"]
+           "load_tables", "make_runtime", "register_api",
+           # the public modules
+           "accounts", "base", "calendar", "catalogue", "checks", "health", "home", "info", "level3", "searcher"]

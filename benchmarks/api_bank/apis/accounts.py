@@ -1,7 +1,7 @@
 """API-Bank account and bank APIs over ``init_database/Account.json`` and ``Bank.json``.
 
 Account table: ``username -> {password, token, email}``; tokens authenticate the calendar APIs
-(:meth:`~genenv.benchmarks.api_bank.apis.base.ApiRuntime.user_of`). Behaviour follows the API descriptions in the
+(`user_of`). Behaviour follows the API descriptions in the
 level-1 prompts; the messages are the benchmark's (they appear in recorded results).
 """
 from __future__ import annotations

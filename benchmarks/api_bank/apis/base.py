@@ -7,8 +7,8 @@ written from the benchmark's documentation and verified against the results reco
 
 A call's *result record* has the official layout ``{"api_name", "input", "output", "exception"}``: ``input`` the
 converted arguments, ``output`` the API's return value (``None`` on failure) and ``exception`` the error text
-(``None`` on success). :meth:`ApiRuntime.check` decides whether a predicted call's result counts as the gold
-result, by the released per-API checker's rule (:mod:`genenv.benchmarks.api_bank.apis.checks`).
+(``None`` on success). `ApiRuntime.check` decides whether a predicted call's result counts as the gold
+result, by the released per-API checker's rule (`genenv.benchmarks.api_bank.apis.checks`).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class ApiError(Exception):
 
 
 def register_api(cls: type["Api"]) -> type["Api"]:
-    """Class decorator: add an :class:`Api` subclass to :data:`API_CLASSES` under its ``suite`` and ``name``."""
+    """Class decorator: add an `Api` subclass to `API_CLASSES` under its ``suite`` and ``name``."""
     apis = API_CLASSES[cls.suite]
     if not cls.name or cls.name in apis:
         raise ValueError(f"API class {cls.__name__}: empty or duplicate name {cls.name!r} in suite {cls.suite!r}")
@@ -43,7 +43,7 @@ def register_api(cls: type["Api"]) -> type["Api"]:
 
 # ---------- value helpers shared by the API families ----------
 def strict_datetime(value: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> dt.datetime:
-    """``value`` parsed with ``fmt``; :class:`ApiError` with Python's message when it does not match."""
+    """``value`` parsed with ``fmt``; `ApiError` with Python's message when it does not match."""
     try:
         return dt.datetime.strptime(str(value), fmt)
     except ValueError as exc:
@@ -65,7 +65,7 @@ def norm_date(value: Any, fmt: str = "%Y-%m-%d") -> str:
 
 
 def month_day(value: Any) -> str:
-    """``MM-DD`` of a ``YYYY-MM-DD`` or ``MM-DD`` date; :class:`ApiError` otherwise."""
+    """``MM-DD`` of a ``YYYY-MM-DD`` or ``MM-DD`` date; `ApiError` otherwise."""
     text = str(value).strip()
     try:
         return norm_date(text).split("-", 1)[1] if text.count("-") == 2 else \
@@ -80,7 +80,7 @@ def convert_argument(value: Any, type_name: str, param: str, reading: str = "off
     ``list``, ``list(str)``, ``dict``).
 
     Model text and the recorded ``param_dict`` give strings; strings of lists are read with
-    :func:`ast.literal_eval` (never ``eval``). Under the ``"official"`` reading numbers and booleans written as
+    `ast.literal_eval` (never ``eval``). Under the ``"official"`` reading numbers and booleans written as
     strings are read as the released ``ToolManager.api_call`` reads them (``api-bank/tool_manager.py``): an
     ``int`` string must satisfy ``str.isdigit()`` and a ``float`` string must after removing one ``.`` (so
     ``' 40.7128 '`` and ``'-3'`` are refused), and a ``bool`` string is true only when it is ``'True'``. The
@@ -132,11 +132,11 @@ class Api:
 
     Class attributes: ``name`` (the API name), ``suite`` (``"lv12"`` or ``"lv3"``), ``database`` (stem of its
     ``init_database/*.json`` table, or empty). Which parameters a call must give, and how a result is compared
-    with the gold result, is the API's entry in :data:`genenv.benchmarks.api_bank.apis.checks.CHECKS` (from the
-    released class); :meth:`run` receives only the arguments given.
+    with the gold result, is the API's entry in `genenv.benchmarks.api_bank.apis.checks.CHECKS` (from the
+    released class); `run` receives only the arguments given.
 
-    Subclasses implement :meth:`run`, which receives the converted arguments, reads and mutates the runtime's
-    tables, and returns the output or raises :class:`ApiError`.
+    Subclasses implement `run`, which receives the converted arguments, reads and mutates the runtime's
+    tables, and returns the output or raises `ApiError`.
     """
 
     name: ClassVar[str] = ""
@@ -155,13 +155,13 @@ class ApiRuntime:
         tables: ``{stem: parsed init_database JSON}``, shared read-only: a table is deep-copied on its first use by
             this runtime (copy on write), so the caller's tables are never mutated and unused ones cost nothing.
         catalogue: ``{api name: description}`` (``input_parameters`` with types), see
-            :func:`genenv.benchmarks.api_bank.apis.catalogue.load_catalogue`.
+            `genenv.benchmarks.api_bank.apis.catalogue.load_catalogue`.
         suite: ``"lv12"`` (levels 1 and 2) or ``"lv3"`` (level 3): which API set serves the calls.
         searcher: the ToolSearcher retriever (``None``: ToolSearcher calls fail with a clear exception).
-        reading: ``"official"`` or ``"lenient"``: how arguments are converted (:func:`convert_argument`) and
-            results compared (:func:`genenv.benchmarks.api_bank.apis.checks.check_result`).
+        reading: ``"official"`` or ``"lenient"``: how arguments are converted (`convert_argument`) and
+            results compared (`genenv.benchmarks.api_bank.apis.checks.check_result`).
 
-    :meth:`execute` never raises: every failure becomes the result's ``exception``.
+    `execute` never raises: every failure becomes the result's ``exception``.
 
     Raises:
         ValueError: unknown ``suite`` or ``reading``.
@@ -181,7 +181,7 @@ class ApiRuntime:
         self.memory: dict[str, Any] = {}  # per-API in-memory state (ForgotPassword's code, OpenBankAccount rows)
 
     def table(self, stem: str) -> Any:
-        """The mutable state of ``init_database/<stem>.json``; :class:`ApiError` if it was not loaded."""
+        """The mutable state of ``init_database/<stem>.json``; `ApiError` if it was not loaded."""
         if stem not in self.tables:
             if stem not in self._shared:
                 raise ApiError(f"database {stem!r} is not available")
@@ -197,7 +197,7 @@ class ApiRuntime:
         return other
 
     def user_of(self, token: Any) -> str:
-        """The username whose token is ``token`` (Account table); :class:`ApiError` ``The token is invalid.``"""
+        """The username whose token is ``token`` (Account table); `ApiError` ``The token is invalid.``"""
         for user, record in self.table("Account").items():
             if record.get("token") == token:
                 return user
@@ -206,12 +206,12 @@ class ApiRuntime:
     def convert(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments of a call to ``name`` converted to their declared types, in the description's order. An
         argument given empty (``None`` or ``""``; under the lenient reading also white space only:
-        :func:`~genenv.benchmarks.api_bank.apis.checks.is_empty`) counts as not given, as the released parser
+        `is_empty`) counts as not given, as the released parser
         drops it.
 
         Raises:
             ApiError: unknown API, unknown parameter, an unconvertible value, or a required parameter (one the
-                released ``call`` has no default for: :func:`~genenv.benchmarks.api_bank.apis.checks.required_missing`)
+                released ``call`` has no default for: `required_missing`)
                 left out or given empty; the last one's message starts with ``MISS_INPUT_ARGUMENT``.
         """
         if name not in self.apis or name not in self.catalogue:
@@ -244,12 +244,12 @@ class ApiRuntime:
 
     def check(self, predicted: dict[str, Any], gold: dict[str, Any]) -> tuple[bool, str]:
         """Whether ``predicted`` counts as ``gold`` under this runtime's reading: ``(ok, reason)``
-        (:func:`genenv.benchmarks.api_bank.apis.checks.check_result`)."""
+        (`genenv.benchmarks.api_bank.apis.checks.check_result`)."""
         return check_result(self.suite, predicted, gold, self.reading)
 
 
 def require_text(value: Any, message: str) -> str:
-    """``value`` stripped; :class:`ApiError` ``message`` when it is blank."""
+    """``value`` stripped; `ApiError` ``message`` when it is blank."""
     if is_empty(value, "lenient"):
         raise ApiError(message)
     return str(value).strip()

@@ -9,7 +9,7 @@ Catalogue (``{api name: {name, description, input_parameters, output_parameters}
   ToolSearcher's description from the level-3 step prompts.
 
 Tables: every ``init_database/*.json`` by file stem, plus ``recorded/Dictionary`` and ``recorded/Translate``,
-the web-service results recorded in the dialogues (see :mod:`genenv.benchmarks.api_bank.apis.info`).
+the web-service results recorded in the dialogues (see `genenv.benchmarks.api_bank.apis.info`).
 """
 from __future__ import annotations
 

@@ -2,12 +2,12 @@
 
 Source: the ``check_api_call_correctness`` method of every API class of the released evaluator
 (AlibabaResearch/DAMO-ConvAI ``api-bank/apis/*.py`` for levels 1-2, ``api-bank/lv3_apis/*.py`` for level 3,
-commit 483554ea). Each entry of :data:`CHECKS` says what that method compares, in our words:
+commit 483554ea). Each entry of `CHECKS` says what that method compares, in our words:
 
 - ``params``: the input parameters it names, each with the normalisation it applies before comparing
-  (:data:`RULES`); ``rest``: whether the other input parameters are compared raw as a dict (the checkers'
+  (`RULES`); ``rest``: whether the other input parameters are compared raw as a dict (the checkers'
   ``response['input'] == groundtruth['input']``, after popping the named ones), else they are not compared;
-- ``output``: how the outputs are compared (:data:`OUTPUTS`); ``exception``: whether the exception texts are;
+- ``output``: how the outputs are compared (`OUTPUTS`); ``exception``: whether the exception texts are;
 - ``success_only``: the Delete* checkers compare the named inputs only when both outputs are ``"success"`` and
   otherwise compare only output and exception;
 - ``optional``: the input parameters that the API's released ``call`` gives a default or takes through
@@ -16,11 +16,11 @@ commit 483554ea). Each entry of :data:`CHECKS` says what that method compares, i
   so a call without one raises ``TypeError: ... missing ... required positional argument`` (counted as
   ``MISS_INPUT_ARGUMENT`` by ``evaluator_by_json.py``, a wrong call in ``evaluator.py`` and ``lv3_evaluator.py``).
   The released parser (``api_call_extraction.py``: a quoted value is matched by ``(.+?)``, one character or more)
-  cannot read an empty value, so an argument given as ``''`` is missing too (:func:`required_missing`).
+  cannot read an empty value, so an argument given as ``''`` is missing too (`required_missing`).
 
-:func:`check_result` applies an entry under one of two readings: ``"official"`` exactly as above, ``"lenient"``
+`check_result` applies an entry under one of two readings: ``"official"`` exactly as above, ``"lenient"``
 the same with surrounding white space of every string argument ignored and extra optional arguments not
-compared. Departures from the released checkers are listed in :data:`DEPARTURES` with their reason (each is a
+compared. Departures from the released checkers are listed in `DEPARTURES` with their reason (each is a
 crash or a network call of the released code, not a different verdict on a call both can score).
 """
 from __future__ import annotations
@@ -252,7 +252,7 @@ CHECKS: Mapping[str, Mapping[str, Check]] = MappingProxyType({
     }),
 })
 
-# Where :func:`check_result` knowingly parts from the released checkers, and why (no verdict on a call that both
+# Where `check_result` knowingly parts from the released checkers, and why (no verdict on a call that both
 # can score differs because of these).
 DEPARTURES: Mapping[str, str] = MappingProxyType({
     "non-text argument": "a number or list where a checker calls .strip() / .split() crashes the released code; "
@@ -273,8 +273,8 @@ def is_empty(value: Any, reading: str = "official") -> bool:
 
 def required_missing(suite: str, name: str, declared: Any, arguments: Mapping[str, Any],
                      reading: str = "official") -> list[str]:
-    """The required input parameters of API ``name`` (every declared one but the :class:`Check`'s ``optional``)
-    that ``arguments`` leaves out or gives empty (:func:`is_empty`), in declaration order; ``[]`` for an API
+    """The required input parameters of API ``name`` (every declared one but the `Check`'s ``optional``)
+    that ``arguments`` leaves out or gives empty (`is_empty`), in declaration order; ``[]`` for an API
     without a table entry. ``declared``: the API description's input parameter names."""
     check = CHECKS.get(suite, {}).get(name)
     optional = check.optional if check else tuple(declared)
@@ -289,7 +289,7 @@ def _stripped(record_input: Any) -> dict[str, Any]:
 
 def check_result(suite: str, predicted: dict[str, Any], gold: dict[str, Any],
                  reading: str = "official") -> tuple[bool, str]:
-    """Whether a predicted call's result record counts as the gold call's, by the gold API's :data:`CHECKS` entry.
+    """Whether a predicted call's result record counts as the gold call's, by the gold API's `CHECKS` entry.
 
     Args:
         suite: ``"lv12"`` or ``"lv3"`` (which released API set the gold API belongs to).

@@ -5,7 +5,7 @@ Lookups read ``init_database/`` (History, Stock, QuestionAnswering, ImageCaption
 SearchEngine, Hotel). Dictionary and Translate called web services in the original (dictionaryapi.dev, Google
 Translate); this runtime is offline, so they answer from the results recorded in the benchmark's dialogues
 (tables ``recorded/Dictionary`` and ``recorded/Translate`` built by
-:func:`genenv.benchmarks.api_bank.apis.catalogue.load_tables`) and refuse other inputs with a clear exception.
+`genenv.benchmarks.api_bank.apis.catalogue.load_tables`) and refuse other inputs with a clear exception.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 def evaluate_formula(formula: str) -> float:
     """Value of an arithmetic formula of numbers, ``+ - * /`` and parentheses, as a float.
 
-    Parsed with :mod:`ast` (never ``eval``); anything else is ``invalid formula``.
+    Parsed with `ast` (never ``eval``); anything else is ``invalid formula``.
 
     Raises:
         ApiError: not such a formula, or a division by zero.

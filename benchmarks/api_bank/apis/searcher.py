@@ -3,7 +3,7 @@
 The original ranks every API by the cosine similarity of sentence embeddings (``paraphrase-MiniLM-L3-v2``) of the
 keywords and "<API name split into words> <description>", and returns the best one. Here: an exact API name in
 the keywords (``"QueryMeeting"``, ``"query meeting"``) wins outright; otherwise the packaged all-MiniLM-L6-v2 model
-(:func:`genenv.rewards.text.embedding_model`, offline) ranks the same texts. Level-1/2 (suite ``lv12``): when the
+(`genenv.rewards.text.embedding_model`, offline) ranks the same texts. Level-1/2 (suite ``lv12``): when the
 best API takes a ``token``, the result is ``[GetUserToken's description, best]``, as recorded in the data.
 A search counts as correct when its output equals the gold search's on the same catalogue (the released
 checker's rule); the recorded outputs of the data describe an older catalogue version.

@@ -1,38 +1,38 @@
 """The veRL agent loop over our Gymnasium environments, and a transformers-backed generate client for it.
 
-:class:`GymAgentLoop` is registered with veRL as :data:`AGENT_LOOP_NAME` (``verl.experimental.agent_loop.register``)
+`GymAgentLoop` is registered with veRL as `AGENT_LOOP_NAME` (``verl.experimental.agent_loop.register``)
 and is instantiated the way veRL's ``AgentLoopWorker`` does it (``hydra.utils.instantiate`` of the registry entry
 with ``trainer_config``, ``server_manager``, ``tokenizer``, ...). Each ``run`` plays one episode of the task named
-in the row's ``extra_info.task_json`` (:mod:`genenv.envs.verl_rows`) through the same
-:class:`~genenv.runtime.episodes.Episode` as evaluation and local training, so the prompt of every turn is
-the same token stream: the :class:`~genenv.envs.wrappers.PromptWindow` messages encoded with the tokenizer's chat
+in the row's ``extra_info.task_json`` (`genenv.envs.verl_rows`) through the same
+`Episode` as evaluation and local training, so the prompt of every turn is
+the same token stream: the `PromptWindow` messages encoded with the tokenizer's chat
 template.
 
 Budget: every turn's ``max_tokens`` is the response budget left (``rollout.response_length`` minus the tokens the
-episode holds after its first prompt, :meth:`~genenv.runtime.episodes.Episode.prompt`), as veRL's vLLM
+episode holds after its first prompt, `prompt`), as veRL's vLLM
 server computes its default ``max_tokens`` from the budget left (``verl/workers/rollout/vllm_rollout/
 vllm_async_server.py: generate``); a server reply longer than ``max_tokens`` is cut to it before the env sees the
-text (the first ``k`` tokens of a sample are a sample with ``max_tokens=k``, as :class:`TransformersPolicy` cuts
+text (the first ``k`` tokens of a sample are a sample with ``max_tokens=k``, as `TransformersPolicy` cuts
 to a prompt's cap), so the env rewards exactly the tokens that are trained on, and the episode ends (truncated)
 before it overflows. veRL's tool agent loop instead generates, then truncates the finished episode to
 ``response_length`` (``tool_agent_loop.py: run``), which can reward text that is not trained on.
 
 Serving: one ``request_id`` serves the whole episode (veRL's ``GlobalRequestLoadBalancer`` keeps a request id on
 one vLLM replica, ``verl/workers/rollout/router.py``: its prefix cache holds the conversation); env resets and
-steps run off the worker's event loop, on one thread per process (:data:`ENV_STEPS`: the engines are not
+steps run off the worker's event loop, on one thread per process (`ENV_STEPS`: the engines are not
 thread-safe, e.g. TextWorld's PDDL parser), so generation requests of other episodes go on while an env steps;
 the server's log-probs (sent when veRL's ``AgentLoopWorker`` asks for them, ``rollout.calculate_log_probs``) are
 kept per turn and returned as ``response_logprobs`` (0.0 on environment tokens), which veRL's worker turns into
 the batch's ``rollout_log_probs``.
 
-Output: veRL's :class:`AgentLoopOutput` with the episode's first update sequence
-(:meth:`~genenv.runtime.episodes.Trajectory.segments`: the packed conversation, ``response_mask`` 0 on
+Output: veRL's `AgentLoopOutput` with the episode's first update sequence
+(`segments`: the packed conversation, ``response_mask`` 0 on
 environment tokens, its ``response_logprobs`` when every turn has them) and ``reward_score`` = the episode's
 return; ``extra_fields["segments"]`` holds every update sequence (a new one wherever a prompt did not extend the
 previous prompt and response, e.g. each turn once a prompt window rewrites the history), which the ``verl_ray``
 engine trains on.
 
-On a GPU cluster ``server_manager`` is veRL's vLLM client; here :class:`LocalGenerateClient` stands in for it with
+On a GPU cluster ``server_manager`` is veRL's vLLM client; here `LocalGenerateClient` stands in for it with
 batched ``transformers.generate`` (concurrent requests of one event-loop tick form one batch).
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ ENV_STEPS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="genenv-env")
 
 
 async def _off_loop(fn, *args):
-    """``fn(*args)`` on :data:`ENV_STEPS`, awaited."""
+    """``fn(*args)`` on `ENV_STEPS`, awaited."""
     return await asyncio.get_running_loop().run_in_executor(ENV_STEPS, fn, *args)
 
 
@@ -78,7 +78,7 @@ class GymAgentLoop(AgentLoopBase):
     ``genenv.{env_kwargs, max_new_tokens, env_server}``; ``max_new_tokens`` (tokens per turn) applies when the
     caller's sampling parameters carry no ``max_tokens`` (veRL's ``AgentLoopWorker`` passes none); ``env_server``:
     the URL of a ``genenv-serve`` server on which the episodes are played
-    (:class:`~genenv.runtime.serve.client.RemoteEpisodes`, the same rewards; ``None``: in this process).
+    (`RemoteEpisodes`, the same rewards; ``None``: in this process).
     """
 
     def __init__(self, *args, **kwargs):
@@ -92,7 +92,7 @@ class GymAgentLoop(AgentLoopBase):
         self.env_server = genenv_cfg.get("env_server") or None
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        """Play the episode of ``kwargs["extra_info"]["task_json"]``; returns veRL's :class:`AgentLoopOutput`."""
+        """Play the episode of ``kwargs["extra_info"]["task_json"]``; returns veRL's `AgentLoopOutput`."""
         task = Task.from_json(kwargs["extra_info"]["task_json"])
         per_turn = int(sampling_params.get("max_tokens") or self.max_new_tokens or self.response_length)
         episode = Episode(task, 0, lambda m: chat_prompt_ids(self.tokenizer, m), per_turn, self.response_length)
@@ -132,7 +132,7 @@ class GymAgentLoop(AgentLoopBase):
 
 
 def trajectory_of(task: Task, sample_index: int, output: AgentLoopOutput | dict[str, Any]) -> Trajectory:
-    """The :class:`Trajectory` of one :class:`GymAgentLoop` output (an ``AgentLoopOutput`` or veRL's non-tensor
+    """The `Trajectory` of one `GymAgentLoop` output (an ``AgentLoopOutput`` or veRL's non-tensor
     fields of its row: ``extra_fields`` keys and ``reward_score``)."""
     fields = output.extra_fields if isinstance(output, AgentLoopOutput) else output
     reward = output.reward_score if isinstance(output, AgentLoopOutput) else fields["reward_score"]
@@ -142,7 +142,7 @@ def trajectory_of(task: Task, sample_index: int, output: AgentLoopOutput | dict[
 
 
 class LocalGenerateClient:
-    """veRL's ``server_manager.generate`` interface over a local :class:`TransformersPolicy`.
+    """veRL's ``server_manager.generate`` interface over a local `TransformersPolicy`.
 
     Requests issued concurrently (in one event-loop tick) are generated as one batch. ``sampling_params``
     uses veRL's keys: ``temperature`` (0 = greedy) and ``max_tokens`` (or ``max_new_tokens``).
@@ -157,7 +157,7 @@ class LocalGenerateClient:
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
                        **_: Any) -> TokenOutput:
         """Queue the request; it is generated with the others of this event-loop tick. Returns veRL's
-        :class:`TokenOutput` (response token ids, ending with the stop token when the model stopped)."""
+        `TokenOutput` (response token ids, ending with the stop token when the model stopped)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self._pending.append((list(prompt_ids), dict(sampling_params), fut))
@@ -197,7 +197,7 @@ def agent_loop_config(prompt_length: int = 4096, response_length: int = 1024,
 
 
 def make_agent_loop(tokenizer, server_manager, config=None) -> GymAgentLoop:
-    """Instantiate :class:`GymAgentLoop` as veRL's ``AgentLoopWorker._run_agent_loop`` does."""
+    """Instantiate `GymAgentLoop` as veRL's ``AgentLoopWorker._run_agent_loop`` does."""
     import hydra
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
@@ -212,12 +212,12 @@ def rollout_agent_loop(tasks: Sequence[Task], policy, n: int = 1, temperature: f
                        max_new_tokens: int = 256, env_kwargs: dict[str, Any] | None = None,
                        server_manager=None, response_length: int = 8192,
                        env_server: str | None = None) -> list[Trajectory]:
-    """``n`` episodes per task through :class:`GymAgentLoop` in this process, all concurrently (batched by the
-    client; default: :class:`LocalGenerateClient` over ``policy``), as veRL's agent-loop workers would play them.
+    """``n`` episodes per task through `GymAgentLoop` in this process, all concurrently (batched by the
+    client; default: `LocalGenerateClient` over ``policy``), as veRL's agent-loop workers would play them.
 
     ``response_length`` is the episode's response budget (veRL's ``rollout.response_length``); ``env_server``: play
     the episodes on that ``genenv-serve`` server. Returns trajectories like
-    :func:`~genenv.runtime.episodes.play_episodes`'.
+    `play_episodes`'.
     """
     client = server_manager or LocalGenerateClient(policy, max_new_tokens)
     cfg = agent_loop_config(response_length=response_length, env_kwargs=env_kwargs, max_new_tokens=max_new_tokens,

@@ -1,5 +1,5 @@
 """The ``verl_ray`` engine's backend: both policies on veRL's Ray workers (see
-:mod:`genenv.trainer.engines.verl_ray`)."""
+`genenv.trainer.engines.verl_ray`)."""
 from __future__ import annotations
 
 import json
@@ -27,14 +27,14 @@ __all__ = ["VerlRayBackend", "build_verl_ray_backend"]
 
 
 class _Role:
-    """One role's live objects on the cluster (built by :meth:`VerlRayBackend._build_role`) and the state of its
+    """One role's live objects on the cluster (built by `VerlRayBackend._build_role`) and the state of its
     vLLM replicas.
 
     Memory order (veRL 0.9.1's ``RayPPOTrainer.fit``, ``verl/trainer/ppo/ray_trainer.py``: ``update_actor``, then
     ``_save_checkpoint``, then ``checkpoint_manager.update_weights``): the replicas sleep (vLLM's weights and KV
     cache freed) whenever the training engine works on the GPUs (log-probs, update, the ``param_sq_sum``
     fingerprint, checkpoint save and load), and are woken with the actor's weights (``update_weights``) only when
-    the role generates next (:meth:`wake`, called by the role's policy and by agent rollouts).
+    the role generates next (`wake`, called by the role's policy and by agent rollouts).
     """
 
     def __init__(self, name: str, config: DictConfig):
@@ -69,7 +69,7 @@ class _Role:
         """Take the live objects built on the cluster: the worker group (model loaded), the client of its vLLM
         servers (launched awake), the weight sync and the tokenizer. The servers are put to sleep, as
         ``RayPPOTrainer.init_workers`` ends, the fingerprint is taken, and the role's policy
-        (:meth:`VerlPolicy.for_rollout`) wakes them with the actor's weights at its first generation."""
+        (`VerlPolicy.for_rollout`) wakes them with the actor's weights at its first generation."""
         self.wg, self.client, self.ckpt, self.tokenizer = wg, client, ckpt, tokenizer
         model = self.config.actor_rollout_ref.model
         self.policy = VerlPolicy.for_rollout(f"{model.path}:{self.name}", client, tokenizer,
@@ -80,17 +80,17 @@ class _Role:
 
 class VerlRayBackend:
     """Both policies on a Ray cluster of GPU nodes, each in its own resource pool and worker group (see module
-    docstring). Implements :class:`~genenv.trainer.engines.base.Backend`; :meth:`rollout` sends every agent episode
+    docstring). Implements `Backend`; `rollout` sends every agent episode
     to veRL's ``AgentLoopManager``.
 
     Args:
-        settings: the run's :class:`~genenv.trainer.settings.RunSettings` with ``engine: verl_ray`` (its block of
+        settings: the run's `RunSettings` with ``engine: verl_ray`` (its block of
             ``configs/engine/verl_ray.yaml`` is ``settings.engine.options``).
     Raises:
-        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
+        TypeError: ``settings`` is not a `RunSettings`.
         RuntimeError: the Ray cluster cannot hold the placement groups of the two pools, GPUs or CPUs (raised
-            before any worker or placement group is created; see :func:`check_cluster`).
-        ValueError: a role's veRL config fails veRL's validation (:func:`validate_role_config`).
+            before any worker or placement group is created; see `check_cluster`).
+        ValueError: a role's veRL config fails veRL's validation (`validate_role_config`).
     """
 
     def __init__(self, settings):
@@ -125,7 +125,7 @@ class VerlRayBackend:
 
     def _build_role(self, role: str, replica_offset: int) -> _Role:
         """Worker group, vLLM replicas, client and weight sync of one role, as ``RayPPOTrainer.init_workers``
-        (veRL 0.9.1) builds them for its actor, in the role's own pool; then :meth:`_Role.started` (replicas
+        (veRL 0.9.1) builds them for its actor, in the role's own pool; then `_Role.started` (replicas
         asleep, fingerprint, woken by the first generation: ``RayPPOTrainer.fit`` starts with that
         ``update_weights``)."""
         import ray
@@ -166,13 +166,13 @@ class VerlRayBackend:
     # ----- Backend interface
     def policy(self, role: str) -> VerlPolicy:
         """The role's policy, generating on its vLLM replicas; each generation first wakes them with the latest
-        weights when an update, a save or a load left them asleep (:meth:`_Role.wake`)."""
+        weights when an update, a save or a load left them asleep (`_Role.wake`)."""
         return self.roles[role].policy
 
     def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One ``grpo``/``rwr`` update of ``role`` on its workers (see module docstring), with the vLLM replicas
         asleep; the fingerprint of the new weights is taken before they wake, and they stay asleep until the role
-        generates next (see :class:`_Role`). Returns our metrics (``loss``, ``pg_loss``, ``kl``, ``grad_norm``,
+        generates next (see `_Role`). Returns our metrics (``loss``, ``pg_loss``, ``kl``, ``grad_norm``,
         ``samples``, ``groups_kept``, ``groups_dropped``, ``tokens``, ``skipped``) plus veRL's as ``verl/<key>``
         (means over micro-batches, ``verl.utils.metric.reduce_metrics``)."""
         from verl.utils import tensordict_utils as tu
@@ -208,7 +208,7 @@ class VerlRayBackend:
 
     def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
         """``spec.n`` episodes per task (or ``spec.group_sizes``, in one batch) through veRL's
-        ``AgentLoopManager`` and :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` on the cluster
+        ``AgentLoopManager`` and `GymAgentLoop` on the cluster
         (the one episode loop); the agent-loop workers are (re)started when ``spec.max_new_tokens`` or
         ``spec.env_kwargs`` change. The timings hold everything as ``generate_seconds`` (generation and env steps
         interleave on the workers).
@@ -273,7 +273,7 @@ class VerlRayBackend:
         (path / "backend.json").write_text(json.dumps(state, indent=1, default=str))
 
     def load(self, path: Path) -> None:
-        """Restore what :meth:`save` wrote (``load_checkpoint`` on the workers, replicas asleep) and take the
+        """Restore what `save` wrote (``load_checkpoint`` on the workers, replicas asleep) and take the
         restored weights' fingerprint; the next generation syncs them into the vLLM replicas."""
         path = Path(path).resolve()
         state = json.loads((path / "backend.json").read_text())
@@ -285,7 +285,7 @@ class VerlRayBackend:
 
     def fingerprint(self, role: str) -> float:
         """Sum of squares of the role's trainable weights
-        (:meth:`~genenv.trainer.engines.verl_ray.workers.GenEnvActorRolloutRefWorker.param_sq_sum` on its
+        (`param_sq_sum` on its
         workers), as taken after the last build, update or load with the replicas asleep (the weights change
         only there, so the value is that of the current weights)."""
         return self.roles[role].fingerprint
@@ -308,6 +308,6 @@ def _num(value) -> float:
 
 
 def build_verl_ray_backend(settings) -> VerlRayBackend:
-    """The ``verl_ray`` back-end for ``settings`` (a :class:`~genenv.trainer.settings.RunSettings` or a composed
-    config; its builder in :data:`genenv.trainer.engines.ENGINES`)."""
+    """The ``verl_ray`` back-end for ``settings`` (a `RunSettings` or a composed
+    config; its builder in `genenv.trainer.engines.ENGINES`)."""
     return VerlRayBackend(settings)

@@ -21,7 +21,7 @@ __all__ = [
 
 def tasks_to_batch(tasks: Sequence[Task], n: int | Sequence[int], tokenizer, data_config, path: Path):
     """The agent's rollout batch through veRL's own data path: ``tasks`` written as veRL parquet rows
-    (:func:`~genenv.envs.task.write_verl_parquet`), read back by veRL's ``RLHFDataset`` with ``data_config``
+    (`write_verl_parquet`), read back by veRL's ``RLHFDataset`` with ``data_config``
     (veRL's ``data`` section) and the policy's tokenizer, collated with veRL's ``collate_fn``, ``uid`` = task id
     (the GRPO group), each row repeated ``n`` times in place (``[t0, t0, ..., t1, ...]``, as ``RayPPOTrainer.fit``'s
     interleaved repeat) or as often as its own count where ``n`` gives one per task (``DataProto.select_idxs``).
@@ -31,7 +31,7 @@ def tasks_to_batch(tasks: Sequence[Task], n: int | Sequence[int], tokenizer, dat
         columns, ``raw_prompt``, ``uid``).
     Raises:
         ValueError: ``RLHFDataset`` dropped or reordered rows (e.g. ``data.filter_overlong_prompts``), or ``n`` has
-            not one count per task (:func:`~genenv.runtime.episodes.per_task`).
+            not one count per task (`per_task`).
     """
     from verl import DataProto
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
@@ -50,13 +50,13 @@ def tasks_to_batch(tasks: Sequence[Task], n: int | Sequence[int], tokenizer, dat
 
 
 def trajectories_from_output(tasks: Sequence[Task], n: int | Sequence[int], output) -> list[Trajectory]:
-    """Trajectories from the ``DataProto`` veRL's agent-loop workers return for :func:`tasks_to_batch` rows played
-    by :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` (``rm_scores`` = the episode's return on the last
+    """Trajectories from the ``DataProto`` veRL's agent-loop workers return for `tasks_to_batch` rows played
+    by `GymAgentLoop` (``rm_scores`` = the episode's return on the last
     response token; its extra fields ``success``, ``info``, ``turns``, ``segments`` as non-tensor columns), in the
-    order of the input rows (``n``: episodes per task, or one count per task, as given to :func:`tasks_to_batch`).
+    order of the input rows (``n``: episodes per task, or one count per task, as given to `tasks_to_batch`).
 
     Returns:
-        ``len(tasks) * n`` (or ``sum(n)``) trajectories like :func:`~genenv.runtime.episodes.play_episodes`'.
+        ``len(tasks) * n`` (or ``sum(n)``) trajectories like `play_episodes`'.
     Raises:
         ValueError: the output rows do not match the tasks (count or task ids).
     """

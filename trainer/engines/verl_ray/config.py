@@ -33,7 +33,7 @@ def compose_verl_config(overrides: Sequence[str] = ()) -> DictConfig:
 
 @functools.lru_cache(maxsize=16)
 def _compose_verl_config(overrides: tuple[str, ...]) -> DictConfig:
-    """:func:`compose_verl_config` without the copy (cached)."""
+    """`compose_verl_config` without the copy (cached)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
@@ -54,8 +54,8 @@ def model_source(name: str, role: str) -> dict[str, str]:
     checkpoint, ``lora_adapter_path`` (veRL's FSDP engine loads that adapter onto ``path`` to train on).
 
     ``name`` may be a SmolLM2 alias (the converted local folder,
-    :func:`genenv.runtime.models.resolve_model_path`); a training checkpoint of the ``local`` engine (a run dir,
-    its ``checkpoints`` folder or one ``iter-N``: :func:`genenv.runtime.models.checkpoint_folder`), whose
+    `genenv.runtime.models.resolve_model_path`); a training checkpoint of the ``local`` engine (a run dir,
+    its ``checkpoints`` folder or one ``iter-N``: `genenv.runtime.models.checkpoint_folder`), whose
     ``role`` folder holds full weights (``path``) or an adapter (``path`` its base model, named in the
     checkpoint's ``backend.json``); anything else (a folder on every node, or a hub id) is passed unchanged.
 
@@ -86,9 +86,9 @@ def model_source(name: str, role: str) -> dict[str, str]:
 def derived_settings(settings: RunSettings, role: str) -> dict[str, Any]:
     """The veRL keys whose values our config decides, for ``role`` (nested dict, merged onto veRL's tree).
 
-    From the run's :class:`~genenv.trainer.settings.RunSettings` (this engine's own block is
+    From the run's `RunSettings` (this engine's own block is
     ``settings.engine.options``) and
-    the role's :class:`~genenv.trainer.settings.RoleConfig`: model (:func:`model_source`),
+    the role's `RoleConfig`: model (`model_source`),
     LoRA rank/alpha, ``lr``, ``max_grad_norm`` (``optim.clip_grad``), ``clip_ratio`` (low = high), ``ppo_epochs``,
     ``kl_coef`` (``use_kl_loss`` with ``low_var_kl``: the KL leash; 0 disables the reference), ``micro_batch_size``
     (per GPU, for updates and log-prob passes). From the loop: GRPO group size ``n``, sampling temperature, batch
@@ -98,7 +98,7 @@ def derived_settings(settings: RunSettings, role: str) -> dict[str, Any]:
     size as ``trainer.nnodes``/``n_gpus_per_node``; for the agent, the ``genenv_gym`` agent loop.
 
     Raises:
-        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
+        TypeError: ``settings`` is not a `RunSettings`.
     """
     st = checked_run_settings(settings, "derived_settings")
     rc = st.roles[role]
@@ -140,15 +140,15 @@ def derived_settings(settings: RunSettings, role: str) -> dict[str, Any]:
 
 
 def role_config(settings: RunSettings, role: str, resolve: bool = True) -> DictConfig:
-    """The complete veRL config of ``role``: :func:`compose_verl_config` with ``verl_ray.compose_overrides``,
-    then :func:`derived_settings`, then ``verl_ray.common``, then ``verl_ray.<role>`` (later wins; all merged in
+    """The complete veRL config of ``role``: `compose_verl_config` with ``verl_ray.compose_overrides``,
+    then `derived_settings`, then ``verl_ray.common``, then ``verl_ray.<role>`` (later wins; all merged in
     struct mode, so a key veRL does not have raises ``omegaconf.errors.ConfigKeyError``); interpolations resolved.
-    ``settings``: the run's :class:`~genenv.trainer.settings.RunSettings` (the ``verl_ray`` block is read from
+    ``settings``: the run's `RunSettings` (the ``verl_ray`` block is read from
     ``settings.engine.options``).
 
     Raises:
-        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
-        ValueError: ``role`` is not one of :data:`~genenv.trainer.engines.base.ROLES`.
+        TypeError: ``settings`` is not a `RunSettings`.
+        ValueError: ``role`` is not one of `ROLES`.
     """
     st = checked_run_settings(settings, "role_config")
     if role not in ROLES:
@@ -202,7 +202,7 @@ def lora_rank(model_cfg) -> int:
 
 def ref_in_actor(model_cfg) -> bool:
     """Whether the reference policy is the actor without its LoRA adapter (veRL's ``ref_in_actor``, same source
-    as :func:`lora_rank`): a LoRA rank > 0, or a pre-trained adapter in ``lora_adapter_path``. Then no separate
+    as `lora_rank`): a LoRA rank > 0, or a pre-trained adapter in ``lora_adapter_path``. Then no separate
     reference model is built and reference log-probs come from the actor with ``no_lora_adapter``."""
     return lora_rank(model_cfg) > 0 or model_cfg.get("lora_adapter_path") is not None
 
@@ -210,7 +210,7 @@ def ref_in_actor(model_cfg) -> bool:
 def agent_loop_worker_config(rcfg: DictConfig, max_new_tokens: int, env_kwargs: dict[str, Any] | None = None,
                              env_server: str | None = None) -> DictConfig:
     """The config veRL's agent-loop workers get: the agent's resolved veRL config plus the ``genenv`` block
-    :class:`~genenv.trainer.engines.verl_ray.agent_loop.GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
+    `GymAgentLoop` reads (``max_new_tokens`` per turn, per-benchmark
     ``env_kwargs``, ``env_server``: a ``genenv-serve`` URL to play the episodes on); the episode's response budget
     is veRL's own ``rollout.response_length``."""
     config = OmegaConf.create(OmegaConf.to_container(rcfg, resolve=True))

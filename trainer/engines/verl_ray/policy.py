@@ -11,7 +11,7 @@ __all__ = ["VerlPolicy"]
 
 
 class VerlPolicy:
-    """A :class:`~genenv.runtime.policies.Policy` over veRL's generate client: token ids in, token ids out.
+    """A `Policy` over veRL's generate client: token ids in, token ids out.
 
     ``client`` is anything with veRL's ``LLMServerClient.generate(request_id, *, prompt_ids, sampling_params)``
     coroutine returning a ``TokenOutput`` (on the cluster: the role's client to its vLLM replicas, load-balanced
@@ -33,14 +33,14 @@ class VerlPolicy:
         ``top_p`` / ``top_k`` from its keys, the values veRL's ``AgentLoopWorker.generate_sequences`` sends to the
         agent loop (``verl/experimental/agent_loop/agent_loop.py``), so this policy (environment generation,
         held-out evaluation) samples as the agent's rollouts do. veRL's defaults (``top_p: 1``, ``top_k: -1``) are
-        plain temperature sampling, as the local engine's :class:`~genenv.runtime.policies.TransformersPolicy`
+        plain temperature sampling, as the local engine's `TransformersPolicy`
         (``top_p=1.0, top_k=0``)."""
         return cls(name, client, tokenizer, top_p=rollout_config.get("top_p", 1.0),
                    top_k=rollout_config.get("top_k", -1), prepare=prepare)
 
     def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` under the chat template, ending with the assistant header
-        (:func:`~genenv.runtime.models.chat_prompt_ids`, as every episode loop encodes)."""
+        (`chat_prompt_ids`, as every episode loop encodes)."""
         from genenv.runtime.models import chat_prompt_ids
 
         return chat_prompt_ids(self.tokenizer, messages)
@@ -57,7 +57,7 @@ class VerlPolicy:
     def generate_from_ids(self, encoded: Sequence[list[int]], n: int = 1, temperature: float = 0.0,
                           max_new_tokens: int = 256, caps: Sequence[int | None] | None = None,
                           schemas: Sequence[dict[str, Any] | None] | None = None) -> list[list[Generation]]:
-        """As :meth:`generate`, from prompt token ids. Sampling parameters use vLLM's names (``temperature``,
+        """As `generate`, from prompt token ids. Sampling parameters use vLLM's names (``temperature``,
         ``top_p`` and ``top_k`` from the role's rollout config, ``max_tokens``: ``caps[i]`` where set,
         ``structured_outputs``: vLLM's ``StructuredOutputsParams(json=schemas[i])`` where set, the same grammar
         the local engine applies with xgrammar); the response keeps the stop token the server returns."""

@@ -15,10 +15,10 @@ POOLS = {"agent": "genenv_agent_pool", "env_policy": "genenv_env_policy_pool"}
 def resource_pool_spec(settings: RunSettings) -> dict[str, list[int]]:
     """``{pool name: [GPUs on node 1, GPUs on node 2, ...]}`` for veRL's ``ResourcePoolManager``: one pool per
     role from ``verl_ray.pools.<role>.{nnodes, n_gpus_per_node}`` (``settings``: the run's
-    :class:`~genenv.trainer.settings.RunSettings`; the block from ``settings.engine.options``).
+    `RunSettings`; the block from ``settings.engine.options``).
 
     Raises:
-        TypeError: ``settings`` is not a :class:`~genenv.trainer.settings.RunSettings`.
+        TypeError: ``settings`` is not a `RunSettings`.
         ValueError: a pool with no node or no GPU.
     """
     pools = checked_run_settings(settings, "resource_pool_spec").engine.options["pools"]
@@ -32,7 +32,7 @@ def resource_pool_spec(settings: RunSettings) -> dict[str, list[int]]:
 
 
 def resource_pool_manager(settings: RunSettings):
-    """veRL's ``ResourcePoolManager`` over :func:`resource_pool_spec` of ``settings``, mapping each role to its
+    """veRL's ``ResourcePoolManager`` over `resource_pool_spec` of ``settings``, mapping each role to its
     pool."""
     from verl.single_controller.ray import ResourcePoolManager
 
@@ -51,8 +51,8 @@ def check_cluster(spec: dict[str, list[int]], nodes: Sequence[tuple[float, float
     groups together. Other actors (vLLM servers, agent-loop workers) reserve no CPU once placed.
 
     Args:
-        spec: :func:`resource_pool_spec` (``{pool: [GPUs on each of its nodes]}``).
-        nodes: ``(GPUs, CPUs)`` of each alive Ray node (:func:`cluster_nodes`).
+        spec: `resource_pool_spec` (``{pool: [GPUs on each of its nodes]}``).
+        nodes: ``(GPUs, CPUs)`` of each alive Ray node (`cluster_nodes`).
         cpus_per_gpu: CPUs per bundle (veRL's ``max_colocate_count``).
     Raises:
         RuntimeError: the placement groups do not fit; the message says what the pools need, what the nodes

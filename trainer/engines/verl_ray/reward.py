@@ -2,7 +2,7 @@
 
 veRL 0.9.1 loads a custom reward function by path and name (``verl/trainer/ppo/reward.py: get_custom_reward_fn``,
 ``load_extern_object``) and its reward manager calls it once per response
-(``verl/experimental/reward_loop/reward_manager/naive.py: NaiveRewardManager.run_single``)::
+(``verl/experimental/reward_loop/reward_manager/naive.py: NaiveRewardManager.run_single``):
 
     reward:
       custom_reward_function:
@@ -11,7 +11,7 @@ veRL 0.9.1 loads a custom reward function by path and name (``verl/trainer/ppo/r
         reward_kwargs: {env_kwargs: {bamboogle: {metric: f1}}}   # optional, per benchmark
 
 The score is the environment's own reward for the response taken as one action: the task is rebuilt from the
-row's ``extra_info.task_json`` (:func:`genenv.envs.verl_rows.to_verl_row`), its Gymnasium env is reset on it
+row's ``extra_info.task_json`` (`genenv.envs.verl_rows.to_verl_row`), its Gymnasium env is reset on it
 and stepped once with the decoded response, so the reward is paper Eq. 1 computed by ``rewards/`` exactly as in
 every other path of the project (the leaderboard, the local trainer, the ``genenv_gym`` agent loop).
 

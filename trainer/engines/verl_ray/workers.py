@@ -2,7 +2,7 @@
 (agent, environment policy), each a hybrid FSDP + vLLM worker group, in one Ray cluster.
 
 Ray ships an actor class to its worker processes by reference (module + name), so the process that hosts one of
-these classes imports this module, and with it :mod:`genenv.trainer.engines.verl_ray.agent_loop`, which registers the
+these classes imports this module, and with it `genenv.trainer.engines.verl_ray.agent_loop`, which registers the
 ``genenv_gym`` agent loop in veRL's registry (``verl.experimental.agent_loop.agent_loop._agent_loop_registry``).
 That is how the agent-loop workers on every node know ``genenv_gym`` without a file path in the config.
 
@@ -14,19 +14,19 @@ workers by the same rank. Two worker groups would both number their replicas fro
 environment policy's replicas are numbered after the agent's (``offset`` = the agent's replica count), on both
 sides:
 
-- server side: :class:`GenEnvLLMServerManager` (veRL's ``LLMServerManager`` with ``start_rank=offset``) builds its
-  replicas from :func:`offset_replica_class`, whose ``init_hybrid`` hands veRL's own ``init_hybrid`` a view of
+- server side: `GenEnvLLMServerManager` (veRL's ``LLMServerManager`` with ``start_rank=offset``) builds its
+  replicas from `offset_replica_class`, whose ``init_hybrid`` hands veRL's own ``init_hybrid`` a view of
   the worker group in which the role's first worker sits at index ``offset × GPUs per replica``;
-- worker side: :class:`GenEnvActorRolloutRefWorker` rebuilds its rollout adapter with
-  ``replica_rank`` = :func:`worker_replica_rank` (the adapter's own constructor argument).
+- worker side: `GenEnvActorRolloutRefWorker` rebuilds its rollout adapter with
+  ``replica_rank`` = `worker_replica_rank` (the adapter's own constructor argument).
 
 Classes here:
 
-- :class:`GenEnvActorRolloutRefWorker`: veRL's hybrid actor/rollout/reference worker
+- `GenEnvActorRolloutRefWorker`: veRL's hybrid actor/rollout/reference worker
   (``verl/workers/engine_workers.py: ActorRolloutRefWorker``) plus the replica offset and ``param_sq_sum``, the
   weight fingerprint the loop logs;
-- :class:`GenEnvLLMServerManager`, :func:`offset_replica_class`: see above;
-- :class:`GymAgentLoopWorker` / :class:`GenEnvAgentLoopManager`: veRL's ``AgentLoopWorker`` and
+- `GenEnvLLMServerManager`, `offset_replica_class`: see above;
+- `GymAgentLoopWorker` / `GenEnvAgentLoopManager`: veRL's ``AgentLoopWorker`` and
   ``AgentLoopManager`` (``verl/experimental/agent_loop/agent_loop.py``), unchanged but defined here (see above).
 
 The workers and servers run on GPUs only; the agent-loop classes, the replica numbering and the worker-group view
@@ -92,7 +92,7 @@ class _GroupFromOffset:
 def offset_replica_class(base: type, offset: int) -> type:
     """A subclass of the rollout replica class ``base`` (e.g. veRL's ``vLLMReplica``) whose hybrid replicas,
     numbered from ``offset``, take their workers from the start of the role's worker group (veRL's own
-    ``init_hybrid`` over :class:`_GroupFromOffset`)."""
+    ``init_hybrid`` over `_GroupFromOffset`)."""
 
     class OffsetReplica(base):
         async def init_hybrid(self, worker_group):
@@ -124,7 +124,7 @@ class GenEnvActorRolloutRefWorker(ActorRolloutRefWorker):
         config / role / distillation_config: as veRL's worker (``config`` is ``actor_rollout_ref``).
         replica_rank_offset: the number of rollout replicas of the roles created before this one (0 for the
             agent, the agent's replica count for the environment policy); the same offset is the
-            ``start_rank`` of the role's :class:`GenEnvLLMServerManager`, so server and worker agree on actor
+            ``start_rank`` of the role's `GenEnvLLMServerManager`, so server and worker agree on actor
             names and on the weight-sync socket.
     """
 
@@ -162,7 +162,7 @@ class GymAgentLoopWorker(AgentLoopWorker):
 
 
 class GenEnvAgentLoopManager(AgentLoopManager):
-    """veRL's ``AgentLoopManager`` with :class:`GymAgentLoopWorker` as its Ray worker class (the hook veRL
+    """veRL's ``AgentLoopManager`` with `GymAgentLoopWorker` as its Ray worker class (the hook veRL
     provides: ``agent_loop_workers_class``)."""
 
     agent_loop_workers_class = ray.remote(GymAgentLoopWorker)
