@@ -191,11 +191,12 @@ def test_unlimited_rounds_are_bounded(tmp_path, tiny_model_dir):
 def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, smollm2_dir):
     exp = tmp_path / "exp"
     out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "benchmark=bamboogle", "iterations=1",
-                          "seeds=[0]", "arms=[genenv,static]", f"experiment_dir={exp}", "tensorboard=false"],
+                          "seeds=[0]", "arms=[genenv,static]", f"experiment_dir={exp}", "tensorboard=false",
+                          "eval.limit=5"],
                          capture_output=True, text=True, env={**os.environ}, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((exp / "summary.json").read_text())
-    assert list(summary["arms"]) == ["genenv", "static"] and summary["eval"]["n"] == 20
+    assert list(summary["arms"]) == ["genenv", "static"] and summary["eval"]["n"] == 5
     for arm in ("genenv", "static"):
         a = summary["arms"][arm]
         assert a["seeds"] == [0] and a["tasks_consumed"]["mean"] >= 6 and 0.0 <= a["final"]["mean"] <= 1.0
