@@ -34,8 +34,9 @@ class UnicodeText(spaces.Text):
 
     def __init__(self, max_length: int = 100_000, min_length: int = 0, seed: int | None = None):
         """Raises ValueError unless ``0 <= min_length <= max_length``. The sampling charset's lookup tables are
-        built once and shared (gymnasium's ``Text`` builds them per instance: ~90 µs, one numpy scalar per
-        character; three spaces per env made, so most of ``make_text_env``'s time), read-only like the rest."""
+        built once and shared (gymnasium's ``Text`` builds them per instance, one numpy scalar per character;
+        three spaces per env made, so most of ``make_text_env``'s time; figures: ``lab/notes/cpu-measurements.md``,
+        "envs/spaces.py"), read-only like the rest."""
         if not 0 <= int(min_length) <= int(max_length):
             raise ValueError(f"UnicodeText needs 0 <= min_length <= max_length, got {min_length}, {max_length}")
         self.min_length, self.max_length = int(min_length), int(max_length)

@@ -6,9 +6,10 @@ does that in this process (one env instance per episode). `ProcessEpisodes` does
 processes (``multiprocessing`` with the ``spawn`` start method, like ``gymnasium.vector.AsyncVectorEnv``): the
 episodes are spread over the workers, and one round sends each worker its share of the actions at once, so the
 workers step in parallel. Engines whose step is CPU-heavy Python (ALFWorld: TextWorld's PDDL translation on
-reset, 50-300 ms per step) gain up to ``workers``-fold; ``workers`` is the CPU budget and is never exceeded
-(capped at ``os.cpu_count()``). A worker that played ``recycle_after`` episodes is replaced once its episodes
-are closed (ALFWorld's engine leaks memory across many games in one process).
+reset, and slow steps; figures: ``lab/notes/cpu-measurements.md``, "envs/workers.py") gain up to ``workers``-fold;
+``workers`` is the CPU budget and is never exceeded (capped at ``os.cpu_count()``). A worker that played
+``recycle_after`` episodes is replaced once its episodes are closed (ALFWorld's engine leaks memory across many
+games in one process).
 
 Episodes are text-level: each env is opened with `make_text_env` (model text in,
 the next turn's prompt in ``info["messages"]``); ``open`` returns ``(observation, info)`` of ``env.reset`` and

@@ -9,8 +9,9 @@ line:
     python -m genenv.eval.model_server --check      # start, stream one chat completion (tokens/s), stop
 
 Install: ``.ci/install`` builds ``llama-cpp-python[server]==0.3.36`` from its sdist **portably**
-(``CMAKE_ARGS="-DGGML_NATIVE=OFF"``: AVX2-level kernels that run on any x86-64 host of the last decade, ~5 min
-on 2 cores, kept in ``~/.cache/genenv/wheels``) and ends with ``--check``. A build tuned to the building host
+(``CMAKE_ARGS="-DGGML_NATIVE=OFF"``: AVX2-level kernels that run on any x86-64 host of the last decade, built
+once (a slow compile) and kept in ``~/.cache/genenv/wheels``; figures: ``lab/notes/cpu-measurements.md``,
+"eval/model_server.py") and ends with ``--check``. A build tuned to the building host
 (``GGML_NATIVE=ON``, the sdist's default) died with SIGILL (illegal instruction) or SIGSEGV on the first chat
 request on Intel Xeon hosts with AVX-512 and AMX; `exit_description` names those cases and the fix.
 """

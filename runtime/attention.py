@@ -1,30 +1,27 @@
 """Attention for decoding on the CPU: one query token against a long KV cache as two matmuls and a softmax (in
 float32, and in bfloat16 except on a CPU with AMX, where SDPA with grouped-query heads is faster).
 
-Measured on this 2-core CPU (torch 2.13, SmolLM2-135M shapes: 9 query heads over 3 KV heads of 64, batch 4, 6,000
-cached tokens, 30 layers): ``torch.nn.functional.scaled_dot_product_attention`` takes 0.50 s per decoding step in
-bfloat16 (0.12 s in float32), the same attention as grouped matmuls 0.04 s: a 12x gap that made a multi-step
-episode's decoding, not its prefill, the cost of a long conversation once the KV cache is reused across turns
-(`prefix_cache`). So the local policy registers this function with transformers'
-``AttentionInterface`` (its extension point for attention kernels) and uses it for every call whose query is a
-single token on the CPU; every other call (prefill, training's log-prob passes, GPUs) goes to transformers' own
-``sdpa_attention_forward`` unchanged.
+``torch.nn.functional.scaled_dot_product_attention`` is many times slower per decoding step than the same attention
+as grouped matmuls (SmolLM2-135M shapes: 9 query heads over 3 KV heads of 64, thousands of cached tokens, 30
+layers), in bfloat16 most of all: a gap that made a multi-step episode's decoding, not its prefill, the cost of a
+long conversation once the KV cache is reused across turns (`prefix_cache`). So the local policy registers this
+function with transformers' ``AttentionInterface`` (its extension point for attention kernels) and uses it for every
+call whose query is a single token on the CPU; every other call (prefill, training's log-prob passes, GPUs) goes to
+transformers' own ``sdpa_attention_forward`` unchanged (figures: ``lab/notes/cpu-profiles.md``,
+"runtime/attention.py").
 
 In bfloat16 (chosen only where the CPU computes it natively, AVX-512 BF16 or AMX) the kernel depends on the CPU
 (`sdpa_decodes_bfloat16`). PyTorch's bf16 matmul through oneDNN (``aten/src/ATen/native/mkldnn/Matmul.cpp``)
 copies an operand that is neither contiguous nor transposed in its last two dims, and a cache view (the first ``T``
 of its buffer's columns) is neither.
 ``scaled_dot_product_attention`` with ``enable_gqa`` reads the view in place without repeating the KV heads (which
-transformers' ``sdpa_attention_forward`` does). Measured on a 2-core Intel Xeon with AMX, one decoding step's
-attention over 30 layers, bf16: 4 rows x 6,000 cached tokens 142.7 ms (matmuls over the view) / 39.3 ms (SDPA with
-grouped heads) / 170.3 ms (transformers' SDPA path); 16 x 1,300: 87.3 / 33.4 / 145.1; 16 x 400: 23.0 / 9.3 / 34.6.
-On a 2-core AMD EPYC with AVX-512 BF16 and no AMX SDPA is the slow one, so the matmuls stay there, and their
-scores are taken against the key's whole buffer, which oneDNN reads in place (`grouped_attention`): one
-layer, bf16 views of larger buffers, SDPA with grouped heads against the matmuls, 8 rows x 1,000 cached tokens
-4.4-4.6 / 0.5, 16 x 400 3.4-3.5 / 0.4, 16 x 1,300 10.6-11.3 / 1.4-1.8, 4 x 6,000 13.1-13.8 / 1.5-1.6, 32 x 300
-5.5-5.6 / 0.6-1.0 ms, both within 0.004 of float32 SDPA (``python lab/benches/bench_decode_attention.py``; over the
-view itself the matmuls took 1.2-1.3, 0.8-0.9, 2.6, 3.5-3.7 and 1.1 ms). The AMX host was not measured with the
-whole buffer. In float32 the matmuls stay everywhere (AMX host, 4 x 6,000: 46.4 ms against 83.8 and 1,055.9).
+transformers' ``sdpa_attention_forward`` does): on a CPU with AMX it is faster than both the matmuls over the view
+and transformers' SDPA path. On a CPU with AVX-512 BF16 and no AMX SDPA is the slow one, so the matmuls stay there,
+and their scores are taken against the key's whole buffer, which oneDNN reads in place (`grouped_attention`),
+faster than over the view; both stay within 0.004 of float32 SDPA (``python lab/benches/bench_decode_attention.py``).
+The whole buffer was not measured on a CPU with AMX. In float32 the matmuls stay everywhere (on a CPU with AMX too
+they are faster than both SDPA paths). Figures of both kinds of CPU: ``lab/notes/cpu-profiles.md``,
+"runtime/attention.py".
 
 The computation is exactly attention (softmax of scaled scores, masked, times values), with the scores and the
 softmax in float32: greedy tokens are the same as with SDPA in float32 (tested). A continuous batch's packed
@@ -100,9 +97,9 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
 @functools.cache
 def sdpa_decodes_bfloat16() -> bool:
     """Whether `decode_attention` computes a bfloat16 single-token call with SDPA (a CPU with AMX, where the
-    matmuls over a cache view were 2.5-3.6x slower) rather than `grouped_attention` (every other CPU, where
-    SDPA was 7-9x slower). Decided by `bfloat16_path` (``"amx"``), so one host
-    always takes the same kernel and its runs stay reproducible."""
+    matmuls over a cache view were the slower) rather than `grouped_attention` (every other CPU, where SDPA was
+    the slower, by far; figures: ``lab/notes/cpu-profiles.md``, "runtime/attention.py"). Decided by
+    `bfloat16_path` (``"amx"``), so one host always takes the same kernel and its runs stay reproducible."""
     from genenv.runtime.models import bfloat16_path
 
     return bfloat16_path("cpu") == "amx"
@@ -127,10 +124,10 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     cache's view, `kv_cache`), the scores are computed against the whole buffer and their
     first ``K`` columns kept. oneDNN's bfloat16 matmul takes an operand only contiguous or with its last two dims
     transposed, and copies any other one first: the transposed view of ``key`` cost a transposing copy, the whole
-    buffer none (its extra columns are computed and dropped). The result is bit for bit the view's. Measured on a
-    2-core AMD EPYC with AVX-512 BF16, one layer's attention, bf16, buffer 1.1-2x the cached tokens: 8 rows x 1,000
-    cached tokens 1.53 -> 0.65 ms, 16 x 1,300 3.35 -> 2.11, 4 x 6,000 3.63 -> 1.32, 32 x 300 0.92 -> 0.64. In
-    float32 the matmuls read the view in place and it is kept (the whole buffer was slower there).
+    buffer none (its extra columns are computed and dropped). The result is bit for bit the view's, and on a CPU
+    with AVX-512 BF16 the whole buffer was the faster at every shape measured, with buffers up to twice the cached
+    tokens (figures: ``lab/notes/cpu-profiles.md``, "runtime/attention.py"). In float32 the matmuls read the view
+    in place and it is kept (the whole buffer was slower there).
     """
     k_len = key.shape[2]
     whole = column_buffer(key) if reads_whole_buffer(key.dtype) else None

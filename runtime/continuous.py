@@ -24,7 +24,8 @@ prefill: the states are copied to the sibling rows and each samples its own toke
 
 Sampling is `sample_tokens` (as ``generate``: float32 logits / temperature,
 softmax; ``argmax`` at 0), drawn by the inverse cumulative distribution (one uniform number a row instead of
-``multinomial``'s one exponential number per vocabulary entry, 7 % of a TWX rollout's time); a turn ends at a stop
+``multinomial``'s one exponential number per vocabulary entry, a visible share of a TWX rollout's time; figures:
+``lab/notes/cpu-profiles.md``, "runtime/continuous.py"); a turn ends at a stop
 token (kept) or at its cap. Greedy episodes are the lock-step loop's (tested on real TWX and Bamboogle tasks in
 float32); seeded samples differ, since other random numbers are drawn, while each token comes from the same
 distribution.
@@ -70,9 +71,9 @@ COLUMN_STEP = 64
 (64-128 columns of room), and a step whose rows fill fewer than ``capacity - 3 x 64`` crops them to the same
 formula of the longest row's fill. A decoding pass in bfloat16 reads every column of every row
 (`Packed.attend`), so the room is read on every pass: sized at 1.5 times the longest row, a powered
-TextWorldExpress rollout's passes read twice the columns its longest rows held (measured 4.08 M against 2.06 M
-row-columns over 220 passes, about 2.2 us per row-column for 30 layers on a 2-core Xeon with AMX), while each
-growth or crop copies the buffers once (about one pass's reading)."""
+TextWorldExpress rollout's passes read twice the columns its longest rows held (4.08 M against 2.06 M
+row-columns over 220 passes), and each column read costs time on every layer, while each growth or crop copies the
+buffers once (about one pass's reading; figures: ``lab/notes/cpu-profiles.md``, "runtime/continuous.py")."""
 
 
 def buffer_columns(width: int) -> int:
@@ -214,7 +215,7 @@ class Packed:
             rows, tokens, _ = self._single
             # float32 matmuls read a slice of the columns in place; in lower precision (oneDNN's bf16 kernels) a
             # slice makes both operands be copied first, so the whole buffer is read and the masked columns drop
-            # out of the softmax (measured, 16 rows x 1,500 of 2,304 columns, bf16 on AMX: 3.3 ms -> 1.6 ms a layer)
+            # out of the softmax, the faster of the two (figures: lab/notes/cpu-profiles.md, "runtime/continuous.py")
             width = keys.shape[2] if reads_whole_buffer(keys.dtype) else self._longest
             q = query.new_zeros((self.rows, kv, g, d))
             q[rows] = query[0, :, tokens].transpose(0, 1).reshape(len(tokens), kv, g, d)

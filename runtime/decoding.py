@@ -39,7 +39,8 @@ def sample_tokens(logits: torch.Tensor, temperature: float, inverse_cdf: bool = 
     from ``softmax(logits / temperature)`` (``generate``'s sampling without top-k / top-p). Returns ``[B]`` (long).
 
     The draw is ``torch.multinomial``'s (as ``generate``), which spends one exponential random number per
-    vocabulary entry (SmolLM2: 49,152 a row; 7.4 ms for 9 rows on 2 cores), or with ``inverse_cdf`` one uniform
+    vocabulary entry (SmolLM2: 49,152 a row, a cost paid on every decoding step; figures:
+    ``lab/notes/cpu-profiles.md``, "runtime/decoding.py"), or with ``inverse_cdf`` one uniform
     number per row looked up in the cumulative probabilities (``torch.searchsorted``, right side, so a token of
     probability 0 is never drawn): the same distribution up to float32 rounding of the cumulative sum, other
     random numbers."""

@@ -11,10 +11,9 @@ and attends over all of it; the growing layer keeps ``DynamicCache``'s semantics
 repetition, any length), which the prefix cache (`prefix_cache`) and the episode loop rely
 on.
 
-Measured here (2-core AMD EPYC, AVX2, torch 2.13, SmolLM2-135M float32 with
-`decode_attention`; ``lab/benches/bench_rollout.py`` prints the loop's figures):
-seconds per decoding step 0.197 → 0.173 at 16 rows and 300 cached tokens, 0.298 → 0.254 at 16 x 800,
-0.448 → 0.367 at 64 x 300.
+Each decoding step is faster with it than with ``DynamicCache``, the more so the more rows and cached tokens
+(SmolLM2-135M float32 with `decode_attention`; figures: ``lab/notes/cpu-profiles.md``, "runtime/kv_cache.py";
+``lab/benches/bench_rollout.py`` prints the loop's).
 
 Only the sampling paths use it (under ``torch.no_grad``): the update's log-prob passes keep transformers' own
 cache, where autograd must see every tensor it built.

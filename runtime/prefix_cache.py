@@ -127,9 +127,9 @@ class PrefixCache:
     def prefill_alone(self, model, prompts: Sequence[Sequence[int]], min_tokens: int = 1024) -> int:
         """Prefill, one prompt at a time and without padding, every prompt that would leave more than
         ``min_tokens`` tokens to prefill after its reused prefix, and store its KV states (the batch then reuses
-        them). Without padding there is no attention mask, so SDPA runs its fused causal kernel: measured here
-        (SmolLM2-135M, bf16, 2 cores) 4 prompts of 6,000 tokens prefill in 59 s unpadded against 105 s in a batch
-        whose mask marks one row's 37 padding tokens. Returns the tokens prefilled."""
+        them). Without padding there is no attention mask, so SDPA runs its fused causal kernel, much faster on long
+        prompts than a batch whose mask marks even a few padding tokens of one row (figures:
+        ``lab/notes/cpu-profiles.md``, "runtime/prefix_cache.py"). Returns the tokens prefilled."""
         from transformers import DynamicCache
 
         done, seen, device = 0, set(), model_device(model)

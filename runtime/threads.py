@@ -1,12 +1,13 @@
 """How many CPU threads a run uses: the cores this process may use, less the cores other processes keep busy now.
 
 Torch's default is one OpenMP thread per core. Beside another busy process on a 2-core machine, its two threads
-wait for a core the other process holds and every parallel region stalls: the README's evaluation ran for over 16
-minutes beside one spinning process where it took under 2 on the quiet machine (``docs/install.md``, "Busy
-machines"). ``threads: auto`` (the default of ``genenv-eval``, ``genenv-train``, ``genenv-experiment`` and
-``python -m genenv.eval.model_server``) therefore counts the cores that are free when the run starts; an explicit number
-always wins. OpenMP's passive wait policy (``OMP_WAIT_POLICY=PASSIVE``), the other remedy, was measured and is not
-set: it made the same evaluation 1.8x slower on the quiet machine.
+wait for a core the other process holds and every parallel region stalls: the README's evaluation ran many times
+longer beside one spinning process than on the quiet machine (figures: ``lab/notes/install-measurements.md``, "Busy
+machines: CPU threads", and ``lab/notes/cpu-profiles.md``, "runtime/threads.py"). ``threads: auto`` (the default
+of ``genenv-eval``, ``genenv-train``, ``genenv-experiment`` and ``python -m genenv.eval.model_server``) therefore
+counts the cores that are free when the run starts; an explicit number always wins. OpenMP's passive wait policy
+(``OMP_WAIT_POLICY=PASSIVE``), the other remedy, was measured and is not set: it made the same evaluation slower on
+the quiet machine (figures: ``lab/notes/install-measurements.md``, "Busy machines: CPU threads").
 
 Written here because no library does it: ``os.sched_getaffinity`` gives the usable cores, ``/proc/stat`` (Linux) the
 machine's busy time, from which the busy cores over a short window follow (``os.getloadavg`` lags by a minute).

@@ -34,10 +34,11 @@ Reading model text (the env's ``parsing`` option, `genenv.envs.parsing.PARSING_M
   and whitespace normalisation; text that matches none is not played: an error observation, reward 0, the step
   counts.
 
-Rendering the first observation needs the game's intro, which only the engine can produce (about 1 s per game
-for TextWorld's PDDL translation). The env's own episode provides it when it starts; anywhere else (veRL
-parquet rows, single-step histories) it comes from a *game record*: the expert walkthrough replayed once and
-cached on disk under ``$GENENV_CACHE/alfworld/`` (`game_record`).
+Rendering the first observation needs the game's intro, which only the engine can produce (slowly: TextWorld's
+PDDL translation of each game; figures: ``lab/notes/cpu-measurements.md``, "benchmarks/alfworld/env.py"). The env's
+own episode provides it when it starts; anywhere else (veRL parquet rows, single-step histories) it comes from a
+*game record*: the expert walkthrough replayed once and cached on disk under ``$GENENV_CACHE/alfworld/``
+(`game_record`).
 """
 from __future__ import annotations
 

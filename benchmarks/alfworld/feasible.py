@@ -78,8 +78,8 @@ def _met(parts: list[list[Literal]], facts: dict[str, set[tuple]], fluents: set[
 def feasible_goals(game_file: str) -> dict[str, dict[str, tuple[str, ...]]] | None:
     """The feasible goals of a game's scene (module docstring): ``{task_type: {object type: (receptacle or toggle
     type, ...)}}`` with the scene's spelling of the type names (``"AlarmClock"``); types without a feasible goal
-    are left out. ``None`` when `scene_facts` cannot tell. ~0.5 s for a scene on a 2-core AMD EPYC, cached
-    per game file (256 scenes)."""
+    are left out. ``None`` when `scene_facts` cannot tell. Slow to compute for a scene (figures:
+    ``lab/notes/cpu-measurements.md``, "benchmarks/alfworld/feasible.py"), so cached per game file (256 scenes)."""
     data = read_game(game_file)
     facts = scene_facts(data)
     if facts is None:

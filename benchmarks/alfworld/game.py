@@ -49,11 +49,11 @@ def _memoise_translation() -> None:
     on disk.
 
     TextWorld's PDDL back-end translates the game's problem twice on every ``load`` *and* every ``reset``
-    (``textworld.envs.pddl.logic.PddlState``; plain and ``optimize=True``), ~0.4 s of Python each (measured on a
-    2-core AMD EPYC): a new game's reset costs ~1.4 s, most of it here. In memory (an LRU of 128), a reset of an
-    already seen game takes ~0.1 s. On disk (`translation_cache`), a game translated once by any process (a
-    server's worker processes, a later run) loads in ~5 ms instead. The translated task is only read afterwards,
-    so sharing it is safe.
+    (``textworld.envs.pddl.logic.PddlState``; plain and ``optimize=True``), in slow Python each time: most of a
+    new game's reset goes here. In memory (an LRU of 128), a reset of an already seen game is many times cheaper.
+    On disk (`translation_cache`), a game translated once by any process (a server's worker processes, a later
+    run) loads faster still (figures: ``lab/notes/cpu-measurements.md``, "benchmarks/alfworld/game.py"). The
+    translated task is only read afterwards, so sharing it is safe.
     """
     import fast_downward
 
@@ -152,11 +152,12 @@ conjunctive queries of grammar conditions (every derivation)."""
 def _memoise_parsers() -> None:
     """Memoise TextWorld's parses (``_parse_and_convert`` of each module of `PARSERS`).
 
-    TextWorld parses each text-grammar rule string afresh with ``tatsu`` on every derivation (55-60 % of an ALFWorld
-    step), the game's logic and grammar file on every ``load`` (~70 ms) and each grammar condition on every
-    ``replace`` / ``query`` (~40 ms a reset); measured with cProfile on a 2-core AMD EPYC. Each parse is a pure
-    function of its text and rule name. The LRU keeps the result pickled and every call unpickles its own copy
-    (callers set contexts on symbols and add types to a logic; unpickling is ~4x faster than ``copy.deepcopy``).
+    TextWorld parses each text-grammar rule string afresh with ``tatsu`` on every derivation (over half of an
+    ALFWorld step), the game's logic and grammar file on every ``load`` and each grammar condition on every
+    ``replace`` / ``query``; profiled with cProfile (figures: ``lab/notes/cpu-measurements.md``,
+    "benchmarks/alfworld/game.py"). Each parse is a pure function of its text and rule name. The LRU keeps the
+    result pickled and every call unpickles its own copy (callers set contexts on symbols and add types to a
+    logic; unpickling is several times faster than ``copy.deepcopy``).
     Gold episodes give identical observations and rewards with and without it (``tests/test_alfworld.py``). Calls
     with the ``trace`` flag or other parser options, or arguments that are not strings, go to the parser as before.
     """
@@ -188,7 +189,8 @@ def _copy_contexts_shallowly() -> None:
     ``variables`` and ``mapping`` dicts instead of deep-copying their values.
 
     ``copy_context`` runs for every symbol of every derivation and deep-copies each entity's ``EntityInfo`` and each
-    placeholder's ``Variable``: ~45 % of an ALFWorld step's time (cProfile, after the parse memo). Derivation only
+    placeholder's ``Variable``: a large share of an ALFWorld step's time (cProfile, after the parse memo; figures:
+    ``lab/notes/cpu-measurements.md``, "benchmarks/alfworld/game.py"). Derivation only
     adds keys to the copied dicts (``query``'s ``update``); the grammars' expressions only read attributes
     (``o.name``, ``r.indefinite``, ``r.name or r.id``, ... in every ALFWorld game), so the values can be shared. Gold
     episodes give identical observations and rewards either way (``tests/test_alfworld.py``).
@@ -332,7 +334,8 @@ def game_record(task: Task) -> dict[str, Any]:
     ``admissible`` (``len(walkthrough) + 1`` lists: before each step and after the last), ``feedback``
     (``len(walkthrough)`` texts), ``won`` (per step) and ``inadmissible`` (walkthrough commands that were not
     admissible when played; empty for every real game). Cached in memory and on disk
-    (``$GENENV_CACHE/alfworld/<key>.json``); a cache miss costs one game load + replay (~1-3 s).
+    (``$GENENV_CACHE/alfworld/<key>.json``); a cache miss costs one game load + replay (figures:
+    ``lab/notes/cpu-measurements.md``, "benchmarks/alfworld/game.py").
     """
     key = record_key(task)
     if key in _records:

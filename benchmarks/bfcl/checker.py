@@ -15,7 +15,8 @@ function-calling format that our prompt demonstrates (``bfcl_eval/model_handler/
 newlines are part of its pattern), blocks that are not JSON silently dropped; no block, no call.
 
 bfcl-eval is installed with ``--no-deps`` (its ``numpy==1.26.4`` pin conflicts with verl's ``numpy>=2``); its
-checker module imports every provider SDK at import time (~3 s), so it is imported lazily, once.
+checker module imports every provider SDK at import time, which is slow (figures: ``lab/notes/cpu-measurements.md``,
+"benchmarks/bfcl/checker.py"), so it is imported lazily, once.
 """
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def _checker():
 
 @lru_cache(maxsize=1)
 def _qwen_fc_extract():
-    from bfcl_eval.model_handler.local_inference.qwen_fc import QwenFCHandler  # ~0.8 s, once
+    # a slow import, paid once (figures: lab/notes/cpu-measurements.md, "benchmarks/bfcl/checker.py")
+    from bfcl_eval.model_handler.local_inference.qwen_fc import QwenFCHandler
 
     return QwenFCHandler._extract_tool_calls
 

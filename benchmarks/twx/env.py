@@ -115,7 +115,8 @@ class TWXEngine:
 
     Env instances time-share it: each episode owns a token, and when another episode used the simulator since,
     the game is regenerated from its ``(game, params, fold, seed)`` and the episode's commands are replayed
-    (TWX is deterministic; regeneration costs ~5 ms, a step ~0.2 ms, measured). Thread-safe.
+    (TWX is deterministic; regeneration and replay are cheap: figures: ``lab/notes/cpu-measurements.md``,
+    "benchmarks/twx/env.py"). Thread-safe.
 
     Raises (from its methods):
         ImportError: ``textworld-express`` is not installed.
@@ -204,10 +205,10 @@ class TWXEngine:
         kitchen"): from each room, for each ``move <d>`` the engine lists, an edge ``[move <d>]`` of cost 1 and,
         when ``open door to <d>`` is listed, ``[open door to <d>, move <d>]`` of cost 2 (a move through a closed
         door stays in the room and is pruned as a room already reached). Ties break on the command sequence, so
-        the same game always gets the same gold. Each expansion regenerates the game and replays its path;
-        measured on a 2-core Xeon, a whole `generate` with gold on the default map (with doors) took 8 ms on
-        average and 36 ms at most over train seeds 0-19. Must be called with the game's parameters loaded
-        (`generate` does, under its lock).
+        the same game always gets the same gold. Each expansion regenerates the game and replays its path,
+        which keeps a whole `generate` with gold cheap on the default map (with doors; figures:
+        ``lab/notes/cpu-measurements.md``, "benchmarks/twx/env.py"). Must be called with the game's parameters
+        loaded (`generate` does, under its lock).
 
         Returns:
             The commands, ``look around`` first and ``take coin`` last (length = 2 + moves + doors opened).

@@ -91,8 +91,9 @@ class TaskCatalog:
             return self._tasks[key]
 
     def digest(self, benchmark: str, loader: dict[str, Any], task_id: str) -> str:
-        """`task_sha256` of a loaded task, computed once (1.2 ms for a BFCL
-        multi-turn task, measured, on every reset that names a digest otherwise)."""
+        """`task_sha256` of a loaded task, computed once (otherwise a large task such as a BFCL multi-turn one
+        would be hashed again on every reset that names a digest; figures: ``lab/notes/cpu-profiles.md``,
+        "runtime/serve/catalog.py")."""
         key = (benchmark, json.dumps(loader, sort_keys=True), task_id)
         if key not in self._digests:
             tasks, index = self.tasks(benchmark, loader)

@@ -294,6 +294,6 @@ class BenchmarkSession(Environment):
 
 
 # OpenEnv's endpoint calls inspect.signature(session.reset) on every reset message (to filter its arguments); the
-# function's signature, computed once here, spares it from deriving one each time (~4 % of a Bamboogle server's
-# CPU under load, py-spy).
+# function's signature, computed once here, spares it from deriving one each time (a visible share of a Bamboogle
+# server's CPU under load, py-spy; figures: lab/notes/cpu-profiles.md, "runtime/serve/environment.py").
 BenchmarkSession.reset.__signature__ = inspect.signature(BenchmarkSession.reset)

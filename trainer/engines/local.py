@@ -221,8 +221,9 @@ class LocalBackend:
 
     def fingerprint(self, role: str) -> float:
         """Sum of squares of the trainable weights (float64): changes whenever an update changed them. Computed
-        once per weights version (`weights_version`; 0.45 s for SmolLM2-135M
-        here), so the loop's metrics and the checkpoint that follows share one pass."""
+        once per weights version (`weights_version`; a pass over every weight, figures:
+        ``lab/notes/cpu-profiles.md``, "trainer/engines/local.py"), so the loop's metrics and the checkpoint that
+        follows share one pass."""
         model = self.models[role]
         version = weights_version(model)
         cached = self._fingerprints.get(role)

@@ -148,8 +148,9 @@ def prompt_groups(prompts: torch.Tensor, prompt_mask: torch.Tensor) -> list[torc
 
 
 PASS_TOKENS = 256
-"""About what one more forward pass costs, in tokens fed: a pass reads every weight whatever it carries (the fit in
-``docs/training.md``, "Where a pass's time goes": 52.7 ms a pass against 0.23 ms a prompt token). Samples run one
+"""About what one more forward pass costs, in tokens fed: a pass reads every weight whatever it carries. The value is
+the ratio of a pass's fixed cost to a prompt token's cost in a least-squares fit of a rollout's passes (the fit and
+its figures: ``lab/notes/cpu-profiles.md``, "trainer/updates/batch.py"). Samples run one
 pass each (`shared_prompt_logprobs`, `own_prompt_logprobs`) when batching them would pad more than
 ``PASS_TOKENS`` cells per extra pass."""
 
