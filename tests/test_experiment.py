@@ -192,7 +192,7 @@ def test_genenv_and_static_arms_on_bamboogle_with_the_embedded_model(tmp_path, s
     exp = tmp_path / "exp"
     out = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run", "benchmark=bamboogle", "iterations=1",
                           "seeds=[0]", "arms=[genenv,static]", f"experiment_dir={exp}", "tensorboard=false",
-                          "eval.limit=5"],
+                          "eval.limit=5", "agent.max_new_tokens=32"],
                          capture_output=True, text=True, env={**os.environ}, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((exp / "summary.json").read_text())
