@@ -2,10 +2,12 @@
 folder has the same shape, and the configs compose in the documented order."""
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,16 @@ import pytest
 from genenv.trainer.cli import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["envs", "rewards", "benchmarks", "runtime", "trainer", "eval"]  # the installed top-level folders
+# the installed Python packages (top-level folders): the import contracts' root packages, genenv.<folder>
+PACKAGES = [name.split(".")[1] for name in
+            tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]]
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|obj|exc|const|ref|doc):`")
+
+
+def _user_pages(recursive: bool = True) -> list[Path]:
+    """README.md and the pages of ``docs/`` (with ``recursive``, also the generated reports below it)."""
+    docs = ROOT / "docs"
+    return [ROOT / "README.md", *sorted(docs.rglob("*.md") if recursive else docs.glob("*.md"))]
 
 
 def test_import_contracts_are_kept():
@@ -116,8 +127,6 @@ def test_paper_profile_reaches_benchmarks_that_do_not_override_it(name):
 def _anchors(page):
     """GitHub's anchors of the headings of ``page``: lower case, punctuation other than ``-`` dropped, spaces as
     ``-`` (headings inside fenced code blocks are not headings)."""
-    import re
-
     anchors, fenced = set(), False
     for line in page.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
@@ -130,10 +139,8 @@ def _anchors(page):
 def test_relative_links_of_the_readme_and_docs_resolve():
     """Every relative link ``[text](path#anchor)`` of README.md and docs/**/*.md names a file or folder of the
     repository, and its anchor, if any, a heading of that page; a renamed or moved page or section fails here."""
-    import re
-
     root = ROOT
-    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    pages = _user_pages()
     links, broken = 0, []
     for page in pages:
         for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
@@ -152,13 +159,11 @@ def test_the_readme_is_short_and_speaks_of_the_project_only():
     established) at most 220; README and docs name no work item, stop or
     working session of how the project was made (the pattern below: a numbered work item or stop, and the
     words for a working session or work item)."""
-    import re
-
     readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(readme) <= 120 and max(map(len, readme)) <= 300
     assert len((ROOT / "docs" / "results.md").read_text(encoding="utf-8").splitlines()) <= 220
     made = re.compile(r"\bissue #?\d+|\bstop \d+|\b(this|the) (session|issue)\b|\bthe issue's\b", re.I)
-    hits = [f"{p.relative_to(ROOT)}:{i}" for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in _user_pages()
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if made.search(line)]
     assert not hits, hits
 
@@ -180,17 +185,15 @@ def test_the_api_reference_renders_every_module(tmp_path):
     task = (tmp_path / "genenv" / "envs" / "task.html").read_text(encoding="utf-8")
     assert 'id="Task"' in task and task.count("<code>") > 5  # the class, its docstring's code spans rendered
     docstrings = re.findall(r'<div class="docstring">(.*?)</div>', task, re.S)
-    assert docstrings and not any(re.search(r":(?:class|func|meth|mod|attr):`", d) for d in docstrings)
+    assert docstrings and not any(SPHINX_ROLE.search(d) for d in docstrings)
 
 
 def test_user_docs_pin_no_commit():
     """The user pages (README, ``docs/*.md``) state what holds now: no commit hash (a 7-40 character hex word with
     letters and digits) in their sentences; measurements by commit belong in ``lab/``. The experiment reports
     under ``docs/curriculum/`` are generated from the runs and name the code each run used, as a report must."""
-    import re
-
     hexword = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = _user_pages(recursive=False)
     hits = [f"{p.relative_to(ROOT)}:{i}: {m.group()}" for p in pages
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) for m in hexword.finditer(line)]
     assert len(pages) > 10 and not hits, hits
@@ -200,8 +203,6 @@ def test_code_and_tests_say_what_the_code_does_not_how_it_was_made():
     """No module, script, test or config names a numbered work item or stop, or tells the code's history (what
     came before or after a work item, a numbered pull request); "session" is this project's word for an env
     server session, so of the README and docs pattern only the numbered forms apply to code."""
-    import re
-
     made = re.compile(r"\bissue #?\d+|\bstop \d+|\bthe issue's\b|\b(until|before|since|after) (issue|stop)\b|"
                       r"\(#\d+\)|\bbefore we\b", re.I)
     files = [p for folder in ("envs", "benchmarks", "runtime", "trainer", "rewards", "eval", "configs", "lab",
@@ -230,20 +231,18 @@ def _library_modules() -> list[Path]:
 def _bound_names(body) -> set[str]:
     """The names a module body binds at its top level (definitions, assignments, imports), looking into
     ``if``/``try``/``with``/``for`` blocks as Python does."""
-    import ast
-
     names: set[str] = set()
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
         for field in ("body", "orelse", "finalbody", "handlers"):
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names |= _bound_names(getattr(node, field, []) or [])
+            names |= _bound_names(getattr(node, field, None) or [])
     return names
 
 
@@ -252,8 +251,6 @@ def test_every_module_and_package_names_its_public_surface():
     name in it is bound at the module's top level or, in a package, is one of its modules: a rename that leaves a
     stale public name fails here. A package's ``__all__`` names each of its modules whose name has no leading
     underscore (pdoc, like ``import *``, shows a package's modules only when ``__all__`` names them)."""
-    import ast
-
     bad = []
     for path in _library_modules():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -278,12 +275,9 @@ def test_docstrings_are_plain_markdown():
     """Docstrings are Markdown, so that ``help()``, editors and pdoc render them as written: code spans in
     backticks, no Sphinx cross-reference roles (which render nowhere without Sphinx) and no reStructuredText
     ``::`` literal-block markers (an indented block is already code in Markdown)."""
-    import re
-
-    role = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|obj|exc|const|ref|doc):`")
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in [*_library_modules(), *sorted((ROOT / "tests").glob("*.py"))]
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-            if role.search(line) or re.search(r"\w::$", line)]
+            if SPHINX_ROLE.search(line) or re.search(r"\w::$", line)]
     assert not hits, hits
 
 
@@ -338,8 +332,6 @@ def raw_config_reads(source: str) -> list[str]:
     ``RoleConfig.of``). Passing ``cfg`` whole to a settings builder (``run_settings(cfg)``), storing it
     (``self.cfg = cfg``) or writing it out (``OmegaConf.to_yaml(cfg)``) is not a read. In ``trainer/`` the name
     ``config`` is veRL's own worker config (the ``verl_ray`` engine) or a file path, never the run config."""
-    import ast
-
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Attribute, ast.Subscript)) and (
@@ -412,7 +404,6 @@ def test_the_benchmark_spec_is_an_evaluation_part_and_a_task_writer_part():
     """``BenchmarkSpec`` joins two parts that share nothing but the benchmark's name: the evaluation part
     (loading, metrics, the leaderboard's columns) and the task-writer part (prompt, schema, parsing, validation);
     task writing is typed against the writer part, the leaderboard and held-out evaluation never call it."""
-    import ast
     import inspect
 
     from genenv.benchmarks.spec import BenchmarkEvaluation, BenchmarkSpec
