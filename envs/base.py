@@ -81,6 +81,7 @@ class TaskEnv(gym.Env, abc.ABC):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     benchmark: ClassVar[str] = ""
     action_kind: ClassVar[str] = "structured"
+    ability: ClassVar[str] = ""  # veRL's ``ability`` label of the env's parquet rows (verl_rows); "": the benchmark
     multi_step: ClassVar[bool] = False
     accepts_tool_calls: ClassVar[bool] = False  # a list of ToolCall is an action (action_from_calls), not only text
     thread_safe: ClassVar[bool] = True  # False: episodes of this class in one process run one call at a time

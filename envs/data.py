@@ -8,8 +8,10 @@ The data directory holds one folder per benchmark (``bfcl/``, ``bamboogle/``, ..
 3. otherwise the small real sample that each benchmark folder ships (``benchmarks/<name>/sample/``, the same
    layout as ``<data_dir>/<name>/``), so that a fresh clone runs.
 
-A benchmark reads its folder with `benchmark_dir`; every reader raises `DataError` naming the file,
-the record and what to do, never a bare ``KeyError``.
+A benchmark reads its folder with `benchmark_dir`: ``<data_dir>/<name>/``, or its packaged sample when no data
+directory is set or the data directory has no ``<name>/`` (a benchmark from another package, whose data the shared
+folder never holds). `folders_read` says which folder each benchmark read, for the result files. Every reader
+raises `DataError` naming the file, the record and what to do, never a bare ``KeyError``.
 """
 from __future__ import annotations
 
@@ -21,14 +23,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 __all__ = [
-    "DataError", "benchmark_dir", "benchmark_file", "cache_dir", "data_label", "is_packaged", "iter_jsonl",
-    "jsonl_line", "read_json", "require_fields", "resolve_data_dir", "split_of", "write_json", "write_jsonl",
+    "DataError", "benchmark_dir", "benchmark_file", "cache_dir", "data_label", "folders_read", "is_packaged",
+    "iter_jsonl", "jsonl_line", "read_json", "require_fields", "resolve_data_dir", "split_of", "write_json", "write_jsonl",
 ]
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "GENENV_DATA_DIR"
 PACKAGED = "packaged samples"  # how results name the data when no data directory is set
+_FOLDERS_READ: dict[str, str] = {}  # data folder name → the folder `benchmark_dir` last resolved it to
 
 
 class DataError(RuntimeError):
@@ -71,14 +74,35 @@ def data_label(data_dir: str | os.PathLike | None = None) -> str:
 
 
 def benchmark_dir(benchmark: str, data_dir: str | os.PathLike | None, sample: Path) -> Path:
-    """The folder a benchmark reads: ``<data dir>/<benchmark>``, or its packaged ``sample`` folder when no data
-    directory is set (`resolve_data_dir`). A missing file under it is reported by `benchmark_file`.
+    """The folder a benchmark reads, in this order:
+
+    1. ``<data dir>/<benchmark>`` when a data directory is set (`resolve_data_dir`) and holds that folder;
+    2. the benchmark's packaged ``sample`` folder when no data directory is set, or when the data directory has no
+       ``<benchmark>/`` but the sample exists (logged as a warning; a benchmark shipped in another package is read
+       from its own sample whatever ``GENENV_DATA_DIR`` says);
+    3. otherwise ``<data dir>/<benchmark>``, so that `benchmark_file` reports the missing file there.
+
+    The choice is recorded for `folders_read`.
 
     Raises:
         DataError: an explicitly set data directory does not exist.
     """
     root = resolve_data_dir(data_dir)
-    return Path(sample) if root is None else root / benchmark
+    sample = Path(sample)
+    folder = sample if root is None else root / benchmark
+    if root is not None and not folder.is_dir() and sample.is_dir():
+        if _FOLDERS_READ.get(benchmark) != str(sample):  # once per folder and process
+            log.warning("the data directory %s has no %s/ folder: reading the packaged sample %s", root, benchmark,
+                        sample)
+        folder = sample
+    _FOLDERS_READ[benchmark] = str(folder)
+    return folder
+
+
+def folders_read() -> dict[str, str]:
+    """Data folder name → the folder `benchmark_dir` resolved it to last in this process (a copy; what the
+    result files record as ``data_folders``, beside the data directory of `data_label`)."""
+    return dict(_FOLDERS_READ)
 
 
 def benchmark_file(folder: Path, *parts: str) -> Path:

@@ -15,9 +15,12 @@ or a module whose import does), and its benchmarks appear in ``genenv-envs``, ``
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
+import sys
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -25,8 +28,8 @@ import gymnasium as gym
 from genenv.envs.tables import load_object
 
 __all__ = [
-    "ENVS", "EnvEntry", "PLUGIN_ERRORS", "PLUGIN_GROUP", "SAMPLE_BUILDERS", "env_entry", "load_plugins", "register_env",
-    "register_sample_builder", "render_messages",
+    "ENVS", "EnvEntry", "PLUGIN_ERRORS", "PLUGIN_GROUP", "SAMPLE_BUILDERS", "env_entry", "load_plugins",
+    "plugin_config_packages", "plugin_failure", "plugin_failures", "register_env", "register_sample_builder", "render_messages",
 ]
 
 log = logging.getLogger(__name__)
@@ -141,9 +144,68 @@ def load_plugins(entry_points: list[Any] | None = None) -> dict[str, EnvEntry]:
             if callable(loaded):
                 loaded()
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the others
-            PLUGIN_ERRORS[ep.value] = f"{type(exc).__name__}: {exc}"
-            log.warning("benchmark plugin %s not loaded: %s", ep.value, exc)
+            PLUGIN_ERRORS[ep.value] = plugin_failure(ep, exc)
+            log.warning("the %s entry point %s = %s failed, its benchmarks are not registered: %s", PLUGIN_GROUP,
+                        ep.name, ep.value, PLUGIN_ERRORS[ep.value])
     return ENVS
+
+
+def plugin_failures() -> list[str]:
+    """One line per entry point of the group that failed to load (`load_plugins` first), naming it and saying
+    why (`plugin_failure`): what the command-line tools print to stderr."""
+    load_plugins()
+    return [f"the benchmark entry point {ep} failed to import: {error}" for ep, error in PLUGIN_ERRORS.items()]
+
+
+def plugin_failure(ep: Any, exc: BaseException) -> str:
+    """What went wrong loading entry point ``ep``: the exception, and, when the entry point's top-level package
+    was imported from somewhere else than the distribution that declares it (a folder or module of the same
+    name in the working directory or earlier on ``sys.path``), where it came from and that it shadows the
+    installed package. An editable install (whose files are not in the distribution's record) is not checked."""
+    text = f"{type(exc).__name__}: {exc}"
+    top = ep.value.split(":", 1)[0].split(".", 1)[0].strip()
+    dist = getattr(ep, "dist", None)
+    record = [f for f in (dist.files or []) if f.parts and f.parts[0] in (top, f"{top}.py")] if dist else []
+    module = sys.modules.get(top)
+    if module is None:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        where = [spec.origin] if spec is not None and spec.origin else list(
+            getattr(spec, "submodule_search_locations", None) or [])
+    else:
+        where = [getattr(module, "__file__", None)] if getattr(module, "__file__", None) else list(
+            getattr(module, "__path__", []))
+    if record and where:
+        installed = Path(str(dist.locate_file(record[0]))).resolve()
+        root = installed.parent if record[0].parts[0] == f"{top}.py" else installed.parents[len(record[0].parts) - 2]
+        if not any(Path(w).resolve().is_relative_to(root) for w in where):
+            text += (f". {top!r} was imported from {where[0]}, not from the installed distribution {dist.name} "
+                     f"({root}): a folder or module named {top!r} there shadows it (run from another directory, "
+                     f"or rename it)")
+    return text
+
+
+def plugin_config_packages() -> list[str]:
+    """The config packages that benchmark packages ship: for every entry point of the ``genenv.benchmarks`` group
+    outside this project, ``<its top-level package>.configs`` when that package has a ``configs`` folder (holding
+    ``benchmark/<name>.yaml`` and, optionally, ``benchmark_profile/<name>_<profile>.yaml``). ``genenv-train`` and
+    ``genenv-experiment`` add them to their config search path, so ``benchmark=<name>`` finds a package's config
+    with no Hydra option. In entry-point order, each once; a package that cannot be imported is left out (its
+    entry point's error is `load_plugins`'s to report)."""
+    found: list[str] = []
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        top = ep.value.split(":", 1)[0].split(".", 1)[0].strip()
+        name = f"{top}.configs"
+        if top == __name__.split(".", 1)[0] or name in found:
+            continue
+        try:
+            if importlib.util.find_spec(name) is not None:
+                found.append(name)
+        except (ImportError, ValueError):
+            continue
+    return found
 
 
 def env_entry(benchmark: str) -> EnvEntry:

@@ -1,7 +1,8 @@
 """Tasks as rows of veRL's RL parquet format (the input of veRL's ``RLHFDataset``) and back.
 
 A row: ``data_source`` (``genenv/<benchmark>``), ``prompt`` (the chat messages the task's env renders),
-``ability``, ``reward_model.{style, ground_truth}`` (the gold answer as JSON text; veRL passes it untouched to
+``ability`` (the env class's ``ability``: ``tool_use``, ``qa``, ``planning``, ...; the benchmark name when it sets
+none), ``reward_model.{style, ground_truth}`` (the gold answer as JSON text; veRL passes it untouched to
 ``compute_score``) and ``extra_info`` (``task_id``, ``split``, ``task_json``: the whole task, so that a row
 converts back exactly).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from genenv.envs.registry import render_messages
+from genenv.envs.registry import env_entry
 from genenv.envs.task import Task
 
 __all__ = ["read_verl_parquet", "task_extra_info", "to_verl_row", "write_verl_parquet"]
@@ -18,10 +19,11 @@ __all__ = ["read_verl_parquet", "task_extra_info", "to_verl_row", "write_verl_pa
 
 def to_verl_row(task: Task) -> dict[str, Any]:
     """``task`` as one row of veRL's RL parquet format (see the module docstring)."""
+    env_class = env_entry(task.benchmark).env_class
     return {
         "data_source": f"genenv/{task.benchmark}",
-        "prompt": render_messages(task),
-        "ability": "tool_use" if task.action_kind == "structured" else "qa",
+        "prompt": env_class.render_messages(task),
+        "ability": env_class.ability or task.benchmark,
         "reward_model": {"style": "rule", "ground_truth": json.dumps(task.gold, ensure_ascii=False)},
         "extra_info": task_extra_info(task),
     }

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from genenv.envs.data import DataError, data_label
-from genenv.envs.registry import SAMPLE_BUILDERS, env_entry, load_plugins
+from genenv.envs.registry import SAMPLE_BUILDERS, env_entry, load_plugins, plugin_failures
 from genenv.envs.tables import load_object
 from genenv.eval.baselines import build_sample as build_baselines_sample
 
@@ -47,7 +47,8 @@ def build_samples(source: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``genenv-envs``."""
+    """Entry point of ``genenv-envs``. ``list`` exits 1, naming each one on stderr, when a benchmark entry point
+    failed to import (`genenv.envs.registry.plugin_failure` says why, a shadowing folder included)."""
     parser = argparse.ArgumentParser(prog="genenv-envs", description=__doc__.splitlines()[0])
     parser.add_argument("command", nargs="?", default="list", choices=["list", "export", "build-samples"])
     parser.add_argument("--benchmark", default=None, help="export: registry name")
@@ -75,14 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     rows = list_envs(args.data_dir)
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
-        return 0
+        return 1 if plugin_failures() else 0
     print(f"data: {data_label(args.data_dir)}")
     opts = [" ".join(f"{k}={v}" for k, v in r["options"].items()) for r in rows]
-    w_id, w_opt = max(len(r["env_id"]) for r in rows), max(len(o) for o in opts)
+    w_id, w_opt = max([6, *(len(r["env_id"]) for r in rows)]), max([7, *map(len, opts)])
     print(f"{'env id':{w_id}} {'options':{w_opt}} tasks")
     for r, o in zip(rows, opts):
         print(f"{r['env_id']:{w_id}} {o:{w_opt}} {r['tasks']}")
-    return 0
+    failures = plugin_failures()
+    for line in failures:
+        print(f"genenv-envs: {line}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

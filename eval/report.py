@@ -19,7 +19,7 @@ from pathlib import Path
 
 from genenv.benchmarks.registry import get_benchmark, paper_benchmarks
 from genenv.benchmarks.spec import Metric
-from genenv.envs.data import data_label, write_jsonl
+from genenv.envs.data import data_label, folders_read, write_jsonl
 from genenv.eval.baselines import load_baselines
 from genenv.runtime.evaluation import LENIENT_LABEL
 
@@ -143,7 +143,8 @@ def _paper_label(model: str) -> str:
 def write_results(result, out: Path, data_dir: str | None = None, split: str = "test") -> None:
     """Write ``tasks.jsonl``, ``summary.json``, ``summary.csv``, ``summary.md`` and ``leaderboard.png`` to ``out``.
 
-    ``summary.json``: ``policy``, ``split``, ``data_dir``, ``metrics``, ``headlines`` (benchmark → metric),
+    ``summary.json``: ``policy``, ``split``, ``data_dir``, ``data_folders`` (data folder name → the folder actually
+    read: ``<data_dir>/<name>`` or a packaged sample, `folders_read`), ``metrics``, ``headlines`` (benchmark → metric),
     ``paper_metrics`` (Table 1 column → {benchmark → the metric measured under the paper's protocol, or
     ``{"reason": ...}``}: `paper_cells`), ``timing``.
     """
@@ -152,6 +153,7 @@ def write_results(result, out: Path, data_dir: str | None = None, split: str = "
     paper = {col: {b: asdict(m) if isinstance(m, Metric) else {"reason": m} for b, m in entries.items()}
              for col, entries in paper_cells(result, data_dir).items()}
     summary = {"policy": result.policy, "split": split, "data_dir": data_label(data_dir),
+               "data_folders": folders_read(),
                "metrics": [asdict(m) for m in result.metrics],
                "headlines": {b: asdict(m) for b, m in result.headlines.items()}, "paper_metrics": paper,
                "timing": result.timing}

@@ -10,9 +10,12 @@ metrics are labelled and the config composes.
 """
 from __future__ import annotations
 
+import functools
 import json
 import random
 import string
+import tomllib
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,6 +33,8 @@ from genenv.runtime.policies import OraclePolicy
 from genenv.runtime.episodes import RolloutSpec, play_episodes
 
 from conftest import DATA_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BENCHMARKS = sorted(ENVS)
 SAMPLE = 4  # tasks per benchmark, the first of its default split (split_options[0])
@@ -97,6 +102,37 @@ def test_registered_everywhere(name):
     env = gym.make(entry.env_id, data_dir=DATA_DIR, **entry.split_options[0])  # the constructor loads real tasks
     obs, info = env.reset(seed=0)
     assert isinstance(obs, str) and obs and info["messages"][-1]["content"] == obs
+
+
+def benchmark_package(name: str) -> str:
+    """The package that holds benchmark ``name``'s env: its folder ``genenv.benchmarks.<folder>`` for a benchmark of
+    this project, the top-level package of one installed from elsewhere."""
+    parts = ENVS[name].entry_point.split(":", 1)[0].split(".")
+    return ".".join(parts[:3]) if parts[:2] == ["genenv", "benchmarks"] else parts[0]
+
+
+@functools.cache
+def import_graph():
+    """grimp's import graph of this project's packages (import-linter's ``root_packages``) and of every benchmark
+    package installed from elsewhere."""
+    import grimp
+
+    roots = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+    outside = sorted({p for p in map(benchmark_package, BENCHMARKS) if not p.startswith("genenv.")})
+    return grimp.build_graph(*roots, *outside)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_the_benchmark_imports_only_the_framework(name):
+    """A benchmark's package imports the env framework, the rewards and the shared benchmark modules, never the
+    runtime, the trainer, the leaderboard or another benchmark's package, directly or through others (the import
+    contracts of ``pyproject.toml`` say the same of this project's folders; this covers a package from
+    elsewhere too)."""
+    graph = import_graph()
+    own = benchmark_package(name)
+    forbidden = {"genenv.runtime", "genenv.trainer", "genenv.eval"} | {benchmark_package(n) for n in BENCHMARKS}
+    chains = {f: graph.find_shortest_chain(own, f, as_packages=True) for f in sorted(forbidden - {own})}
+    assert not {f: c for f, c in chains.items() if c}, f"{own} imports what a benchmark may not"
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
@@ -177,7 +213,7 @@ def test_malformed_actions_score_zero_with_error(name, parsing):
         assert info["error"], (action, info)
         assert isinstance(obs, str)
     raw = make_env(name, tasks).unwrapped  # the raw env takes InvalidAction and wrongly-typed actions too
-    for action in (InvalidAction("unparseable"), object(), 7):
+    for action in (InvalidAction("unparseable"), object(), b"\x00bytes"):  # (a number is an action of some envs)
         raw.reset(options={"task_index": 0})
         _, reward, _, _, info = raw.step(action)
         assert reward == 0.0 and info["error"]
@@ -190,6 +226,7 @@ def test_task_json_and_verl_parquet_round_trip(name, tmp_path):
         assert Task.from_json(t.to_json()) == t
     row = to_verl_row(tasks[0])
     assert row["data_source"] == f"genenv/{name}" and row["prompt"] == ENVS[name].env_class.render_messages(tasks[0])
+    assert row["ability"] == (ENVS[name].env_class.ability or name)  # the env's label, else its name
     assert json.loads(row["reward_model"]["ground_truth"]) == tasks[0].gold
     write_verl_parquet(tasks, tmp_path / "train.parquet")
     assert read_verl_parquet(tmp_path / "train.parquet") == tasks

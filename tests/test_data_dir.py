@@ -68,3 +68,39 @@ def test_specs_validate_against_the_given_data_dir(other_data):
     assert admitted.gold["arguments"]["username"] == "plantedUser", admitted
     refused = get_benchmark("api_bank").parse_generated(login, "gen-0-0-1", 0, None)  # the packaged accounts
     assert refused.reason == "execution_error", refused
+
+
+def test_a_data_dir_without_the_benchmark_s_folder_reads_its_sample_and_says_so(other_data, caplog, monkeypatch):
+    """The data directory above holds ``travelplanner/`` and ``api_bank/`` only: those are read from it, Bamboogle
+    (no ``bamboogle/`` there) from its packaged sample, with one warning; ``folders_read`` records each choice, and a
+    benchmark with neither folder is reported missing under the data directory."""
+    from genenv.benchmarks.bamboogle.data import SAMPLE as BAMBOOGLE_SAMPLE
+    from genenv.envs.data import DataError, benchmark_dir, benchmark_file, folders_read
+
+    monkeypatch.setattr("genenv.envs.data._FOLDERS_READ", {})  # as in a fresh process
+    assert benchmark_dir("travelplanner", other_data, TRAVELPLANNER_SAMPLE) == other_data / "travelplanner"
+    with caplog.at_level("WARNING", logger="genenv.envs.data"):
+        tasks = get_benchmark("bamboogle", str(other_data)).load(split="heldout")
+        get_benchmark("bamboogle", str(other_data)).load(split="train")
+    assert len(tasks) == 25 and tasks[0].id == "bamboogle_5"  # the packaged copy holds all 125 questions
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the data directory {other_data} has no bamboogle/ folder: reading the packaged sample {BAMBOOGLE_SAMPLE}"]
+    assert folders_read()["bamboogle"] == str(BAMBOOGLE_SAMPLE)
+    assert folders_read()["travelplanner"] == str(other_data / "travelplanner")
+    nowhere = benchmark_dir("nobench", other_data, other_data / "no_sample")
+    assert nowhere == other_data / "nobench"
+    with pytest.raises(DataError, match=f"missing data file {other_data / 'nobench' / 'test.jsonl'}"):
+        benchmark_file(nowhere, "test.jsonl")
+
+
+def test_benchmark_packages_configs_join_the_search_path_beside_the_user_s(monkeypatch):
+    """``with_benchmark_configs``: no package, the overrides unchanged; packages appended to a ``hydra.searchpath``
+    the user gave (theirs first, none twice), or added as one."""
+    from genenv.trainer.cli import with_benchmark_configs
+
+    monkeypatch.setattr("genenv.envs.registry.plugin_config_packages", lambda: [])
+    assert with_benchmark_configs(["benchmark=bfcl"]) == ["benchmark=bfcl"]
+    monkeypatch.setattr("genenv.envs.registry.plugin_config_packages", lambda: ["a.configs", "b.configs"])
+    assert with_benchmark_configs(["benchmark=a"]) == ["benchmark=a", "hydra.searchpath=[pkg://a.configs,pkg://b.configs]"]
+    assert with_benchmark_configs(["hydra.searchpath=[file:///x, pkg://b.configs]"]) == [
+        "hydra.searchpath=[file:///x,pkg://b.configs,pkg://a.configs]"]

@@ -14,10 +14,36 @@ import sys
 
 from genenv.envs.extras import MissingExtra, require_extra
 
-__all__ = ["compose_config", "main"]
+__all__ = ["compose_config", "main", "with_benchmark_configs"]
 
 # what the trainer imports beyond the core install (the ``train`` extra of pyproject.toml)
 TRAIN_MODULES = ("torch", "transformers", "verl", "hydra", "omegaconf", "peft", "xgrammar")
+
+
+def with_benchmark_configs(overrides: list[str]) -> list[str]:
+    """``overrides`` (Hydra command-line overrides) with the config packages that benchmark packages ship added to
+    ``hydra.searchpath`` (`genenv.envs.registry.plugin_config_packages`, as ``pkg://<package>.configs``), so that
+    ``benchmark=<name>`` and its optional ``benchmark_profile`` find a third-party benchmark's config with no
+    Hydra option. A ``hydra.searchpath=[...]`` already given keeps its entries first; with no such package the
+    overrides come back unchanged. Hydra reads ``hydra.searchpath`` only from the primary config or the command
+    line, which is why it is an override here and not a key of ``configs/train.yaml`` (that
+    ``configs/experiment.yaml`` composes)."""
+    from genenv.envs.registry import plugin_config_packages
+
+    extra = [f"pkg://{name}" for name in plugin_config_packages()]
+    if not extra:
+        return list(overrides)
+    out, merged = [], False
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if sep and key.lstrip("+") == "hydra.searchpath":
+            given = [v.strip() for v in value.strip().strip("[]").split(",") if v.strip()]
+            override = f"{key}=[{','.join(given + [e for e in extra if e not in given])}]"
+            merged = True
+        out.append(override)
+    if not merged:
+        out.append(f"hydra.searchpath=[{','.join(extra)}]")
+    return out
 
 
 def main() -> int:
@@ -39,6 +65,12 @@ def main() -> int:
         print(f"genenv-train: {exc}", file=sys.stderr)
         return 1
     import hydra
+
+    from genenv.envs.registry import plugin_failures
+
+    for line in plugin_failures():  # a benchmark package that failed to import: said before Hydra's "not found"
+        print(f"genenv-train: {line}", file=sys.stderr)
+    sys.argv[1:] = with_benchmark_configs(sys.argv[1:])
 
     @hydra.main(config_path="../configs", config_name="train", version_base="1.3")
     def _run(cfg) -> None:
@@ -62,11 +94,12 @@ def main() -> int:
 
 def compose_config(overrides: list[str] | None = None, config_name: str = "train"):
     """The composed config ``configs/<config_name>.yaml`` (``train``: genenv-train, ``experiment``:
-    genenv-experiment) for ``overrides`` (Hydra's compose API; for tests and notebooks)."""
+    genenv-experiment) for ``overrides`` (Hydra's compose API; for tests and notebooks), with benchmark packages'
+    configs on the search path (`with_benchmark_configs`)."""
     from hydra import compose, initialize_config_module
 
     with initialize_config_module(config_module="genenv.configs", version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides or []))
+        return compose(config_name=config_name, overrides=with_benchmark_configs(list(overrides or [])))
 
 
 def summary_line(row: dict) -> str:

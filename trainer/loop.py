@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.envs.data import jsonl_line
+from genenv.envs.data import data_label, folders_read, jsonl_line, write_json
 from genenv.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from genenv.trainer.engines import build_backend
 from genenv.trainer.engines.base import ROLES
@@ -143,6 +143,9 @@ class CoEvolutionTrainer:
         from tqdm.auto import tqdm
 
         (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        if ckpt is None:  # the data the seed pool was read from (a resume reads no data)
+            write_json(self.run_dir / "data.json", {"data_dir": data_label(self.settings.data_dir),
+                                                    "data_folders": folders_read()})
         rows = []
         bar = tqdm(total=self.settings.iterations, initial=self.iteration, desc="co-evolution", unit="iter")
         while self.iteration < self.settings.iterations:

@@ -159,6 +159,7 @@ class ALFWorldEnv(MultiStepTaskEnv):
     extra_modules = ("alfworld", "textworld")
     benchmark = "alfworld"
     action_kind = "structured"
+    ability = "embodied"
     thread_safe = False  # TextWorld's game loading and PDDL state are shared by the games of one process
     default_max_steps = 50
     idle_text = "look"

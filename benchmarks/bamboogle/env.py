@@ -103,6 +103,7 @@ class BamboogleEnv(TaskEnv):
 
     benchmark = "bamboogle"
     action_kind = "free_text"
+    ability = "qa"
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = "test", data_dir: str | None = None,
                  limit: int | None = None, metric: str = "f1", render_mode: str | None = None,

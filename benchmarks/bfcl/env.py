@@ -193,6 +193,7 @@ class BFCLEnv(TaskEnv):
     extra_modules = ("bfcl_eval", "tree_sitter", "soundfile")
     benchmark = "bfcl"
     action_kind = "structured"
+    ability = "tool_use"
     accepts_tool_calls = True
 
     def __init__(self, tasks: list[Task] | None = None, category: str | list[str] | None = "simple_python",

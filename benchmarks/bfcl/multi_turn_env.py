@@ -283,6 +283,7 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
     extra_modules = ("bfcl_eval", "tree_sitter", "soundfile")
     benchmark = "bfcl_multi_turn"
     action_kind = "structured"
+    ability = "tool_use"
     accepts_tool_calls = True
     idle_text = END_OF_TURN
     default_max_steps = 200

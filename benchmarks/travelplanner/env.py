@@ -60,6 +60,7 @@ class TravelPlannerEnv(_Scoring, TaskEnv):
 
     benchmark = "travelplanner"
     action_kind = "structured"
+    ability = "planning"
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = "validation", data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, level: str | None = None,
@@ -125,6 +126,7 @@ class TravelPlannerTwoStageEnv(_Scoring, MultiStepTaskEnv):
 
     benchmark = "travelplanner_two_stage"
     action_kind = "structured"
+    ability = "planning"
     accepts_tool_calls = True
 
     @classmethod

@@ -333,6 +333,7 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
     extra_modules = ("textworld_express",)
     benchmark = "twx"
     action_kind = "structured"
+    ability = "text_game"
     idle_text = "look around"
     default_max_steps = 20
 

@@ -258,7 +258,7 @@ def main() -> int:
         print(exp / "summary.md")
         return 0
     from genenv.envs.extras import MissingExtra, require_extra
-    from genenv.trainer.cli import TRAIN_MODULES
+    from genenv.trainer.cli import TRAIN_MODULES, with_benchmark_configs
 
     try:
         require_extra("train", *TRAIN_MODULES, needed_by="genenv-experiment")
@@ -266,6 +266,12 @@ def main() -> int:
         print(f"genenv-experiment: {exc}", file=sys.stderr)
         return 1
     import hydra
+
+    from genenv.envs.registry import plugin_failures
+
+    for line in plugin_failures():  # a benchmark package that failed to import: said before Hydra's "not found"
+        print(f"genenv-experiment: {line}", file=sys.stderr)
+    sys.argv[1:] = with_benchmark_configs(sys.argv[1:])
 
     @hydra.main(config_path="../../configs", config_name="experiment", version_base="1.3")
     def _run(cfg) -> None:
