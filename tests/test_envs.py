@@ -77,9 +77,10 @@ def test_data_sizes_match_sources_md_on_full_data():
 
 
 def test_missing_and_malformed_files_name_the_file_and_line(tmp_path):
-    with pytest.raises(DataError, match="missing data file .*bamboogle/test.jsonl"):
-        load_bamboogle_tasks(data_dir=str(tmp_path))
+    assert len(load_bamboogle_tasks(data_dir=str(tmp_path))) == 125  # no bamboogle/ there: the packaged sample
     (tmp_path / "bamboogle").mkdir()
+    with pytest.raises(DataError, match="missing data file .*bamboogle/test.jsonl"):  # a folder without its file
+        load_bamboogle_tasks(data_dir=str(tmp_path))
     (tmp_path / "bamboogle" / "test.jsonl").write_text('{"idx": 1, "question": "q", "answer": "a"}\n{oops\n')
     with pytest.raises(DataError, match="test.jsonl: line 2 is not valid JSON"):
         load_bamboogle_tasks(data_dir=str(tmp_path))

@@ -1,0 +1,233 @@
+"""llama.cpp's own ``llama-server`` as a sampler of token ids: parallel slots, continuous batching, prompt caching.
+
+`LlamaServerSampler` starts ``llama-server`` on a GGUF written from a policy's in-memory weights
+(`genenv.runtime.samplers.gguf_weights.write_gguf`) and answers the episode loop's `Policy.generate` calls
+through the server's native ``/completion`` endpoint with token-id prompts (the chat template applied here, with
+the policy's tokenizer, as every local episode loop does), so that the trainer gets the prompt ids, the response ids
+and the sampler's log-prob of each response token. Requests go out concurrently, one per sample, up to the number of
+slots; the server batches the slots' decoding steps (continuous batching) and keeps each slot's KV cache between
+requests (``cache_prompt``), giving a request the slot whose cached prompt shares the longest prefix with it
+(llama.cpp's slot selection), so the next turn of a multi-turn episode prefills only what the last turn added.
+
+Sampling is plain temperature sampling, as ``transformers.generate`` does with ``do_sample=True``: llama.cpp's own
+defaults (top-k 40, top-p 0.95, min-p 0.05, repetition penalties) are switched off per request; temperature 0 is
+greedy. `load_weights` writes the new weights as GGUF and restarts the server on them (a 135M model loads in
+about a second); `fingerprint` names the weights the server holds, so a caller can check that it samples from the
+weights it just trained.
+
+The binary: ``$GENENV_LLAMA_SERVER``, else ``llama-server`` on ``PATH``. Errors name the URL and the server log's
+tail.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from genenv.runtime.policies import Generation, Prompt
+
+__all__ = ["LlamaServerSampler", "SERVER_ENV", "server_binary"]
+
+SERVER_ENV = "GENENV_LLAMA_SERVER"  # path of the llama-server binary
+PLAIN_SAMPLING = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0, "repeat_penalty": 1.0,
+                  "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0, "xtc_probability": 0.0,
+                  "mirostat": 0}
+
+
+def server_binary() -> str:
+    """The ``llama-server`` to run: ``$GENENV_LLAMA_SERVER``, else the one on ``PATH``.
+
+    Raises:
+        FileNotFoundError: neither exists (the message says how to build it).
+    """
+    path = os.environ.get(SERVER_ENV) or shutil.which("llama-server")
+    if not path or not Path(path).is_file():
+        raise FileNotFoundError(f"no llama-server binary: set {SERVER_ENV} to it, or put it on PATH "
+                                f"(lab/benches/build_llama_server.sh builds a portable one)")
+    return path
+
+
+class LlamaServerSampler:
+    """A `Policy` that samples through ``llama-server`` (see the module docstring).
+
+    Args:
+        tokenizer: the policy's Hugging Face tokenizer (chat template, stop tokens).
+        state_dict: the weights to serve (Hugging Face Llama keys).
+        template: a GGUF of the same architecture whose metadata the written files take (`write_gguf`).
+        dtype: the served matrices' type, ``f32``, ``f16`` or ``bf16``.
+        slots: parallel sequences (``--parallel``); also the requests in flight at once.
+        context: tokens of KV cache per slot (the server gets ``slots * context``).
+        threads: CPU threads of the server (``None``: llama.cpp's default).
+        fingerprint: a name for the weights in ``state_dict`` (e.g. the trainer's weights fingerprint).
+        workdir: where GGUF files and the log go (``None``: a temporary folder removed by `close`).
+        seed: the sampling seed of request ``k`` is ``seed + k``.
+    """
+
+    def __init__(self, tokenizer, state_dict: Mapping[str, Any], template: str | os.PathLike, dtype: str = "f32",
+                 slots: int = 32, context: int = 4096, threads: int | None = None, fingerprint: Any = None,
+                 workdir: str | os.PathLike | None = None, seed: int = 0):
+        self.tokenizer = tokenizer
+        self.template, self.dtype = Path(template), dtype
+        self.slots, self.context, self.threads = int(slots), int(context), threads
+        self.seed = int(seed)
+        self._own_dir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="genenv-llama-")) if workdir is None else Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.name = "llama-server"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.requests = 0
+        self.generated_tokens = 0
+        self.sync_seconds: list[float] = []
+        self._fingerprint: Any = None
+        self.load_weights(state_dict, fingerprint)
+
+    # ----- weights -----
+    def load_weights(self, state_dict: Mapping[str, Any], fingerprint: Any = None) -> float:
+        """Serve ``state_dict`` from now on: write it as GGUF and restart the server on it; returns the seconds
+        taken (also appended to ``sync_seconds``).
+
+        Raises:
+            RuntimeError: the server did not come up (its log's tail in the message).
+        """
+        from genenv.runtime.samplers.gguf_weights import write_gguf
+
+        start = time.perf_counter()
+        path = write_gguf(state_dict, self.template, self.workdir / "weights.gguf", self.dtype)
+        self._stop()
+        self._start(path)
+        self._fingerprint = fingerprint
+        seconds = time.perf_counter() - start
+        self.sync_seconds.append(seconds)
+        return seconds
+
+    def fingerprint(self) -> Any:
+        """The ``fingerprint`` given with the weights the server holds now."""
+        return self._fingerprint
+
+    # ----- the server process -----
+    def _start(self, gguf: Path) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        args = [server_binary(), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
+                "--parallel", str(self.slots), "--ctx-size", str(self.slots * self.context), "--cont-batching",
+                "--no-webui", "--metrics"]
+        if self.threads:
+            args += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
+        self.log_path = self.workdir / "server.log"
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {self._log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.1)
+        self._stop()
+        raise RuntimeError(f"llama-server did not answer /health within 120 s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace")[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def _stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+        self.proc = None
+
+    def close(self) -> None:
+        """Stop the server (and remove its temporary folder)."""
+        self._stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ----- sampling -----
+    def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """Token ids of ``messages`` under the chat template, ending with the assistant header."""
+        from genenv.runtime.models import chat_prompt_ids
+
+        return chat_prompt_ids(self.tokenizer, messages)
+
+    def complete(self, prompt_ids: list[int], max_new_tokens: int, temperature: float, seed: int,
+                 json_schema: dict[str, Any] | None = None) -> Generation:
+        """One sample of ``prompt_ids``: the response ids (the end-of-turn token included when it ended the
+        sample) and their log-probs under the server's sampling distribution; with ``json_schema``, sampled under
+        the grammar llama.cpp builds from it.
+
+        Raises:
+            RuntimeError: the server answered an error or died (its log's tail in the message).
+        """
+        body = {"prompt": list(prompt_ids), "n_predict": int(max_new_tokens), "temperature": float(temperature),
+                "seed": int(seed), "cache_prompt": True, "return_tokens": True, "n_probs": 1,
+                "post_sampling_probs": False, **PLAIN_SAMPLING}
+        if json_schema:
+            body["json_schema"] = json_schema
+        request = urllib.request.Request(self.url + "/completion", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as r:
+                out = json.loads(r.read())
+        except (urllib.error.URLError, ConnectionError) as exc:
+            dead = self.proc is None or self.proc.poll() is not None
+            raise RuntimeError(f"{self.url}/completion failed ({exc}){': the server died: ' + self._log_tail() if dead else ''}"
+                               ) from exc
+        tokens = [int(t) for t in out.get("tokens", [])]
+        probs = out.get("completion_probabilities") or []
+        logprobs = [float(p.get("logprob", 0.0)) for p in probs][:len(tokens)]
+        if out.get("stop_type") == "eos":  # the end-of-turn token ended it: the trainer learns to emit it
+            tokens.append(self.tokenizer.stop_token_ids[0] if getattr(self.tokenizer, "stop_token_ids", None)
+                          else self.tokenizer.eos_token_id)
+        timings = out.get("timings") or {}
+        self.requests += 1
+        self.generated_tokens += len(tokens)
+        return Generation(out.get("content", ""), prompt_ids=list(prompt_ids), response_ids=tokens,
+                          response_logprobs=logprobs, usage={"prompt_tokens": int(timings.get("prompt_n", 0)),
+                                                             "completion_tokens": len(tokens)})
+
+    def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 256) -> list[list[Generation]]:
+        """``n`` samples per prompt (`complete`), all requests concurrent up to the slot count; a prompt's
+        ``token_ids`` are used when set, its ``max_new_tokens`` caps its samples and its ``json_schema`` constrains
+        them."""
+        jobs = []
+        for i, p in enumerate(prompts):
+            ids = p.token_ids or self.encode_prompt(p.messages)
+            cap = min(max_new_tokens, p.max_new_tokens or max_new_tokens)
+            for k in range(n):
+                jobs.append((i, ids, cap, self.seed + self.requests + len(jobs), p.json_schema))
+        results: list[list[Generation]] = [[] for _ in prompts]
+        with ThreadPoolExecutor(max(1, min(self.slots, len(jobs)))) as pool:
+            done = list(pool.map(lambda job: self.complete(job[1], job[2], temperature, job[3], job[4]), jobs))
+        for (i, *_), gen in zip(jobs, done):
+            results[i].append(gen)
+        return results
