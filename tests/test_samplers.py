@@ -65,3 +65,53 @@ def test_bf16_gguf_rounds_matrices_keeps_norms_and_refuses_a_wrong_shape(state_d
     with pytest.raises(ValueError, match="dtype 'q4'"):
         write_gguf(state_dict, smollm2_gguf_path(), tmp_path / "q4.gguf", "q4")
     assert not (tmp_path / "bad.gguf").exists()
+
+
+PROMPTS = ["What is the capital of France?", "Name three colours.", "Count to five."]
+
+
+@pytest.fixture(scope="module")
+def float32_policy():
+    from genenv.runtime.policies import TransformersPolicy
+
+    return TransformersPolicy("smollm2", dtype="float32")
+
+
+def test_llama_server_samples_the_policy_s_weights_and_follows_a_sync(float32_policy, tmp_path):
+    """``llama-server`` on the policy's weights (float32 GGUF): greedy answers begin with the tokens transformers
+    decodes greedily; each response token has the sampler's log-prob; a sample that ends the turn ends with the
+    end-of-turn token once; temperature sampling under distinct seeds gives distinct samples within the cap; a
+    JSON Schema constrains the text; after `load_weights` with other weights the answers change and the
+    fingerprint names the new weights."""
+    import json
+
+    from genenv.runtime.models import smollm2_gguf_path
+    from genenv.runtime.policies import Prompt
+    from genenv.runtime.samplers.llama_server import LlamaServerSampler
+
+    pol = float32_policy
+    prompts = [Prompt([{"role": "user", "content": q}]) for q in PROMPTS]
+    reference = pol.generate(prompts, n=1, temperature=0.0, max_new_tokens=24)
+    weights = pol.model.state_dict()
+    with LlamaServerSampler(pol.tokenizer, weights, smollm2_gguf_path(), dtype="f32", slots=4, fingerprint="w0",
+                            workdir=tmp_path) as sampler:
+        greedy = sampler.generate(prompts, n=1, temperature=0.0, max_new_tokens=24)
+        for prompt, ref, got in zip(prompts, reference, greedy):
+            ids = got[0].response_ids
+            assert ids[:8] == ref[0].response_ids[:8]
+            assert got[0].prompt_ids == pol.encode_prompt(prompt.messages)
+            assert len(got[0].response_logprobs) == len(ids) and all(lp <= 0.0 for lp in got[0].response_logprobs)
+        first = greedy[0][0].response_ids  # "The capital of France is Paris." then the end of the turn
+        assert first[-1] in pol.tokenizer.stop_token_ids and first.count(first[-1]) == 1
+        samples = sampler.generate(prompts[:1], n=4, temperature=1.0, max_new_tokens=12)[0]
+        assert len({tuple(s.response_ids) for s in samples}) > 1 and all(len(s.response_ids) <= 12 for s in samples)
+        schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                  "required": ["city"], "additionalProperties": False}
+        (constrained,) = sampler.generate([Prompt(prompts[0].messages, json_schema=schema)], max_new_tokens=32)[0]
+        assert set(json.loads(constrained.text)) == {"city"}
+        assert sampler.fingerprint() == "w0"
+        flipped = dict(weights, **{"model.norm.weight": -weights["model.norm.weight"]})
+        seconds = sampler.load_weights(flipped, fingerprint="w1")
+        assert sampler.fingerprint() == "w1" and seconds > 0 and sampler.sync_seconds == [sampler.sync_seconds[0], seconds]
+        after = sampler.generate(prompts[:1], n=1, temperature=0.0, max_new_tokens=8)[0][0]
+        assert after.response_ids != first[:len(after.response_ids)]

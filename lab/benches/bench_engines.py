@@ -1,7 +1,7 @@
 """Rollout throughput of the agent's training rollout through each sampler, side by side in one run (a benchmark
 script that prints figures, not a test).
 
-    python lab/benches/bench_engines.py --out lab/figures/engine_figures.json
+    python lab/benches/bench_engines.py --out lab/figures/engine_figures_<host>.json   # GENENV_LLAMA_SERVER or PATH: llama-server
 
 Workloads (``--workloads``), each the agent's training rollout as ``genenv-train`` configures it, played by the
 one episode loop (`play_episodes`) as the trainer plays it:
@@ -71,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workloads", default="bamboogle,twx")
     p.add_argument("--engines", default="continuous,generate,llama-server")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--gguf-dtype", default="f32", help="the llama-server weights: f32 | f16 | bf16")
+    p.add_argument("--gguf-dtype", default="f32", help="the llama-server weights: f32 | f16 | bf16 | q8_0")
+    p.add_argument("--server-args", default="", help="more llama-server options, space-separated")
     p.add_argument("--threads", type=int, default=None, help="llama-server threads (default: llama.cpp's)")
     p.add_argument("--out", default=None, help="a .json file")
     args = p.parse_args(argv)
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = None
     if "llama-server" in engines:
         server = LlamaServerSampler(own.tokenizer, own.model.state_dict(), smollm2_gguf_path(), dtype=args.gguf_dtype,
-                                    slots=16, context=4096, threads=args.threads)
+                                    slots=16, context=4096, threads=args.threads, server_args=args.server_args.split())
     policies = {"continuous": own, "generate": plain, "llama-server": server}
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
@@ -109,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if server is not None:
             server.close()
-    figures: dict[str, Any] = {"host": host(), "gguf_dtype": args.gguf_dtype, "torch_dtype": str(own.model.dtype),
+    figures: dict[str, Any] = {"host": host(), "gguf_dtype": args.gguf_dtype, "server_args": args.server_args, "torch_dtype": str(own.model.dtype),
                                "autocast": own.autocast_dtype, "repeats": args.repeats, "workloads": {}}
     for w in workloads:
         rows = {e: runs[(w, e)] for e in engines}

@@ -6,7 +6,8 @@ a new GGUF with the template's metadata (tokenizer, chat template, hyperparamete
 through the ``gguf`` library (no conversion subprocess). The tensor names and the one layout change follow
 llama.cpp's ``convert_hf_to_gguf.py`` (``LlamaModel``): ``q_proj`` and ``k_proj`` rows are permuted from the
 Hugging Face rotary layout (two halves) to llama.cpp's (interleaved pairs). Matrices are written in ``dtype``
-(``f32``, ``f16`` or ``bf16``); vectors (norms) stay float32, as the converter keeps them.
+(``f32``, ``f16``, ``bf16``, or ``q8_0``: llama.cpp's 8-bit blocks of 32 weights with one scale, rounded by the
+``gguf`` library's reference quantiser); vectors (norms) stay float32, as the converter keeps them.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any, Mapping
 
 __all__ = ["FILE_TYPES", "hf_name", "permute_rotary", "write_gguf"]
 
-FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "bf16": "MOSTLY_BF16"}  # dtype → gguf.LlamaFileType name
+FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "bf16": "MOSTLY_BF16", "q8_0": "MOSTLY_Q8_0"}  # → LlamaFileType
 _BLOCK = {  # llama.cpp block tensor → Hugging Face Llama module (convert_hf_to_gguf.py / gguf TensorNameMap)
     "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
     "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
@@ -97,7 +98,7 @@ def write_gguf(state_dict: Mapping[str, Any], template: str | os.PathLike, path:
         elif dtype == "f16":
             writer.add_tensor(tensor.name, np.ascontiguousarray(data, np.float16))
         else:
-            qtype = gguf.GGMLQuantizationType.BF16
+            qtype = gguf.GGMLQuantizationType.BF16 if dtype == "bf16" else gguf.GGMLQuantizationType.Q8_0
             writer.add_tensor(tensor.name, gguf.quants.quantize(np.ascontiguousarray(data, np.float32), qtype),
                               raw_dtype=qtype)  # the shape is read from the packed bytes, as the converter does
     writer.write_header_to_file()

@@ -51,7 +51,7 @@ def server_binary() -> str:
     path = os.environ.get(SERVER_ENV) or shutil.which("llama-server")
     if not path or not Path(path).is_file():
         raise FileNotFoundError(f"no llama-server binary: set {SERVER_ENV} to it, or put it on PATH "
-                                f"(lab/benches/build_llama_server.sh builds a portable one)")
+                                f"(bash .ci/build-llama-server builds a portable one into the active venv)")
     return path
 
 
@@ -62,22 +62,24 @@ class LlamaServerSampler:
         tokenizer: the policy's Hugging Face tokenizer (chat template, stop tokens).
         state_dict: the weights to serve (Hugging Face Llama keys).
         template: a GGUF of the same architecture whose metadata the written files take (`write_gguf`).
-        dtype: the served matrices' type, ``f32``, ``f16`` or ``bf16``.
+        dtype: the served matrices' type: ``f32``, ``f16``, ``bf16`` or ``q8_0`` (`write_gguf`).
         slots: parallel sequences (``--parallel``); also the requests in flight at once.
         context: tokens of KV cache per slot (the server gets ``slots * context``).
         threads: CPU threads of the server (``None``: llama.cpp's default).
         fingerprint: a name for the weights in ``state_dict`` (e.g. the trainer's weights fingerprint).
         workdir: where GGUF files and the log go (``None``: a temporary folder removed by `close`).
         seed: the sampling seed of request ``k`` is ``seed + k``.
+        server_args: more ``llama-server`` options (e.g. ``["--flash-attn", "on"]``).
     """
 
     def __init__(self, tokenizer, state_dict: Mapping[str, Any], template: str | os.PathLike, dtype: str = "f32",
                  slots: int = 32, context: int = 4096, threads: int | None = None, fingerprint: Any = None,
-                 workdir: str | os.PathLike | None = None, seed: int = 0):
+                 workdir: str | os.PathLike | None = None, seed: int = 0, server_args: Sequence[str] = ()):
         self.tokenizer = tokenizer
         self.template, self.dtype = Path(template), dtype
         self.slots, self.context, self.threads = int(slots), int(context), threads
         self.seed = int(seed)
+        self.server_args = list(server_args)
         self._own_dir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="genenv-llama-")) if workdir is None else Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -122,7 +124,7 @@ class LlamaServerSampler:
             port = s.getsockname()[1]
         args = [server_binary(), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
                 "--parallel", str(self.slots), "--ctx-size", str(self.slots * self.context), "--cont-batching",
-                "--no-webui", "--metrics"]
+                "--no-webui", "--metrics", *self.server_args]
         if self.threads:
             args += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
         self.log_path = self.workdir / "server.log"
@@ -204,9 +206,9 @@ class LlamaServerSampler:
         tokens = [int(t) for t in out.get("tokens", [])]
         probs = out.get("completion_probabilities") or []
         logprobs = [float(p.get("logprob", 0.0)) for p in probs][:len(tokens)]
-        if out.get("stop_type") == "eos":  # the end-of-turn token ended it: the trainer learns to emit it
-            tokens.append(self.tokenizer.stop_token_ids[0] if getattr(self.tokenizer, "stop_token_ids", None)
-                          else self.tokenizer.eos_token_id)
+        stop = list(getattr(self.tokenizer, "stop_token_ids", None) or [self.tokenizer.eos_token_id])
+        if out.get("stop_type") == "eos" and (not tokens or tokens[-1] not in stop):
+            tokens.append(stop[0])  # the end-of-turn token ended it: the trainer learns to emit it
         timings = out.get("timings") or {}
         self.requests += 1
         self.generated_tokens += len(tokens)
