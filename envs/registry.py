@@ -29,7 +29,8 @@ from genenv.envs.tables import load_object
 
 __all__ = [
     "ENVS", "EnvEntry", "PLUGIN_ERRORS", "PLUGIN_GROUP", "SAMPLE_BUILDERS", "env_entry", "load_plugins",
-    "plugin_config_packages", "plugin_failure", "plugin_failures", "register_env", "register_sample_builder", "render_messages",
+    "plugin_config_packages", "plugin_failure", "plugin_failures", "register_env", "register_sample_builder",
+    "render_messages", "top_package",
 ]
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def plugin_failure(ep: Any, exc: BaseException) -> str:
     name in the working directory or earlier on ``sys.path``), where it came from and that it shadows the
     installed package. An editable install (whose files are not in the distribution's record) is not checked."""
     text = f"{type(exc).__name__}: {exc}"
-    top = ep.value.split(":", 1)[0].split(".", 1)[0].strip()
+    top = top_package(ep)
     dist = getattr(ep, "dist", None)
     record = [f for f in (dist.files or []) if f.parts and f.parts[0] in (top, f"{top}.py")] if dist else []
     module = sys.modules.get(top)
@@ -187,6 +188,11 @@ def plugin_failure(ep: Any, exc: BaseException) -> str:
     return text
 
 
+def top_package(ep: Any) -> str:
+    """The top-level package of entry point ``ep``'s module (``mybench.plugin:register`` → ``mybench``)."""
+    return ep.value.split(":", 1)[0].split(".", 1)[0].strip()
+
+
 def plugin_config_packages() -> list[str]:
     """The config packages that benchmark packages ship: for every entry point of the ``genenv.benchmarks`` group
     outside this project, ``<its top-level package>.configs`` when that package has a ``configs`` folder (holding
@@ -196,7 +202,7 @@ def plugin_config_packages() -> list[str]:
     entry point's error is `load_plugins`'s to report)."""
     found: list[str] = []
     for ep in metadata.entry_points(group=PLUGIN_GROUP):
-        top = ep.value.split(":", 1)[0].split(".", 1)[0].strip()
+        top = top_package(ep)
         name = f"{top}.configs"
         if top == __name__.split(".", 1)[0] or name in found:
             continue

@@ -21,14 +21,15 @@ import argparse
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["LlamaServer", "ServerError", "free_port", "main", "stream_speed"]
+from genenv.runtime.processes import free_port, stop_process
+
+__all__ = ["LlamaServer", "ServerError", "main", "stream_speed"]
 
 SERVED_NAME = "smollm2"
 """The model name the server answers to (``openai:URL#smollm2``)."""
@@ -41,13 +42,6 @@ PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir -
 class ServerError(RuntimeError):
     """The server could not be started or died (missing package, exit, no answer in time); the message says why,
     with the exit code and the end of the server's log."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def exit_description(code: int) -> str:
@@ -208,13 +202,7 @@ class LlamaServer:
                               f"{self.failure(wait=1.0) or 'the server still runs'}") from e
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(15)
+        stop_process(self.proc, 15)
 
 
 def stream_speed(base_url: str, max_tokens: int = 128, chat: bool = True,

@@ -4,5 +4,5 @@ episode loop, the veRL agent loop over it, greedy evaluation, and samplers backe
 
 __all__ = [  # what a user may import: the public modules
     "attention", "continuous", "decoding", "episodes", "evaluation", "grammar", "kv_cache", "models", "policies",
-    "prefix_cache", "samplers", "serve", "threads",
+    "prefix_cache", "processes", "samplers", "serve", "threads",
 ]

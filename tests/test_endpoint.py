@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from genenv.eval.model_server import LlamaServer, ServerError, free_port
+from genenv.eval.model_server import LlamaServer, ServerError
+from genenv.runtime.processes import free_port
 from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import evaluate, output_agreement
 from genenv.runtime.policies import OpenAIPolicy, Prompt, TransformersPolicy, make_policy

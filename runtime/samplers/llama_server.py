@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from genenv.runtime.policies import Generation, Prompt
+from genenv.runtime.processes import free_port, stop_process, wait_until_answers
 
 __all__ = ["LlamaServerSampler", "SERVER_ENV", "server_binary"]
 
@@ -117,33 +118,21 @@ class LlamaServerSampler:
 
     # ----- the server process -----
     def _start(self, gguf: Path) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         args = [server_binary(), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
                 "--parallel", str(self.slots), "--ctx-size", str(self.slots * self.context), "--cont-batching",
                 "--no-webui", "--metrics", *self.server_args]
         if self.threads:
             args += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
         self.log_path = self.workdir / "server.log"
-        log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        with open(self.log_path, "w") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {self._log_tail()}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.1)
-        self._stop()
-        raise RuntimeError(f"llama-server did not answer /health within 120 s: {self._log_tail()}")
+        try:
+            wait_until_answers(self.proc, self.url + "/health", 120, "llama-server", log=self._log_tail)
+        except RuntimeError:
+            self.proc = None
+            raise
 
     def _log_tail(self) -> str:
         try:
@@ -152,13 +141,7 @@ class LlamaServerSampler:
             return "(no log)"
 
     def _stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        stop_process(self.proc)
         self.proc = None
 
     def close(self) -> None:

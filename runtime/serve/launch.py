@@ -17,16 +17,13 @@ def spawn(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0)
     Raises:
         RuntimeError: it exited first (with its output's tail) or did not answer within ``timeout`` seconds.
     """
-    import socket
     import subprocess
     import sys
     import tempfile
-    import time
-    import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from genenv.runtime.processes import free_port, wait_until_answers
+
+    port = free_port()
     env = {**os.environ, **(env or {})}
     log = tempfile.NamedTemporaryFile("w+", prefix="genenv-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen([sys.executable, "-m", "genenv.runtime.serve.app", "--port", str(port), *args],
@@ -34,14 +31,6 @@ def spawn(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0)
     proc.log_path = log.name
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {env[TOKEN_ENV]}"} if env.get(TOKEN_ENV) else {}
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"genenv-serve exited with {proc.returncode}: {open(log.name).read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(urllib.request.Request(url + "/health", headers=headers), timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"genenv-serve did not answer /health within {timeout:.0f} s; its log: {log.name}")
+    wait_until_answers(proc, url + "/health", timeout, "genenv-serve", headers=headers, every=0.3,
+                       log=lambda: f"its log {log.name} ends: {open(log.name).read()[-3000:]}")
+    return proc, url
