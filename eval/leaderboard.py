@@ -80,7 +80,8 @@ def expand_benchmarks(text: str, base: dict[str, dict[str, Any]] | None = None
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     """The options every evaluation command shares (``genenv-eval``, ``bench_parsing``, ``bench_endpoint``):
-    ``--benchmarks``, ``--policy`` and its settings (local: ``--batch-size``, ``--dtype``, ``--device``;
+    ``--benchmarks``, ``--policy`` and its settings (local: ``--batch-size``, ``--dtype``, ``--device``,
+    ``--sampler``;
     endpoint: ``--concurrency``, ``--timeout``, ``--max-retries``), ``--option`` / ``--env-option``, ``--split``,
     ``--limit``, ``--data-dir``, ``--max-new-tokens``, ``--env-workers``, ``--threads``."""
     p.add_argument("--benchmarks", default="bfcl,bamboogle",
@@ -100,6 +101,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
                    help="local models: auto = bfloat16 where the device computes it natively, else float32")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--sampler", default="builtin", choices=["builtin", "transformers", "llama-server"],
+                   help="local models: builtin (the project's CPU engine) | transformers (plain generate) | "
+                        "llama-server (llama.cpp's server on the float32 weights; --batch-size slots)")
     p.add_argument("--concurrency", type=int, default=32,
                    help="openai endpoint: requests in flight at once (a vLLM server batches them)")
     p.add_argument("--timeout", type=float, default=120.0, help="openai endpoint: seconds per request")
@@ -118,13 +122,19 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace):
-    """The policy that `add_eval_arguments`' options name (`make_policy`),
+    """The policy that `add_eval_arguments`' options name (`make_policy`; a local model through another
+    ``--sampler``: `local_sampler`),
     after this process's CPU threads are set from ``--threads`` (`prepare_cpu`)."""
     from genenv.runtime.policies import make_policy
     from genenv.runtime.threads import prepare_cpu
 
-    prepare_cpu(args.threads)
+    threads = prepare_cpu(args.threads)
+    sampler = getattr(args, "sampler", "builtin")
+    if sampler != "builtin":  # a local model through another sampler (genenv.runtime.samplers.sampler)
+        from genenv.runtime.samplers.sampler import local_sampler
 
+        return local_sampler(sampler, args.policy, dtype=args.dtype, device=args.device, batch_size=args.batch_size,
+                             threads=threads)
     return make_policy(args.policy, dtype=args.dtype, device=args.device, batch_size=args.batch_size,
                        concurrency=args.concurrency, timeout=args.timeout, max_retries=args.max_retries)
 

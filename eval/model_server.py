@@ -1,19 +1,19 @@
-"""A real OpenAI-compatible server for the embedded model: llama.cpp's (``llama-cpp-python[server]``) serving the
-packaged SmolLM2-135M-Instruct GGUF as it is, for testing and measuring the endpoint policy on this machine.
+"""A real OpenAI-compatible server for the embedded model: llama.cpp's own ``llama-server`` serving the packaged
+SmolLM2-135M-Instruct GGUF as it is, for testing and measuring the endpoint policy on this machine. It is the
+binary the ``llama-server`` sampler runs (`genenv.runtime.samplers.llama_server.server_binary`), so one llama.cpp
+build serves both.
 
-llama.cpp's server answers one request at a time (measured: 8 concurrent requests took as long as 8 sequential
-ones, ``shared/NOTES-verl-and-cpu.md``); a vLLM server batches concurrent requests. Start it from the command
-line:
+The server runs ``parallel`` slots (4 by default), batching concurrent requests (continuous batching). Start it from
+the command line:
 
     python -m genenv.eval.model_server --port 8011  # then: genenv-eval --policy openai:http://127.0.0.1:8011/v1#smollm2
     python -m genenv.eval.model_server --check      # start, stream one chat completion (tokens/s), stop
 
-Install: ``.ci/install`` builds ``llama-cpp-python[server]==0.3.36`` from its sdist **portably**
-(``CMAKE_ARGS="-DGGML_NATIVE=OFF"``: AVX2-level kernels that run on any x86-64 host of the last decade, built
-once (a slow compile) and kept in ``~/.cache/genenv/wheels``; figures: ``lab/notes/cpu-measurements.md``,
-"eval/model_server.py") and ends with ``--check``. A build tuned to the building host
-(``GGML_NATIVE=ON``, the sdist's default) died with SIGILL (illegal instruction) or SIGSEGV on the first chat
-request on Intel Xeon hosts with AVX-512 and AMX; `exit_description` names those cases and the fix.
+Install: ``bash .ci/build-llama-server`` builds the binary **portably** (``GGML_NATIVE=OFF``: AVX2-level kernels
+that run on any x86-64 host of the last decade; ``.ci/install --test`` runs it and ends with ``--check``), or set
+``GENENV_LLAMA_SERVER`` to another build. A build tuned to the building host (``GGML_NATIVE=ON``) died with SIGILL
+(illegal instruction) or SIGSEGV on the first chat request on Intel Xeon hosts with AVX-512 and AMX;
+`exit_description` names those cases and the fix.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ __all__ = ["LlamaServer", "ServerError", "main", "stream_speed"]
 SERVED_NAME = "smollm2"
 """The model name the server answers to (``openai:URL#smollm2``)."""
 
-PORTABLE_REBUILD = ('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall --no-deps '
-                    '"llama-cpp-python==0.3.36"  (or run .ci/install, which builds it so)')
+PORTABLE_REBUILD = ("bash .ci/build-llama-server (a portable build: cmake -DGGML_NATIVE=OFF), or set "
+                    "GENENV_LLAMA_SERVER to a build made for this CPU")
 """The command that replaces a host-tuned llama.cpp build with a portable one."""
 
 
@@ -64,7 +64,7 @@ def exit_description(code: int) -> str:
 
 
 class LlamaServer:
-    """``python -m llama_cpp.server`` on the embedded GGUF, as a context manager: started on entry (waits until
+    """llama.cpp's ``llama-server`` on the embedded GGUF, as a context manager: started on entry (waits until
     ``GET /v1/models`` answers, then sends one chat completion of one token, so that a build that dies on the chat
     template's special tokens fails here), terminated on exit.
 
@@ -72,44 +72,55 @@ class LlamaServer:
         port: TCP port (default: a free one).
         threads: llama.cpp threads: a number, or ``"auto"``: the usable cores less those other processes keep busy
             now (`resolve_threads`, counted when the server is made).
-        n_ctx: context window in tokens (SmolLM2 was trained to 8192).
+        n_ctx: context window of each slot in tokens (SmolLM2 was trained to 8192).
+        parallel: slots, i.e. requests decoded together (``--parallel``).
         startup_timeout: seconds to wait for the first answer.
         log_path: file for the server's output (default: a new ``llama-server-*.log`` in the temp folder, kept, so
             that a failure can show its tail).
         model: the GGUF file to serve (default: the packaged SmolLM2-135M-Instruct Q4_1).
-        python: the interpreter that runs ``llama_cpp.server`` (default: this one; another environment's
-            interpreter serves that environment's llama.cpp build, e.g. to compare builds).
+        binary: the ``llama-server`` to run (default: `server_binary`'s; another build, e.g. to compare builds).
         first_chat: send the one-token chat completion at start (default); ``False`` reports the server started
             once ``GET /v1/models`` answers (to measure a build that serves plain text but dies on chat requests).
     Attributes:
         base_url: ``http://127.0.0.1:<port>/v1``; ``spec``: the ``--policy`` spec that evaluates against it.
     Raises:
-        ServerError: on entry, when ``llama_cpp`` is not installed, the process exits, no answer comes in time, or
-            the first chat completion fails; the message holds the exit code and the log's last lines.
+        ServerError: on entry, when there is no ``llama-server`` binary, the process exits, no answer comes in
+            time, or the first chat completion fails; the message holds the exit code and the log's last lines.
     """
 
-    def __init__(self, port: int | None = None, threads: int | str = "auto", n_ctx: int = 8192,
+    def __init__(self, port: int | None = None, threads: int | str = "auto", n_ctx: int = 8192, parallel: int = 4,
                  startup_timeout: float = 180.0, log_path: str | Path | None = None, model: str | Path | None = None,
-                 python: str | None = None, first_chat: bool = True):
+                 binary: str | None = None, first_chat: bool = True):
         from genenv.runtime.threads import resolve_threads
 
         self.port = port or free_port()
         self.threads, self.n_ctx, self.startup_timeout = resolve_threads(threads), n_ctx, startup_timeout
+        self.parallel = parallel
         self.log_path = Path(log_path) if log_path else None
         self.model = model
-        self.python = python or sys.executable
+        self.binary = binary
         self.first_chat = first_chat
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.spec = f"openai:{self.base_url}#{SERVED_NAME}"
         self.proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
-        """The server's command line."""
-        from genenv.runtime.models import smollm2_gguf_path
+        """The server's command line.
 
-        return [self.python, "-m", "llama_cpp.server", "--model", str(self.model or smollm2_gguf_path()),
-                "--model_alias", SERVED_NAME, "--chat_format", "chatml", "--n_threads", str(self.threads),
-                "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port)]
+        Raises:
+            ServerError: no ``llama-server`` binary (`server_binary`).
+        """
+        from genenv.runtime.models import smollm2_gguf_path
+        from genenv.runtime.samplers.llama_server import server_binary
+
+        try:
+            binary = self.binary or server_binary()
+        except FileNotFoundError as e:
+            raise ServerError(str(e)) from e
+        return [binary, "--model", str(self.model or smollm2_gguf_path()), "--alias", SERVED_NAME,
+                "--chat-template", "chatml", "--threads", str(self.threads), "--threads-batch", str(self.threads),
+                "--parallel", str(self.parallel), "--ctx-size", str(self.n_ctx * self.parallel), "--no-webui",
+                "--host", "127.0.0.1", "--port", str(self.port)]
 
     def log_tail(self, lines: int = 15) -> str:
         """The last ``lines`` lines of the server's log ("" when there is none yet)."""
@@ -142,17 +153,13 @@ class LlamaServer:
         return OpenAIPolicy(self.base_url, SERVED_NAME, server_failure=self.failure, **kwargs)
 
     def __enter__(self) -> "LlamaServer":
-        import importlib.util
-
-        if self.python == sys.executable and importlib.util.find_spec("llama_cpp") is None:
-            raise ServerError('llama.cpp server missing: run .ci/install, or: ' + PORTABLE_REBUILD)
+        command = self.command()
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
         out = open(self.log_path, "w")  # noqa: SIM115 (the child holds it; closed with the process)
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         out.close()
         try:
             self._wait_listening()
@@ -252,7 +259,7 @@ def check(threads: int | str = "auto", max_tokens: int = 128, chat: bool = True)
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the embedded model until interrupted (Ctrl-C), or ``--check`` it once (exit status 0 / 1)."""
-    p = argparse.ArgumentParser(description="Serve the embedded SmolLM2 GGUF with llama.cpp's OpenAI server.")
+    p = argparse.ArgumentParser(description="Serve the embedded SmolLM2 GGUF with llama.cpp's llama-server.")
     p.add_argument("--port", type=int, default=8011)
     p.add_argument("--threads", default="auto", help="a number, or auto: the cores other processes leave free")
     p.add_argument("--check", action="store_true",

@@ -84,7 +84,7 @@ class SchemaGrammars:
 
 class RowMatchers:
     """One grammar matcher per row of a decoding batch that shrinks as rows finish
-    (`genenv.runtime.decoding.decode`): rows are named by their index in the input batch, so a row keeps its
+    (`genenv.runtime._builtin.decoding.decode`): rows are named by their index in the input batch, so a row keeps its
     matcher when other rows leave. What xgrammar's transformers ``LogitsProcessor`` does per step, by row name.
 
     Args:

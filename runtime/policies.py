@@ -14,8 +14,8 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from genenv.envs.task import Task
 
 __all__ = [
-    "Generation", "OpenAIPolicy", "OraclePolicy", "Policy", "Prompt", "STATIC_WIDTH_STEP", "TransformersPolicy",
-    "left_padded", "make_policy", "sampling_kwargs",
+    "ChosenLogProbs", "Generation", "OpenAIPolicy", "OraclePolicy", "Policy", "Prompt", "STATIC_WIDTH_STEP",
+    "TransformersPolicy", "left_padded", "make_policy", "sampling_kwargs",
 ]
 
 
@@ -145,24 +145,33 @@ class TransformersPolicy:
             with no KV states kept between calls: ``retire_rows``, ``prefix_cache_tokens`` and
             ``continuous_batching`` are off whatever they say. Prompts are left-padded to a multiple of
             `STATIC_WIDTH_STEP` tokens so that few cache shapes (and compilations) occur.
+        builtin: ``False``: plain ``transformers.generate`` only (the ``transformers`` sampler,
+            `genenv.runtime.samplers.sampler`): SDPA attention and transformers' own ``DynamicCache``, with
+            ``decode_attention``, ``retire_rows``, ``continuous_batching`` and the prefix cache off whatever they
+            say; ``True``: the project's own engine where those knobs turn it on.
     """
 
     def __init__(self, model_name: str = "smollm2", dtype: str = "auto", device: str = "cpu",
                  batch_size: int = 16, model=None, tokenizer=None, autocast_dtype: str | None = None,
                  share_prefix: bool = True, prefix_cache_tokens: int = 131072, decode_attention: bool = True,
-                 retire_rows: bool = True, continuous_batching: bool = True, static_cache: bool = False):
+                 retire_rows: bool = True, continuous_batching: bool = True, static_cache: bool = False,
+                 builtin: bool = True):
         from genenv.envs.extras import require_extra
         from genenv.runtime.models import LOCAL_MODULES
 
         require_extra("local", *LOCAL_MODULES, needed_by=f"the local model {model_name!r}")
-        from genenv.runtime.attention import use_decode_attention
+        from genenv.runtime._builtin.attention import use_decode_attention
         from genenv.runtime.models import load_model_and_tokenizer, prepare_tokenizer
-        from genenv.runtime.prefix_cache import PrefixCache
+        from genenv.runtime._builtin.prefix_cache import PrefixCache
 
         if model is None:
             model, tokenizer = load_model_and_tokenizer(model_name, dtype=dtype, device=device)
         else:
             prepare_tokenizer(tokenizer)
+        if not builtin:
+            decode_attention = retire_rows = continuous_batching = False
+            prefix_cache_tokens = 0
+        self.builtin = builtin
         if decode_attention:
             use_decode_attention(model)
         self.model, self.tokenizer = model, tokenizer
@@ -179,6 +188,34 @@ class TransformersPolicy:
         self.generated_tokens = 0
         self.generate_seconds = 0.0
         self._grammars = None
+        self._fingerprint: Any = None
+
+    def load_weights(self, state_dict, fingerprint: Any = None) -> float:
+        """Sample from ``state_dict`` (Hugging Face keys; cast to the sampling model's dtype) from now on, named
+        ``fingerprint``; the KV states kept between calls are dropped. Nothing is copied when ``state_dict`` is the
+        sampling model's own (a float32 or LoRA role samples from its trained model). Returns the seconds taken.
+
+        Raises:
+            RuntimeError: a key the sampling model does not have, or a shape that differs (``load_state_dict``).
+        """
+        import torch
+
+        start = time.perf_counter()
+        own = self.model.state_dict()
+        if any(k not in own or own[k].data_ptr() != v.data_ptr() for k, v in state_dict.items()):
+            with torch.no_grad():
+                self.model.load_state_dict(state_dict, strict=True)
+        self.clear_prefix_cache()
+        self._fingerprint = fingerprint
+        return time.perf_counter() - start
+
+    def fingerprint(self) -> Any:
+        """The ``fingerprint`` given with the weights last loaded (`load_weights`)."""
+        return self._fingerprint
+
+    def close(self) -> None:
+        """Release the KV states kept between calls (the model stays: the trainer owns it)."""
+        self.clear_prefix_cache()
 
     def use_static_cache(self, on: bool) -> None:
         """Sample through the static KV cache (``on``: ``static_cache`` as in the constructor, with the prefix
@@ -236,7 +273,7 @@ class TransformersPolicy:
         sample under (``None``: free sampling)."""
         import torch
 
-        from genenv.runtime.prefix_cache import sliding
+        from genenv.runtime._builtin.prefix_cache import sliding
 
         tok = self.tokenizer
         results: list[list[Generation]] = []
@@ -271,16 +308,20 @@ class TransformersPolicy:
                 with torch.no_grad(), self.precision():
                     responses = self.decode_rows(input_ids, attention, n, cache, max_new_tokens, temperature,
                                                  row_caps, keep if reuse and not sliding(cache) else None, grammar)
+                logprobs = [[] for _ in responses]  # the engine's decoding loop reports none
             else:
+                chosen = ChosenLogProbs()  # first: the raw logits, before a grammar's mask and the temperature
                 kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, eos_token_id=tok.stop_token_ids,
-                                              pad_token_id=tok.pad_token_id, **sampling_kwargs(temperature))
+                                              pad_token_id=tok.pad_token_id, logits_processor=[chosen],
+                                              **sampling_kwargs(temperature))
                 if schemas is not None:
-                    kwargs["logits_processor"] = [self.grammars.logits_processor(
-                        [schemas[i + row] for row in range(len(chunk)) for _ in range(n)])]
+                    kwargs["logits_processor"].append(self.grammars.logits_processor(
+                        [schemas[i + row] for row in range(len(chunk)) for _ in range(n)]))
                 with torch.no_grad(), self.precision():
                     out = self.sample(input_ids, attention, n, kwargs, cache)
                 responses = [self.cut_response(ids, cap)
                              for ids, cap in zip(out[:, input_ids.shape[1]:].cpu().tolist(), row_caps)]
+                logprobs = [lp[:len(resp)] for lp, resp in zip(chosen.rows(out, input_ids.shape[1]), responses)]
                 if reuse:
                     self.prefix_cache.keep_rows(cache, attention.repeat_interleave(n, 0),
                                                 [list(chunk[r // n]) + resp for r, resp in enumerate(responses)])
@@ -289,8 +330,10 @@ class TransformersPolicy:
                 for k in range(n):
                     resp = responses[row * n + k]
                     self.generated_tokens += len(resp)
-                    gens.append(Generation(tok.decode(resp, skip_special_tokens=True), list(ids), resp, usage={
-                        "prompt_tokens": len(ids) if k == 0 else 0, "completion_tokens": len(resp)}))
+                    gens.append(Generation(tok.decode(resp, skip_special_tokens=True), list(ids), resp,
+                                           logprobs[row * n + k], usage={
+                                               "prompt_tokens": len(ids) if k == 0 else 0,
+                                               "completion_tokens": len(resp)}))
                 results.append(gens)
         self.generate_seconds += time.perf_counter() - start
         return results
@@ -316,8 +359,8 @@ class TransformersPolicy:
         `sample`. Returns ``B * n`` responses (row ``b * n + k``: sample ``k`` of prompt ``b``); ``caps``:
         one per returned row; ``grammar``: a `RowMatchers` over the ``B * n``
         rows (``None``: free text)."""
-        from genenv.runtime.decoding import decode
-        from genenv.runtime.kv_cache import growing_cache
+        from genenv.runtime._builtin.decoding import decode
+        from genenv.runtime._builtin.kv_cache import growing_cache
 
         if cache is None:
             cache = growing_cache(self.model.config)
@@ -353,10 +396,10 @@ class TransformersPolicy:
         the batch's KV states, ``max_kv_tokens``), a model with sliding-window layers, or one not on the CPU
         decoding attention (`attention`, which computes the batch's packed passes).
         ``capacity``: rows at once (default ``batch_size``)."""
-        from genenv.runtime.attention import NAME
-        from genenv.runtime.continuous import ContinuousBatch
-        from genenv.runtime.kv_cache import growing_cache
-        from genenv.runtime.prefix_cache import sliding
+        from genenv.runtime._builtin.attention import NAME
+        from genenv.runtime._builtin.continuous import ContinuousBatch
+        from genenv.runtime._builtin.kv_cache import growing_cache
+        from genenv.runtime._builtin.prefix_cache import sliding
 
         if (not (self.continuous_batching and self.retire_rows and self.prefix_cache is not None)
                 or sliding(growing_cache(self.model.config))
@@ -383,14 +426,24 @@ class TransformersPolicy:
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
 
+    def new_cache(self):
+        """An empty KV cache for one ``generate`` call: the engine's in-place `growing_cache` when ``builtin``,
+        else transformers' own ``DynamicCache``."""
+        if self.builtin:
+            from genenv.runtime._builtin.kv_cache import growing_cache
+
+            return growing_cache(self.model.config)
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
     def sample(self, input_ids, attention, n: int, kwargs: dict[str, Any], cache=None):
         """``model.generate`` of ``n`` samples per row of ``input_ids`` (``[B, W]``, left-padded; returns
         ``[B * n, W + new]``, row ``b * n + k`` the ``k``-th sample of prompt ``b``).
 
-        Decoding appends to a cache that grows in place (`growing_cache`).
-        ``cache``: a ``DynamicCache`` already holding the KV states of the first ``C`` columns
-        (`PrefixCache.batch`; generation continues from it and leaves every fed token's states in it), or
-        ``None``. With ``n > 1`` and ``share_prefix`` the prompts are prefilled once and their KV cache is repeated
+        Decoding appends to ``cache``, a ``DynamicCache`` already holding the KV states of the first ``C`` columns
+        (`PrefixCache.batch`; generation continues from it and leaves every fed token's states in it), or with
+        ``None`` to a new one (`new_cache`). With ``n > 1`` and ``share_prefix`` the prompts are prefilled once and their KV cache is repeated
         ``n`` times (transformers' ``DynamicCache.batch_repeat_interleave``) before decoding, instead of
         ``num_return_sequences``, which prefills every copy again: the same sampling distribution for ``1/n`` of the
         prompt compute. In float32 the two paths draw the same tokens seed for seed (tested); in bfloat16 the
@@ -398,22 +451,54 @@ class TransformersPolicy:
         24 rollouts: 11 identical texts) while every sample still comes from the policy. With ``static_cache``
         the call is ``generate`` of every row repeated ``n`` times into a static cache (see the class).
         """
-        from genenv.runtime.kv_cache import growing_cache
-
         if self.static_cache:
             return self.model.generate(input_ids=input_ids.repeat_interleave(n, 0),
                                        attention_mask=attention.repeat_interleave(n, 0), cache_implementation="static",
                                        **kwargs)
         if cache is None and (n == 1 or not self.share_prefix or input_ids.shape[1] < 2):
             return self.model.generate(input_ids=input_ids, attention_mask=attention, num_return_sequences=n,
-                                       past_key_values=growing_cache(self.model.config), **kwargs)
+                                       past_key_values=self.new_cache(), **kwargs)
         if cache is None:
-            cache = growing_cache(self.model.config)
+            cache = self.new_cache()
         if n > 1:
             self.prefill_shared(input_ids, attention, cache)
             cache.batch_repeat_interleave(n)
         return self.model.generate(input_ids=input_ids.repeat_interleave(n, 0),
                                    attention_mask=attention.repeat_interleave(n, 0), past_key_values=cache, **kwargs)
+
+
+class ChosenLogProbs:
+    """A ``transformers`` logits processor (first in ``generate``'s ``logits_processor``) that records the log-prob
+    of each token every row draws under the model's own distribution: ``log_softmax`` of the raw logits, before a
+    grammar's mask and the temperature, the distribution the trainer's log-probs are taken from (for the
+    trainer-sampler gap). It holds one step's ``[B, V]`` log-probs at a time: a step's drawn token is read from
+    the next call's ``input_ids``, the last step's from the finished sequences (`rows`). Scores pass unchanged."""
+
+    def __init__(self):
+        self.steps: list = []
+        self._last = None
+
+    def __call__(self, input_ids, scores):
+        """Record the previous step's drawn tokens' log-probs; keep this step's; return ``scores`` as given."""
+        import torch
+
+        if self._last is not None:
+            self.steps.append(self._last.gather(1, input_ids[:, -1:]).squeeze(1))
+        self._last = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def rows(self, sequences, prompt_width: int) -> list[list[float]]:
+        """Per row of ``sequences`` (``[B, prompt_width + new]``, ``generate``'s output) the log-prob of each new
+        token (``new`` per row; rows that stopped early carry values for their padding too: cut them to the
+        response)."""
+        import torch
+
+        steps = list(self.steps)
+        if self._last is not None and len(steps) < sequences.shape[1] - prompt_width:
+            steps.append(self._last.gather(1, sequences[:, -1:].to(self._last.device)).squeeze(1))
+        if not steps:
+            return [[] for _ in range(sequences.shape[0])]
+        return torch.stack(steps, 1).cpu().tolist()
 
 
 def sampling_kwargs(temperature: float) -> dict[str, Any]:
@@ -577,8 +662,8 @@ class OpenAIPolicy:
 
 
 def make_policy(name: str, dtype: str | None = None, device: str | None = None, batch_size: int | None = None,
-                concurrency: int | None = None, timeout: float | None = None, max_retries: int | None = None
-                ) -> Policy:
+                concurrency: int | None = None, timeout: float | None = None, max_retries: int | None = None,
+                builtin: bool = True) -> Policy:
     """Build a policy from its command-line name (``--policy``).
 
     ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
@@ -587,7 +672,8 @@ def make_policy(name: str, dtype: str | None = None, device: str | None = None, 
     its base, `checkpoint_folder`); ``openai:BASE_URL#MODEL``
     (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set). ``dtype`` / ``device`` / ``batch_size`` go
     to `TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to `OpenAIPolicy`
-    (``None``: their defaults).
+    (``None``: their defaults); ``builtin=False`` makes a local model plain ``transformers.generate`` (the
+    ``transformers`` sampler; `genenv.runtime.samplers.sampler.local_sampler` builds every kind).
 
     Raises:
         ValueError: a malformed ``openai:`` name. ModelNotFound: a local name that is no model folder.
@@ -608,4 +694,4 @@ def make_policy(name: str, dtype: str | None = None, device: str | None = None, 
         return OpenAIPolicy(url, model, api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"),
                             **given(concurrency=concurrency, timeout=timeout, max_retries=max_retries))
     name = name.removeprefix("hf:")
-    return TransformersPolicy(name, **given(dtype=dtype, device=device, batch_size=batch_size))
+    return TransformersPolicy(name, builtin=builtin, **given(dtype=dtype, device=device, batch_size=batch_size))

@@ -2,7 +2,7 @@
 
 One place for what `genenv.runtime.serve.launch.spawn` (``genenv-serve``),
 `genenv.runtime.samplers.llama_server.LlamaServerSampler` (``llama-server``) and
-`genenv.eval.model_server.LlamaServer` (llama-cpp-python's server) each do with their process.
+`genenv.eval.model_server.LlamaServer` (``llama-server`` as an OpenAI-compatible endpoint) each do with their process.
 """
 from __future__ import annotations
 

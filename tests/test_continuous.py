@@ -1,4 +1,4 @@
-"""Continuous batching across episodes and turns (``runtime/continuous.py``): on real TextWorldExpress games and
+"""Continuous batching across episodes and turns (``runtime/_builtin/continuous.py``): on real TextWorldExpress games and
 Bamboogle questions the continuous loop plays the lock-step loop's greedy episodes token for token (budgets,
 refilled rows and shared first prompts included), a prompt that rewrites a row's history continues from the
 shared prefix only, sampled groups differ and reproduce under a seed, and bad calls raise clear errors."""
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from genenv.benchmarks.registry import get_benchmark
-from genenv.runtime.continuous import ContinuousBatch
-from genenv.runtime.prefix_cache import common_prefix
+from genenv.runtime._builtin.continuous import ContinuousBatch
+from genenv.runtime._builtin.prefix_cache import common_prefix
 from genenv.runtime.episodes import RolloutSpec, per_task, play_episodes
 from genenv.runtime.policies import Prompt, TransformersPolicy
 
@@ -184,7 +184,7 @@ def test_the_buffers_hold_the_longest_rows_fill_plus_a_step_and_shrink_when_it_e
     """The KV buffers' columns follow `buffer_columns` of the longest row: they grow in steps of
     ``COLUMN_STEP`` while it decodes, are cut once it is released, and the short row's greedy response is the one a
     fresh ``generate`` gives, before and after the cut."""
-    from genenv.runtime.continuous import COLUMN_STEP, buffer_columns
+    from genenv.runtime._builtin.continuous import COLUMN_STEP, buffer_columns
 
     policy = policies[True]
     short = policy.encode_prompt([{"role": "user", "content": "Hi"}])
@@ -245,7 +245,7 @@ def test_the_update_reports_how_far_the_samplers_log_probs_lie_from_the_trainers
 def test_inverse_cdf_draws_follow_the_softmax_and_never_a_zero_probability_token():
     """20,000 draws from a 6-token distribution with two tokens at probability 0 (logit -inf) and a temperature:
     each token's frequency lies within 4 standard errors of its softmax probability, as ``multinomial``'s."""
-    from genenv.runtime.decoding import sample_tokens
+    from genenv.runtime._builtin.decoding import sample_tokens
 
     logits = torch.tensor([[-float("inf"), 1.0, 0.0, -float("inf"), 2.0, -1.0]]).repeat(20000, 1)
     torch.manual_seed(0)
@@ -262,7 +262,7 @@ def test_packed_prompt_segments_attend_as_grouped_query_attention(dtype):
     """Two prompt segments with grouped-query heads (9 over 3) beside a decoding row: every token's output is
     softmax(q k^T / sqrt(d)) v over its own row's columns up to its position, with query head h reading KV head
     h // 3, computed here in float64 from the definition."""
-    from genenv.runtime.continuous import Packed
+    from genenv.runtime._builtin.continuous import Packed
 
     torch.manual_seed(0)
     rows, kv, heads, dim, capacity = 3, 3, 9, 16, 160
@@ -286,7 +286,7 @@ def test_bfloat16_packed_attention_over_the_whole_buffer_ignores_columns_past_ea
     """A packed pass in bfloat16 (which reads every column of the buffers) gives the float32 pass's attention
     (which reads only the filled columns) to bfloat16 precision, although the columns past each row's fill hold
     large stale states."""
-    from genenv.runtime.continuous import Packed
+    from genenv.runtime._builtin.continuous import Packed
 
     torch.manual_seed(0)
     rows, kv, heads, dim, capacity = 4, 3, 9, 16, 40

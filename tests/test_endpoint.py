@@ -1,7 +1,7 @@
 """The endpoint policy (``openai:URL#MODEL``) against a real OpenAI-compatible server (llama.cpp's, serving the
 embedded GGUF), its retries, concurrency and errors against a scripted HTTP server, and what the server's owner
 (`LlamaServer`, the install check) says when the server process fails (a scripted stand-in for
-``llama_cpp.server`` in ``tests/fake_llama_cpp``)."""
+``llama-server`` in ``tests/fake_llama_server``)."""
 from __future__ import annotations
 
 import json
@@ -140,15 +140,14 @@ def test_the_spec_reaches_the_same_server(llama_server):
     assert spec_text == llama_server.policy().generate(p, max_new_tokens=8)[0][0].text != ""
 
 
-FAKE_LLAMA = Path(__file__).parent / "fake_llama_cpp"
+FAKE_LLAMA = Path(__file__).parent / "fake_llama_server"
 
 
 @pytest.fixture
 def fake_llama(monkeypatch):
-    """Puts the scripted ``llama_cpp`` stand-in first on the import path of this process and its children;
-    returns a function that sets its ``FAKE_LLAMA_MODE``."""
-    monkeypatch.syspath_prepend(str(FAKE_LLAMA))
-    monkeypatch.setenv("PYTHONPATH", str(FAKE_LLAMA))
+    """Makes the scripted ``llama-server`` stand-in the binary of this process and its children
+    (``GENENV_LLAMA_SERVER``); returns a function that sets its ``FAKE_LLAMA_MODE``."""
+    monkeypatch.setenv("GENENV_LLAMA_SERVER", str(FAKE_LLAMA))
     return lambda mode: monkeypatch.setenv("FAKE_LLAMA_MODE", mode)
 
 
@@ -158,7 +157,7 @@ def test_a_server_that_dies_on_its_first_chat_fails_at_start_naming_sigill_and_t
         LlamaServer(model="unused.gguf", log_path=tmp_path / "s.log").__enter__()  # entering is the start-up
     msg = str(err.value)
     assert "exited with code -4 (SIGILL)" in msg and "illegal instruction" in msg
-    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in msg  # what to do
+    assert "bash .ci/build-llama-server" in msg  # what to do
     assert "fake llama.cpp server: illegal instruction on a chat request" in msg  # the log's tail
 
 

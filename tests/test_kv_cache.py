@@ -1,4 +1,4 @@
-"""The in-place KV cache of the sampling paths (``runtime/kv_cache.py``): the same attention inputs as
+"""The in-place KV cache of the sampling paths (``runtime/_builtin/kv_cache.py``): the same attention inputs as
 transformers' ``DynamicCache`` through appends, crops, batch selection and repetition, and the same greedy tokens in
 generation."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from genenv.runtime.kv_cache import GrowingLayer, growing_cache
+from genenv.runtime._builtin.kv_cache import GrowingLayer, growing_cache
 
 
 def _states(b: int, s: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,7 +83,7 @@ def test_decode_retires_finished_rows_and_returns_generates_greedy_tokens(tiny_m
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from genenv.runtime.decoding import decode
+    from genenv.runtime._builtin.decoding import decode
     from genenv.runtime.policies import left_padded
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()

@@ -1,4 +1,4 @@
-"""KV-cache reuse across turns (``runtime/prefix_cache.py``): the store's lookup, eviction and invalidation,
+"""KV-cache reuse across turns (``runtime/_builtin/prefix_cache.py``): the store's lookup, eviction and invalidation,
 and generation from reused prefixes giving the tokens a fresh prefill gives, in batches that mix reused lengths and in
 real multi-step episodes."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from genenv.benchmarks.registry import get_benchmark
 from genenv.runtime.episodes import RolloutSpec, play_episodes
 from genenv.runtime.policies import Prompt, TransformersPolicy
-from genenv.runtime.prefix_cache import PrefixCache
+from genenv.runtime._builtin.prefix_cache import PrefixCache
 
 from conftest import DATA_DIR
 
@@ -140,7 +140,7 @@ def test_decode_attention_is_sdpa_attention_on_grouped_heads_and_padding():
     float32, a grouped-query model (4 query heads over 2 KV heads), a left-padded batch."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from genenv.runtime.attention import NAME, use_decode_attention
+    from genenv.runtime._builtin.attention import NAME, use_decode_attention
 
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -167,8 +167,8 @@ def test_bfloat16_decode_attention_reads_a_cache_view_as_float32_attention_does(
     CPUs; ``sdpa_decodes_bfloat16`` chooses) on the cache view (the first ``T`` columns of a larger buffer whose
     later columns hold large stale states): either way the float32 matmul path's result, to bfloat16 precision,
     padding masked."""
-    from genenv.runtime import attention
-    from genenv.runtime.attention import decode_attention
+    from genenv.runtime._builtin import attention
+    from genenv.runtime._builtin.attention import decode_attention
 
     monkeypatch.setattr(attention, "sdpa_decodes_bfloat16", lambda: sdpa)
 
@@ -195,8 +195,8 @@ def test_bfloat16_scores_read_a_growing_caches_whole_buffer_bit_for_bit():
     starts (``column_buffer``) and keeps the view's columns: the same bits as over a contiguous copy of the view,
     the stale columns past the fill (here NaN) never reach the result. A key that is no such slice, and any
     float32 key, is multiplied as given."""
-    from genenv.runtime.attention import column_buffer, grouped_attention
-    from genenv.runtime.kv_cache import GrowingLayer
+    from genenv.runtime._builtin.attention import column_buffer, grouped_attention
+    from genenv.runtime._builtin.kv_cache import GrowingLayer
 
     torch.manual_seed(0)
     rows, kv, groups, dim = 4, 3, 3, 64
@@ -232,7 +232,7 @@ def test_sliding_window_models_are_not_stored():
     generate call on such a model leaves the store empty (every prompt is then prefilled in full)."""
     from transformers import DynamicCache, MistralConfig, MistralForCausalLM
 
-    from genenv.runtime.prefix_cache import sliding
+    from genenv.runtime._builtin.prefix_cache import sliding
 
     cfg = MistralConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, sliding_window=4)

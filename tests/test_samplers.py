@@ -115,3 +115,108 @@ def test_llama_server_samples_the_policy_s_weights_and_follows_a_sync(float32_po
         assert sampler.fingerprint() == "w1" and seconds > 0 and sampler.sync_seconds == [sampler.sync_seconds[0], seconds]
         after = sampler.generate(prompts[:1], n=1, temperature=0.0, max_new_tokens=8)[0][0]
         assert after.response_ids != first[:len(after.response_ids)]
+
+
+def test_the_trainer_s_llama_server_sampler_follows_every_update(tiny_model_dir, data_dir):
+    """The stale-weight guard on the ``local`` engine with ``sampler: llama-server`` (float32 throughout): rollouts
+    of real Bamboogle tasks carry the server's log-probs; after an update the server holds the updated weights (its
+    fingerprint is the trainer's new one and its log-probs of a fixed answer move), and the trainer-sampler gap on
+    fresh rollouts stays below 0.05 nats per token; the same rollouts scored again after the update (what a sampler
+    that kept stale weights would feed) show a gap more than twice as large; ``close`` stops the server."""
+    import dataclasses
+
+    from genenv.envs.registry import env_entry
+    from genenv.runtime.episodes import RolloutSpec
+    from genenv.runtime.policies import Prompt
+    from genenv.trainer.engines.local import LocalBackend
+    from genenv.trainer.settings import RoleConfig
+    from genenv.trainer.updates.sample import agent_samples
+
+    agent = RoleConfig.defaults("agent", sampler="llama-server", gen_batch_size=8, lr=1e-4, kl_coef=0.0,
+                                micro_batch_size=8)
+    backend = LocalBackend({"agent": agent, "env_policy": RoleConfig.defaults("env_policy", model=str(tiny_model_dir))},
+                           autocast_dtype=None, threads=2)
+    try:
+        sampler = backend.policy("agent")
+        tasks = env_entry("bamboogle").env_class.load_tasks(split="train", data_dir=data_dir)[:4]
+        spec = RolloutSpec(n=4, temperature=1.0, max_new_tokens=32)
+        probe = [Prompt([{"role": "user", "content": PROMPTS[0]}])]
+
+        def update(rolled):  # rewards 0/1 alternating, so that every group trains
+            samples = [dataclasses.replace(s, reward=float(i % 2))
+                       for i, s in enumerate(agent_samples(rolled.trajectories))]
+            return backend.update("agent", samples, "grpo")
+
+        first = backend.rollout(tasks, spec)
+        assert all(len(t.response_logprobs) == len(t.response_ids) for tr in first.trajectories for t in tr.turns)
+        before, fp0 = sampler.generate(probe, max_new_tokens=6)[0][0], backend.fingerprint("agent")
+        assert backend.sampler_fingerprint("agent") == fp0
+        fresh = update(first)
+        assert fresh["sync_seconds"] > 0 and fresh["rollout_log_probs_diff_mean"] < 0.05
+        assert backend.fingerprint("agent") != fp0 and backend.sampler_fingerprint("agent") == backend.fingerprint("agent")
+        after = sampler.generate(probe, max_new_tokens=6)[0][0]
+        assert after.response_logprobs != before.response_logprobs
+        stale = update(first)
+        assert stale["rollout_log_probs_diff_mean"] > 2 * fresh["rollout_log_probs_diff_mean"]
+        again = update(backend.rollout(tasks, spec))
+        assert again["rollout_log_probs_diff_mean"] < 0.05
+    finally:
+        backend.close()
+    assert sampler.proc is None
+
+
+def test_the_transformers_sampler_is_plain_generate_and_agrees_with_the_builtin_one(tiny_model_dir):
+    """``make_sampler``: ``transformers`` samples with transformers' own attention and caches (none of the builtin
+    engine's pieces), ``builtin`` with the engine's CPU attention; in float32 their greedy tokens are the same, and
+    ``transformers`` reports each sampled token's log-prob under the model (a full forward's). Both
+    take new weights through ``load_weights`` (the answers change, the fingerprint names them); an unknown kind is
+    refused."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from genenv.runtime._builtin.attention import NAME
+    from genenv.runtime.policies import Prompt
+    from genenv.runtime.samplers.sampler import make_sampler
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    models = [AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32) for _ in range(2)]
+    builtin = make_sampler("builtin", models[0], tok, str(tiny_model_dir), fingerprint="w0")
+    plain = make_sampler("transformers", models[1], tok, str(tiny_model_dir), fingerprint="w0")
+    assert builtin.model.config._attn_implementation == NAME and builtin.continuous() is not None
+    assert plain.model.config._attn_implementation != NAME and plain.continuous() is None
+    assert plain.prefix_cache is None and not plain.retire_rows
+    prompts = [Prompt([{"role": "user", "content": q}]) for q in PROMPTS]
+    ours, theirs = (s.generate(prompts, n=2, temperature=0.0, max_new_tokens=12) for s in (builtin, plain))
+    assert [[g.response_ids for g in row] for row in ours] == [[g.response_ids for g in row] for row in theirs]
+    for gen in (row[0] for row in plain.generate(prompts, temperature=1.0, max_new_tokens=12)):  # the gap's input
+        ids = torch.tensor([gen.prompt_ids + gen.response_ids])
+        with torch.no_grad():
+            full = torch.log_softmax(models[1](input_ids=ids).logits[0, len(gen.prompt_ids) - 1:-1].float(), -1)
+        want = full.gather(1, ids[0, len(gen.prompt_ids):, None]).flatten()
+        torch.testing.assert_close(torch.tensor(gen.response_logprobs), want, rtol=1e-4, atol=1e-4)
+    torch.manual_seed(0)
+    changed = dict(models[1].state_dict(), **{"model.norm.weight": torch.randn(models[1].config.hidden_size)})
+    for sampler in (builtin, plain):
+        assert sampler.fingerprint() == "w0"
+        sampler.load_weights({k: v.clone() for k, v in changed.items()}, fingerprint="w1")
+        assert sampler.fingerprint() == "w1"
+        after = sampler.generate(prompts, max_new_tokens=12)
+        assert [g[0].response_ids for g in after] != [g[0].response_ids for g in ours]
+    with pytest.raises(ValueError, match="choose one of"):
+        make_sampler("vllm", models[0], tok, str(tiny_model_dir))
+
+
+def test_a_role_s_sampler_setting_is_checked_before_any_model_loads():
+    """``<role>.policy.sampler`` names one of the samplers (the local engine refuses another before loading
+    anything); ``llama-server`` serves full weights, so a LoRA role asking for it is refused, naming the keys."""
+    from genenv.trainer.cli import compose_config
+    from genenv.trainer.engines.local import build_local_backend
+    from genenv.trainer.settings import ConfigError, run_settings
+
+    assert run_settings(compose_config(["benchmark=bamboogle", "agent.policy.sampler=llama-server"])
+                        ).roles["agent"].sampler == "llama-server"
+    with pytest.raises(ValueError, match="agent.policy.sampler is 'vllm'; choose one of"):
+        build_local_backend(run_settings(compose_config(["benchmark=bamboogle", "agent.policy.sampler=vllm"])))
+    with pytest.raises(ConfigError, match="env_policy.policy.lora_r=8"):
+        run_settings(compose_config(["benchmark=bamboogle", "env_policy.policy.sampler=llama-server",
+                                     "env_policy.policy.lora_r=8"]))

@@ -337,41 +337,12 @@ def test_update_order_keeps_a_prompts_samples_together_longest_first():
     assert group_length_order(batch).tolist() == [1, 3, 2, 0, 4]
 
 
-def test_causal_attention_is_sdpa_under_the_causal_mask_aligned_to_the_last_key():
-    """``attention.causal_attention`` (the update's pass over a shared prompt's cache): the output and the
-    gradients of query, key and value equal SDPA's under an explicit causal mask aligned to the last key, for
-    grouped-query heads and for as many queries as keys; more queries than keys is refused."""
-    from genenv.runtime.attention import causal_attention
-
-    torch.manual_seed(0)
-    for heads, kv, q, k in ((6, 2, 7, 19), (4, 4, 11, 11)):
-        tensors = [torch.randn(2, heads, q, 16), torch.randn(2, kv, k, 16), torch.randn(2, kv, k, 16)]
-        grads = []
-        for fast in (True, False):
-            query, key, value = (t.clone().requires_grad_() for t in tensors)
-            if fast:
-                out = causal_attention(query, key, value)
-            else:
-                mask = torch.ones(q, k, dtype=torch.bool).tril(k - q)
-                rep = heads // kv
-                out = torch.nn.functional.scaled_dot_product_attention(
-                    query, key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1), attn_mask=mask
-                ).transpose(1, 2)
-            assert out.shape == (2, q, heads, 16)
-            (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
-            grads.append((out.detach(), query.grad, key.grad, value.grad))
-        for got, want in zip(*grads):
-            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="the queries must be the last keys"):
-        causal_attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
-
-
 def test_grouped_attention_is_sdpa_with_the_mask_for_every_query_row_of_a_kv_head():
     """`grouped_attention` with each KV head's query heads and queries as one run of
-    rows (the matmul formulation ``lab/benches/bench_causal_attention.py`` times against SDPA's fused kernels): the
+    rows: the
     output and the gradients of query, key and value equal SDPA's under the same mask, grouped heads read in
     place."""
-    from genenv.runtime.attention import grouped_attention
+    from genenv.runtime._builtin.attention import grouped_attention
 
     torch.manual_seed(0)
     heads, kv, q, k = 6, 2, 7, 19
@@ -391,23 +362,18 @@ def test_grouped_attention_is_sdpa_with_the_mask_for_every_query_row_of_a_kv_hea
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("prompt, pass_tokens, passes, causal_calls", [
-    ([1, 5], 256, [2, 5], 2), ([1, 5], 0, [2, 5, 5, 1], 4), ([1, 5, 6, 7, 8, 9, 10, 11], 256, [8, 5], 0)])
-def test_a_group_on_the_cpu_attention_runs_its_responses_causally_up_to_their_last_trained_token(
-        tiny_model_dir, monkeypatch, prompt, pass_tokens, passes, causal_calls):
-    """A GRPO group of multi-turn responses whose last tokens are the environment's (never trained): on the CPU
-    attention (``use_decode_attention``, as the local engine sets its models) the responses' passes stop at the
-    last trained token, in one pass or, where padding would cost more than a pass (``PASS_TOKENS`` 0 here), one
-    pass per response, and compute `causal_attention` without the mask where the
-    queries are most of the keys (a one-token tail takes the single-token path; after the 8-token prompt, SDPA
-    with the mask); the log-probs and the gradient are those of the same model on transformers' SDPA with the
-    mask."""
-    from unittest import mock
-
+@pytest.mark.parametrize("prompt, pass_tokens, passes", [
+    ([1, 5], 256, [2, 5]), ([1, 5], 0, [2, 5, 5, 1]), ([1, 5, 6, 7, 8, 9, 10, 11], 256, [8, 5])])
+def test_a_group_s_passes_stop_at_the_last_trained_token_on_either_attention(tiny_model_dir, monkeypatch, prompt,
+                                                                              pass_tokens, passes):
+    """A GRPO group of multi-turn responses whose last tokens are the environment's (never trained): the responses'
+    passes stop at the last trained token, in one pass or, where padding would cost more than a pass
+    (``PASS_TOKENS`` 0 here), one pass per response; on the builtin sampler's CPU attention
+    (``use_decode_attention``, which a LoRA or float32 role's model carries, as it samples from it) the log-probs and
+    the gradient are those of the same model on transformers' SDPA."""
     from transformers import AutoModelForCausalLM
 
-    from genenv.runtime import attention
-    from genenv.runtime.attention import NAME, use_decode_attention
+    from genenv.runtime._builtin.attention import NAME, use_decode_attention
     from genenv.trainer.updates import batch as batches
 
     responses = [[40, 2, 50, 51, 41, 2, 52, 53], [42, 43, 2, 54, 44, 2, 55, 56, 57], [45, 2, 58, 59]]
@@ -424,12 +390,10 @@ def test_a_group_on_the_cpu_attention_runs_its_responses_causally_up_to_their_la
         lengths = []
         hook = model.register_forward_pre_hook(lambda module, args, kw: lengths.append(kw["input_ids"].shape[1]),
                                                with_kwargs=True)
-        with mock.patch.object(attention, "causal_attention", wraps=attention.causal_attention) as spy:
-            lp = response_logprobs(model, batch, micro_batch_size=3, grad=True, autocast_dtype=None)
+        lp = response_logprobs(model, batch, micro_batch_size=3, grad=True, autocast_dtype=None)
         hook.remove()
         (lp * mask).sum().backward()
         assert lengths == passes  # the prompt once; the responses up to column 5, the last trained token's input
-        assert spy.call_count == (causal_calls if fast else 0)  # each layer of a pass of several tokens
         results.append((lp.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
     (want, want_grad), (got, got_grad) = results
     torch.testing.assert_close(got[mask], want[mask], rtol=1e-5, atol=1e-6)

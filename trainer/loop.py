@@ -237,6 +237,7 @@ class CoEvolutionTrainer:
                                    trained=rolled.trained, refill_rounds=rolled.refill_rounds)
         deltas = {r: abs(self.backend.fingerprint(r) - self.initial_fingerprint[r]) for r in ROLES}
         row = metrics_row(outcome, st.curriculum, self.pool.counts(), len(self.pool), deltas)
+        row.update(self.sampler_state())
         self.iteration += 1
         if st.eval_every and (self.iteration % st.eval_every == 0 or self.iteration == st.iterations):
             row.update(self.evaluate_heldout(log_iteration=it))
@@ -244,6 +245,24 @@ class CoEvolutionTrainer:
         if self.iteration % st.save_every == 0 or self.iteration == st.iterations:
             self.save_checkpoint()
         return row
+
+    def sampler_state(self) -> dict[str, Any]:
+        """The stale-weight guard, for engines whose samplers name their weights (``sampler_fingerprint``; the
+        ``local`` engine): per role, ``sampler/<role>_fingerprint`` (the weights the sampler holds) and
+        ``sampler/<role>_stale`` (whether they differ from the trained weights' `fingerprint`, logged as a warning);
+        ``{}`` for other engines."""
+        held = getattr(self.backend, "sampler_fingerprint", None)
+        if held is None:
+            return {}
+        out: dict[str, Any] = {}
+        for role in ROLES:
+            value = held(role)
+            stale = value != self.backend.fingerprint(role)
+            if stale:
+                log.warning("the %s sampler holds weights %r, not the trained %r: it samples from stale weights",
+                            role, value, self.backend.fingerprint(role))
+            out[f"sampler/{role}_fingerprint"], out[f"sampler/{role}_stale"] = value, stale
+        return out
 
     def evaluate_heldout(self, log_iteration: int | None = None) -> dict[str, float]:
         """Greedy evaluation of the agent on the held-out split (``eval.limit`` tasks per unit) with the

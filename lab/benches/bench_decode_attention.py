@@ -24,7 +24,7 @@ SHAPES = ((8, 1000), (16, 400), (16, 1300), (4, 6000), (32, 300))
 
 def main(argv: list[str] | None = None) -> None:
     """Command line (see the module docstring)."""
-    from genenv.runtime.attention import grouped_attention, sdpa_decodes_bfloat16
+    from genenv.runtime._builtin.attention import grouped_attention, sdpa_decodes_bfloat16
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=1.0, help="time per measurement")

@@ -1,9 +1,9 @@
-"""Speed of llama.cpp builds: tokens/s of one streamed completion from ``python -m llama_cpp.server`` on the
-embedded GGUF, for each given Python environment's build (a benchmark script that prints figures, not a test).
+"""Speed of llama.cpp builds: tokens/s of one streamed completion from ``llama-server`` on the
+embedded GGUF, for each given llama-server build (a benchmark script that prints figures, not a test).
 
-    python lab/benches/bench_llama_build.py --python portable=.venv/bin/python --python native=/tmp/native/bin/python
+    python lab/benches/bench_llama_build.py --binary portable=.venv/bin/llama-server --binary native=/tmp/native/bin/llama-server
 
-For each build, the server is started (`LlamaServer` with that interpreter) and asked
+For each build, the server is started (`LlamaServer` with that binary) and asked
 ``--repeats`` times for a greedy chat completion and a plain-text completion of ``--max-tokens`` tokens
 (`stream_speed`); the table gives the median decoding rate (tokens/s, first streamed
 token to last) and the median time to the first token. A build that dies is reported with its exit code (a build for
@@ -24,7 +24,7 @@ from typing import Any
 from genenv.eval.model_server import LlamaServer, ServerError
 
 
-def measure(python: str, threads: int | str, max_tokens: int, repeats: int, prompt: str) -> list[dict[str, Any]]:
+def measure(binary: str, threads: int | str, max_tokens: int, repeats: int, prompt: str) -> list[dict[str, Any]]:
     """One row per request kind (``chat``, ``text``): median tokens/s and first-token seconds over ``repeats``
     streams, or the failure (``error``) when the server died or would not start (the server is restarted for
     the other kind)."""
@@ -32,7 +32,7 @@ def measure(python: str, threads: int | str, max_tokens: int, repeats: int, prom
     for chat in (False, True):
         kind = "chat" if chat else "text"
         try:
-            with LlamaServer(threads=threads, python=python, first_chat=chat) as server:
+            with LlamaServer(threads=threads, binary=binary, first_chat=chat) as server:
                 runs = [server.stream_speed(max_tokens=max_tokens, chat=chat, prompt=prompt) for _ in range(repeats)]
         except ServerError as e:
             rows.append({"kind": kind, "error": " ".join(str(e).split("; log:")[0].split())[:300]})
@@ -46,7 +46,7 @@ def measure(python: str, threads: int | str, max_tokens: int, repeats: int, prom
 def main(argv: list[str] | None = None) -> int:
     """Command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--python", action="append", required=True, help="LABEL=INTERPRETER (repeatable)")
+    p.add_argument("--binary", action="append", required=True, help="LABEL=LLAMA_SERVER (repeatable)")
     p.add_argument("--threads", default="2", help="llama.cpp threads (a number, or auto)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=5)
@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     table = []
     print("| build | request | tokens/s (median) | first token s | tokens | error |\n|---|---|---|---|---|---|")
-    for spec in args.python:
-        label, _, python = spec.partition("=")
-        for row in measure(python, args.threads, args.max_tokens, args.repeats, args.prompt):
-            row = {"build": label, "python": python, **row}
+    for spec in args.binary:
+        label, _, binary = spec.partition("=")
+        for row in measure(binary, args.threads, args.max_tokens, args.repeats, args.prompt):
+            row = {"build": label, "binary": binary, **row}
             table.append(row)
             if "error" in row:
                 print(f"| {label} | {row['kind']} | | | | {row['error']} |", flush=True)

@@ -133,7 +133,7 @@ def engine_reference(policy, first_prompts: Sequence[Sequence[int]], new_tokens:
     shortest (prefill tokens/s)."""
     import torch
 
-    from genenv.runtime.kv_cache import growing_cache
+    from genenv.runtime._builtin.kv_cache import growing_cache
     from genenv.runtime.policies import left_padded, sampling_kwargs
 
     model, tok = policy.model, policy.tokenizer
@@ -165,8 +165,8 @@ def engine_reference_lengths(policy, first_prompts: Sequence[Sequence[int]], len
     Returns ``seconds``, ``tokens`` and ``tokens_per_second``."""
     import torch
 
-    from genenv.runtime.decoding import decode
-    from genenv.runtime.kv_cache import growing_cache
+    from genenv.runtime._builtin.decoding import decode
+    from genenv.runtime._builtin.kv_cache import growing_cache
     from genenv.runtime.policies import left_padded
 
     model, tok = policy.model, policy.tokenizer

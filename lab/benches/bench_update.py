@@ -7,9 +7,8 @@ benchmark script that prints figures, not a test): the reference pass and the gr
 ``--compare columns`` (default): logits at the trained response columns
 (`trained_columns`, the default) against logits at every response column.
 ``--compare passes``: each micro-batch's groups (over their shared prompt's cache) and samples with prompts of
-their own on transformers' SDPA with the mask in one pass (the models switched to ``sdpa``), on the CPU attention
-(`causal_attention` where it pays) in one pass, in one pass per sample, and by the
-padding rule (`PASS_TOKENS`, the default); it also prints the tokens the passes
+their own in one pass, in one pass per sample, and by the padding rule (`PASS_TOKENS`, the default), on
+transformers' SDPA (the update's attention); it also prints the tokens the passes
 feed in one pass and one pass each.
 
 The episodes: the first ``--tasks`` seed tasks of ``--benchmark`` (default TextWorldExpress with the 4-room games of
@@ -46,28 +45,11 @@ def columns(batches, model, ref) -> dict:
 
 
 def passes(batches, model, ref) -> dict:
-    """How a micro-batch's samples run: transformers' SDPA with the mask in one pass per group and one for the
-    samples with prompts of their own (the models switched to ``sdpa``), or the CPU attention in such passes, in
-    one pass per sample, or by the padding rule (`PASS_TOKENS`, the
-    default)."""
-    from genenv.runtime.attention import NAME
-
-    models = [m for m in (model, ref) if m is not None]
-
-    @contextlib.contextmanager
-    def variant(attention: str, pass_tokens: float):
-        for m in models:
-            m.set_attn_implementation(attention)
-        try:
-            with mock.patch.object(batches, "PASS_TOKENS", pass_tokens):
-                yield
-        finally:
-            for m in models:
-                m.set_attn_implementation(NAME)
-    return {"mask, one pass": lambda: variant("sdpa", float("inf")),
-            "causal, one pass": lambda: variant(NAME, float("inf")),
-            "causal, one pass each": lambda: variant(NAME, 0),
-            f"causal, rule ({batches.PASS_TOKENS})": lambda: variant(NAME, batches.PASS_TOKENS)}
+    """How a micro-batch's samples run on transformers' SDPA: one pass per group and one for the samples with
+    prompts of their own, one pass per sample, or by the padding rule (`PASS_TOKENS`, the default)."""
+    return {"one pass": lambda: mock.patch.object(batches, "PASS_TOKENS", float("inf")),
+            "one pass each": lambda: mock.patch.object(batches, "PASS_TOKENS", 0),
+            f"rule ({batches.PASS_TOKENS})": contextlib.nullcontext}
 
 
 COMPARISONS = {"columns": columns, "passes": passes}

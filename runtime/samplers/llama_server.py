@@ -28,6 +28,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -79,6 +80,7 @@ class LlamaServerSampler:
         self.tokenizer = tokenizer
         self.template, self.dtype = Path(template), dtype
         self.slots, self.context, self.threads = int(slots), int(context), threads
+        self.batch_size = self.slots  # prompts the episode loop sends per call (`play_episodes`' chunk size)
         self.seed = int(seed)
         self.server_args = list(server_args)
         self._own_dir = workdir is None
@@ -127,6 +129,8 @@ class LlamaServerSampler:
         self.log_path = self.workdir / "server.log"
         with open(self.log_path, "w") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        # the server stops with this object, or at interpreter exit, even when nobody calls close()
+        self._reaper = weakref.finalize(self, stop_process, self.proc)
         self.url = f"http://127.0.0.1:{port}"
         try:
             wait_until_answers(self.proc, self.url + "/health", 120, "llama-server", log=self._log_tail)
@@ -141,6 +145,9 @@ class LlamaServerSampler:
             return "(no log)"
 
     def _stop(self) -> None:
+        reaper = getattr(self, "_reaper", None)
+        if reaper is not None:
+            reaper.detach()
         stop_process(self.proc)
         self.proc = None
 
@@ -166,7 +173,8 @@ class LlamaServerSampler:
     def complete(self, prompt_ids: list[int], max_new_tokens: int, temperature: float, seed: int,
                  json_schema: dict[str, Any] | None = None) -> Generation:
         """One sample of ``prompt_ids``: the response ids (the end-of-turn token included when it ended the
-        sample) and their log-probs under the server's sampling distribution; with ``json_schema``, sampled under
+        sample) and their log-probs under the server's sampling distribution (none when the server reported fewer
+        than the tokens); with ``json_schema``, sampled under
         the grammar llama.cpp builds from it.
 
         Raises:
@@ -192,6 +200,8 @@ class LlamaServerSampler:
         stop = list(getattr(self.tokenizer, "stop_token_ids", None) or [self.tokenizer.eos_token_id])
         if out.get("stop_type") == "eos" and (not tokens or tokens[-1] not in stop):
             tokens.append(stop[0])  # the end-of-turn token ended it: the trainer learns to emit it
+        if len(logprobs) != len(tokens):  # llama.cpp leaves out tokens that end inside a UTF-8 character
+            logprobs = []
         timings = out.get("timings") or {}
         self.requests += 1
         self.generated_tokens += len(tokens)

@@ -22,10 +22,9 @@ import torch
 
 from genenv.envs.task import Task
 from genenv.trainer.engines.base import reuse_saved_role
-from genenv.runtime.attention import use_decode_attention
 from genenv.runtime.episodes import Rollout, RolloutSpec, play_episodes
 from genenv.runtime.models import low_precision_copy, weights_version
-from genenv.runtime.policies import TransformersPolicy
+from genenv.runtime.samplers.sampler import SAMPLERS, Sampler, make_sampler
 from genenv.trainer.settings import RoleConfig, checked_run_settings
 from genenv.trainer.updates import Sample, policy_update
 
@@ -62,7 +61,7 @@ class LocalBackend:
         self.refs: dict[str, Any] = {}
         self.tokenizers: dict[str, Any] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
-        self.policies: dict[str, TransformersPolicy] = {}
+        self.policies: dict[str, Sampler] = {}
         self.rollout_models: dict[str, Any] = {}
         self.memory_plan = None  # on a GPU: the roles' RolePlans, checked before anything loads
         self.steps = {role: 0 for role in roles}  # updates applied per role (a checkpoint reuses unchanged roles)
@@ -100,47 +99,57 @@ class LocalBackend:
                 model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(self.device)
                 model.generation_config.pad_token_id = tok.pad_token_id
         model.eval()
-        for m in (model, self.refs[role]):  # the update's passes over a shared prompt's cache: the fused causal kernel
-            if m is not None:
-                use_decode_attention(m)
+        old = self.policies.pop(role, None)
+        if old is not None:  # a rebuild (`load`): the old sampler's server or KV states go
+            old.close()
         self.models[role], self.tokenizers[role] = model, tok
         self._fingerprints.pop(role, None)  # a new model object: its id may be a freed one's
         # a full fine-tune loaded from its model file is rebuilt exactly from it (a LoRA adapter starts random)
         self._loaded[role] = weights_version(model) if weights is None and rc.lora_r == 0 else None
         self.optimizers[role] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rc.lr,
                                                   weight_decay=0.0)
-        if rc.lora_r > 0 or not self.autocast_dtype:
-            # LoRA: sample from the adapter model itself under autocast (no merged copy to keep in sync)
+        if rc.lora_r > 0 or not self.autocast_dtype or rc.sampler == "llama-server":
+            # LoRA: sample from the adapter model itself under autocast (no merged copy to keep in sync);
+            # llama-server: the server holds its own copy, written from the master weights
             rollout, amp = model, self.autocast_dtype
         else:
             # a low-precision copy for sampling, refreshed after every update (cf. veRL's weight sync to vLLM):
             # autocast would re-cast every fp32 weight at each decoding step
             rollout, amp = low_precision_copy(model, getattr(torch, self.autocast_dtype)), None
         self.rollout_models[role] = rollout
-        self.policies[role] = TransformersPolicy(rc.model, device=self.device, batch_size=rc.gen_batch_size,
-                                                 model=rollout, tokenizer=tok, autocast_dtype=amp,
-                                                 prefix_cache_tokens=rc.prefix_cache_tokens,
-                                                 continuous_batching=bool(rc.continuous_batching),
-                                                 static_cache=bool(rc.static_cache))
+        self.policies[role] = make_sampler(rc.sampler, rollout, tok, rc.model, device=self.device,
+                                           batch_size=rc.gen_batch_size, autocast_dtype=amp,
+                                           prefix_cache_tokens=rc.prefix_cache_tokens,
+                                           continuous_batching=bool(rc.continuous_batching),
+                                           static_cache=bool(rc.static_cache), threads=self.threads,
+                                           fingerprint=self.fingerprint(role))
         self.policies[role].name = f"{rc.model}:{role}"
 
-    def sync_rollout_weights(self, role: str) -> None:
-        """Copy the role's updated master weights into its sampling copy (no-op when they are the same model)."""
-        rollout, model = self.rollout_models[role], self.models[role]
-        if rollout is not model:
-            with torch.no_grad():
-                for dst, src in zip(rollout.parameters(), model.parameters()):
-                    dst.copy_(src)
+    def sync_rollout_weights(self, role: str) -> float:
+        """Load the role's updated master weights into its sampler (`Sampler.load_weights`: a copy into the
+        sampling copy, nothing when the sampler samples from the master model itself, a GGUF written and the server
+        restarted for ``llama-server``), named by their `fingerprint`; returns the seconds taken."""
+        return self.policies[role].load_weights(self.models[role].state_dict(), self.fingerprint(role))
 
-    def policy(self, role: str) -> TransformersPolicy:
-        """The role's sampling policy (its bf16 copy, kept in sync with the master weights)."""
+    def policy(self, role: str) -> Sampler:
+        """The role's sampler (``<role>.policy.sampler``), kept in sync with the master weights."""
         return self.policies[role]
 
+    def sampler_fingerprint(self, role: str) -> Any:
+        """The fingerprint of the weights the role's sampler holds (`Sampler.fingerprint`): `fingerprint`'s value
+        at its last sync, so it differs from `fingerprint` when the sampler kept stale weights."""
+        return self.policies[role].fingerprint()
+
     def rollout(self, tasks: Sequence[Task], spec: RolloutSpec) -> Rollout:
-        """The agent's episodes through `play_episodes` (lock step), each turn's
-        prompts in calls of the agent's ``gen_batch_size`` rows."""
+        """The agent's episodes through `play_episodes`, each turn's prompts in calls of the agent's
+        ``gen_batch_size`` rows."""
         policy = self.policies["agent"]
         return play_episodes(tasks, policy, spec, chunk_size=policy.batch_size)
+
+    def close(self) -> None:
+        """Stop what the samplers run (a ``llama-server`` process); idempotent."""
+        for sampler in self.policies.values():
+            sampler.close()
 
     def update(self, role: str, samples: Sequence[Sample], estimator: str) -> dict[str, Any]:
         """One `policy_update` of ``role``, then a refresh of its sampling copy."""
@@ -154,7 +163,7 @@ class LocalBackend:
             ref_context=(model.disable_adapter if ref is None else None))
         if not metrics.get("skipped"):
             self.steps[role] += 1
-            self.sync_rollout_weights(role)
+            metrics["sync_seconds"] = self.sync_rollout_weights(role)
         return metrics
 
     @contextmanager
@@ -241,8 +250,12 @@ def build_local_backend(settings) -> LocalBackend:
 
     Raises:
         TypeError: ``settings`` is not a `RunSettings`.
+        ValueError: a role's ``sampler`` is not one of `SAMPLERS` (before any model loads).
     """
     st = checked_run_settings(settings, "build_local_backend")
+    for role, rc in st.roles.items():
+        if rc.sampler not in SAMPLERS:
+            raise ValueError(f"config key {role}.policy.sampler is {rc.sampler!r}; choose one of {list(SAMPLERS)}")
     e = st.engine
     device = e.device
     if device == "auto":

@@ -164,6 +164,9 @@ def run_experiment(cfg, backend_factory=None) -> Path:
             trainer.run()
             with open(run_dir / "sittings.jsonl", "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"wall_seconds": time.perf_counter() - start, **provenance()}) + "\n")
+            close = getattr(trainer.backend, "close", None)
+            if close is not None:  # a sampler's server process stops with its arm-seed
+                close()
             del trainer
             gc.collect()
             finish_arm(run_dir, exp.iterations, exp.keep_finished_checkpoints)

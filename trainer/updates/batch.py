@@ -191,10 +191,8 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
     The responses run up to the last position a trained token reads, in one pass (the cache repeated for each,
     ``DynamicCache.batch_repeat_interleave``, shorter ones right-padded), or one pass each when the padding would
     cost more than the extra passes (`PASS_TOKENS`); a pass of its own computes logits only at its
-    sample's trained tokens. The prompt is unpadded and responses only right-padded, so the passes tell the
-    attention that their mask is the causal one (``genenv_causal``: on the CPU attention,
-    `causal_attention`, the fused causal kernel without a mask; other attention
-    functions ignore it and apply the mask). Gradients flow through the shared prompt once.
+    sample's trained tokens. Attention is transformers' own (SDPA with the mask). Gradients flow through the shared
+    prompt once.
     """
     from transformers import DynamicCache
     from verl.utils.torch_functional import logprobs_from_logits
@@ -218,7 +216,7 @@ def shared_prompt_logprobs(model, rows: dict[str, torch.Tensor], r: int, keep: t
         """Log-probs of response columns ``cols`` (>= 1) of rows ``select``, from their tail up to column ``end``."""
         out = model(input_ids=ids[select, P:P + end], attention_mask=rows["attention_mask"][select, first:P + end],
                     position_ids=rows["position_ids"][select, P:P + end], past_key_values=cache, use_cache=True,
-                    logits_to_keep=cols - 1, genenv_causal=True)
+                    logits_to_keep=cols - 1)
         return logprobs_from_logits(out.logits.float(), ids[select, P + cols])
 
     if one_pass(n, width, ends):  # one pass, the cache repeated for each row

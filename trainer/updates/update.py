@@ -41,9 +41,11 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grp
 
     Returns:
         ``(batch, metrics)``: ``batch`` is the `build_batch` ``DataProto`` plus
-        ``advantages`` (``[B, R]``, float32), the non-tensor ``uid`` and, with ``sampler_log_probs`` when every
-        kept sample carries the sampler's log-probs, ``rollout_log_probs`` (``[B, R]``, float32, 0 past each
-        response; the local engine's gap report, `sampler_gap`), or ``None`` when no sample carries signal;
+        ``advantages`` (``[B, R]``, float32), the non-tensor ``uid`` and, with ``sampler_log_probs`` when some
+        kept sample carries the sampler's log-probs (one per response token), ``rollout_log_probs`` (``[B, R]``,
+        float32, 0 past each response and on samples without them) and ``rollout_log_probs_reported`` (``[B]``,
+        bool: which samples carry them; the local engine's gap report, `sampler_gap`), or ``None`` when no sample
+        carries signal;
         ``metrics`` holds ``samples``, ``groups_kept``, ``groups_dropped`` and ``skipped`` (True).
     Raises:
         ValueError: unknown ``estimator`` (see `ADVANTAGES`).
@@ -61,12 +63,14 @@ def prepare_update(samples: Sequence[Sample], pad_id: int, estimator: str = "grp
                         response_masks=[s.response_mask for s in kept])
     mask = batch.batch["response_mask"].float()
     batch.batch["advantages"] = torch.tensor(advantages, dtype=torch.float32).unsqueeze(-1) * mask
-    if sampler_log_probs and all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.response_ids)
-                                 for s in kept):
+    reported = [s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.response_ids) for s in kept]
+    if sampler_log_probs and any(reported):
         rollout = torch.zeros_like(mask)
         for i, s in enumerate(kept):
-            rollout[i, :len(s.rollout_logprobs)] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
+            if reported[i]:
+                rollout[i, :len(s.rollout_logprobs)] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
         batch.batch["rollout_log_probs"] = rollout
+        batch.batch["rollout_log_probs_reported"] = torch.tensor(reported, dtype=torch.bool)
     return batch, metrics
 
 
@@ -152,7 +156,9 @@ def policy_update(model, ref_model, optimizer, samples: Sequence[Sample], pad_id
 def sampler_gap(batch, trainer_log_probs: torch.Tensor) -> dict[str, float]:
     """How far the sampler's log-probs (``batch.batch["rollout_log_probs"]``, ``[B, R]``) lie from the trainer's
     (``trainer_log_probs``, ``[B, R]``: the trained policy's before the step, as the update computes them) on the
-    trained tokens (``response_mask``).
+    trained tokens (``response_mask``) of the samples whose sampler reported them
+    (``rollout_log_probs_reported``; llama.cpp leaves out a sample's last tokens when they end inside a UTF-8
+    character).
 
     veRL's own report (``verl.utils.debug.metrics.calculate_debug_metrics``, which veRL's trainer logs when its
     rollout returns log-probs): ``rollout_probs_diff_{max,mean,std}``, the absolute difference of the two
@@ -164,13 +170,15 @@ def sampler_gap(batch, trainer_log_probs: torch.Tensor) -> dict[str, float]:
     from verl import DataProto
     from verl.utils.debug.metrics import calculate_debug_metrics
 
-    mask = batch.batch["response_mask"].bool()
+    reported = batch.batch["rollout_log_probs_reported"].to(batch.batch["response_mask"].device)
+    response_mask = batch.batch["response_mask"] * reported.unsqueeze(-1).to(batch.batch["response_mask"].dtype)
+    mask = response_mask.bool()
     if not bool(mask.any()):
         return {}
     rollout = batch.batch["rollout_log_probs"].to(trainer_log_probs.device)
     trainer = trainer_log_probs.detach().float()
     view = DataProto.from_single_dict({"rollout_log_probs": rollout, "old_log_probs": trainer,
-                                       "response_mask": batch.batch["response_mask"],
+                                       "response_mask": response_mask,
                                        "responses": batch.batch["responses"]})
     out = {k.split("/", 1)[-1]: float(v) for k, v in calculate_debug_metrics(view).items()}
     delta = (trainer - rollout)[mask]

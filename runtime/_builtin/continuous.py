@@ -48,9 +48,9 @@ from typing import Any, Hashable, Sequence
 import torch
 from transformers import DynamicCache
 
-from genenv.runtime.attention import grouped_attention, reads_whole_buffer
-from genenv.runtime.decoding import sample_tokens
-from genenv.runtime.prefix_cache import common_prefix
+from genenv.runtime._builtin.attention import grouped_attention, reads_whole_buffer
+from genenv.runtime._builtin.decoding import sample_tokens
+from genenv.runtime._builtin.prefix_cache import common_prefix
 
 __all__ = ["COLUMN_STEP", "COUNTERS", "ContinuousBatch", "Packed", "TurnOutput", "buffer_columns"]
 

@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from genenv.runtime.kv_cache import growing_cache
+from genenv.runtime._builtin.kv_cache import growing_cache
 from genenv.runtime.models import model_device, weights_version
 
 __all__ = ["PrefixCache", "common_prefix", "sliding"]

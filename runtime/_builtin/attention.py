@@ -27,9 +27,7 @@ The computation is exactly attention (softmax of scaled scores, masked, times va
 softmax in float32: greedy tokens are the same as with SDPA in float32 (tested). A continuous batch's packed
 pass (`continuous`) passes its layout as the ``genenv_packed`` keyword, which transformers
 hands through to the attention function; such a call is computed by the layout
-(`attend`). An update's pass whose rows carry no padding before their
-last query passes ``genenv_causal=True`` (`shared_prompt_logprobs`); such a call
-is computed by `causal_attention`, without the mask.
+(`attend`).
 """
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ import functools
 import torch
 
 __all__ = [
-    "NAME", "causal_attention", "column_buffer", "decode_attention", "grouped_attention", "reads_whole_buffer",
+    "NAME", "column_buffer", "decode_attention", "grouped_attention", "reads_whole_buffer",
     "sdpa_decodes_bfloat16", "use_decode_attention",
 ]
 
@@ -59,11 +57,6 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
         genenv_packed (keyword): a `Packed` layout; then ``query`` is the packed
             pass's ``[1, H, T, D]``, ``key`` / ``value`` the batch's buffers ``[R, KV, capacity, D]``, and the mask
             is unused.
-        genenv_causal (keyword): ``True`` when the mask is the causal one aligned to the last key (the queries are
-            the last ``Q`` of the ``K`` positions, every row unpadded before its own queries; padding after a row's
-            last token is allowed, as its outputs are never read); such a call with ``1 < Q`` and ``2 K <= 3 Q``
-            is `causal_attention` (not with a sliding window, or dropout in training): past that its zero
-            rows cost more than the mask saves (``lab/benches/bench_causal_attention.py``).
     Returns:
         ``(out [B, Q, H, D], None)``.
     """
@@ -72,9 +65,6 @@ def decode_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     packed = kwargs.get("genenv_packed")
     if packed is not None:  # a continuous batch's pass: several rows' tokens in one sequence
         return packed.attend(query, key, value, scaling), None
-    if (kwargs.get("genenv_causal") and query.shape[2] > 1 and 2 * key.shape[2] <= 3 * query.shape[2]
-            and getattr(module, "sliding_window", None) is None and not (module.training and dropout > 0)):
-        return causal_attention(query, key, value, scaling), None
     if query.shape[2] != 1 or query.device.type != "cpu" or (module.training and dropout > 0):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
@@ -158,36 +148,6 @@ def column_buffer(view: torch.Tensor) -> torch.Tensor | None:
             or base.shape[:2] != view.shape[:2] or base.shape[3] != view.shape[3] or view.stride() != base.stride()):
         return None
     return base
-
-
-def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     scaling: float | None = None) -> torch.Tensor:
-    """Causal attention of the last ``Q`` of ``K`` positions (the causal mask aligned to the last key, as a
-    forward over a KV cache of ``K - Q`` tokens sees it), through SDPA's fused causal kernel without a mask.
-
-    SDPA's ``is_causal`` aligns the mask to the first key, so the queries are preceded by ``K - Q`` zero rows
-    whose outputs are dropped (their gradient is zero). With an explicit mask the CPU flash kernel computes every
-    block above the diagonal too (``Q·K`` scores), the causal kernel about ``K²/2`` with the zero rows. So it pays
-    where the queries are most of the keys (a long response after a short prompt) and costs more where the cache
-    is long (``lab/benches/bench_causal_attention.py`` prints both per layer).
-
-    Args:
-        query: ``[B, H, Q, D]``; key / value: ``[B, KV, K, D]``, ``K >= Q``, ``H`` a multiple of ``KV``.
-        scaling: the score scale (default ``D ** -0.5``).
-    Returns:
-        ``[B, Q, H, D]``, as transformers' attention functions return it.
-    Raises:
-        ValueError: ``K < Q``.
-    """
-    b, h, q, d = query.shape
-    k_len = key.shape[2]
-    if k_len < q:
-        raise ValueError(f"causal attention of {q} queries over {k_len} keys: the queries must be the last keys")
-    if k_len > q:
-        query = torch.cat([query.new_zeros(b, h, k_len - q, d), query], dim=2)
-    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling,
-                                                           enable_gqa=key.shape[1] != h)
-    return out[:, :, k_len - q:].transpose(1, 2).contiguous()
 
 
 def use_decode_attention(model) -> None:
