@@ -101,9 +101,10 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
                    help="local models: auto = bfloat16 where the device computes it natively, else float32")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--sampler", default="builtin", choices=["builtin", "transformers", "llama-server"],
+    p.add_argument("--sampler", default="builtin", choices=["builtin", "transformers", "llama-server", "vllm"],
                    help="local models: builtin (the project's CPU engine) | transformers (plain generate) | "
-                        "llama-server (llama.cpp's server on the float32 weights; --batch-size slots)")
+                        "llama-server (llama.cpp's server on the float32 weights; --batch-size slots) | vllm "
+                        "(vLLM's server; GENENV_VLLM_PYTHON: its interpreter)")
     p.add_argument("--concurrency", type=int, default=32,
                    help="openai endpoint: requests in flight at once (a vLLM server batches them)")
     p.add_argument("--timeout", type=float, default=120.0, help="openai endpoint: seconds per request")

@@ -62,8 +62,8 @@ class RoleConfig:
     `prefix_cache`; 0: none), ``continuous_batching`` (episodes decode in one continuous
     batch, `continuous`; false: one ``generate`` call per turn), ``static_cache``
     (``generate`` with a static KV cache, compiled decoding on a GPU;
-    `TransformersPolicy`), ``sampler`` (what the role samples through: ``builtin``, ``transformers`` or
-    ``llama-server``, `genenv.runtime.samplers.sampler`)."""
+    `TransformersPolicy`), ``sampler`` (what the role samples through: ``builtin``, ``transformers``,
+    ``llama-server`` or ``vllm``, `genenv.runtime.samplers.sampler`)."""
 
     model: str
     lr: float
@@ -85,8 +85,8 @@ class RoleConfig:
         """``role``'s settings from the composed config (``<role>.policy``).
 
         Raises:
-            ConfigError: a field missing from the config, a key the role does not have, or ``sampler:
-                llama-server`` for a LoRA role (the server takes full weights; an unknown ``sampler`` is the
+            ConfigError: a field missing from the config, a key the role does not have, or a ``sampler`` that
+                serves full weights (``llama-server``, ``vllm``) for a LoRA role (an unknown ``sampler`` is the
                 engine's to refuse, `build_local_backend`).
         """
         block = read_key(cfg, f"{role}.policy")
@@ -96,8 +96,8 @@ class RoleConfig:
             raise ConfigError(f"config keys {[f'{role}.policy.{k}' for k in unknown]} are not role settings; "
                               f"known: {sorted(names)}")
         rc = cls(**{name: read_key(cfg, f"{role}.policy.{name}") for name in sorted(names)})
-        if rc.sampler == "llama-server" and rc.lora_r > 0:
-            raise ConfigError(f"{role}.policy.sampler=llama-server serves full weights; a LoRA role "
+        if rc.sampler in ("llama-server", "vllm") and rc.lora_r > 0:
+            raise ConfigError(f"{role}.policy.sampler={rc.sampler} serves full weights; a LoRA role "
                               f"({role}.policy.lora_r={rc.lora_r}) samples with builtin or transformers")
         return rc
 

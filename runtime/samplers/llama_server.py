@@ -20,21 +20,15 @@ tail.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import tempfile
 import time
-import urllib.error
-import urllib.request
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from genenv.runtime.policies import Generation, Prompt
-from genenv.runtime.processes import free_port, stop_process, wait_until_answers
+from genenv.runtime.samplers.server import ServerSampler, ended_response
 
 __all__ = ["LlamaServerSampler", "SERVER_ENV", "server_binary"]
 
@@ -57,8 +51,8 @@ def server_binary() -> str:
     return path
 
 
-class LlamaServerSampler:
-    """A `Policy` that samples through ``llama-server`` (see the module docstring).
+class LlamaServerSampler(ServerSampler):
+    """A `Sampler` that samples through ``llama-server`` (see the module docstring).
 
     Args:
         tokenizer: the policy's Hugging Face tokenizer (chat template, stop tokens).
@@ -66,36 +60,30 @@ class LlamaServerSampler:
         template: a GGUF of the same architecture whose metadata the written files take (`write_gguf`).
         dtype: the served matrices' type: ``f32``, ``f16``, ``bf16`` or ``q8_0`` (`write_gguf`).
         slots: parallel sequences (``--parallel``); also the requests in flight at once.
-        context: tokens of KV cache per slot (the server gets ``slots * context``).
+        context: tokens of KV cache per slot: the server gets ``slots * context`` as one pool that every slot
+            draws from (``--kv-unified``), so one long episode may hold more than ``context`` (up to the model's
+            own limit) while others hold less.
         threads: CPU threads of the server (``None``: llama.cpp's default).
         fingerprint: a name for the weights in ``state_dict`` (e.g. the trainer's weights fingerprint).
         workdir: where GGUF files and the log go (``None``: a temporary folder removed by `close`).
         seed: the sampling seed of request ``k`` is ``seed + k``.
         server_args: more ``llama-server`` options (e.g. ``["--flash-attn", "on"]``).
+    Raises:
+        RuntimeError: the server did not come up (its log's tail in the message).
     """
 
     def __init__(self, tokenizer, state_dict: Mapping[str, Any], template: str | os.PathLike, dtype: str = "f32",
                  slots: int = 32, context: int = 4096, threads: int | None = None, fingerprint: Any = None,
                  workdir: str | os.PathLike | None = None, seed: int = 0, server_args: Sequence[str] = ()):
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer, workdir)
         self.template, self.dtype = Path(template), dtype
         self.slots, self.context, self.threads = int(slots), int(context), threads
         self.batch_size = self.slots  # prompts the episode loop sends per call (`play_episodes`' chunk size)
         self.seed = int(seed)
         self.server_args = list(server_args)
-        self._own_dir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="genenv-llama-")) if workdir is None else Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
         self.name = "llama-server"
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
-        self.requests = 0
-        self.generated_tokens = 0
-        self.sync_seconds: list[float] = []
-        self._fingerprint: Any = None
         self.load_weights(state_dict, fingerprint)
 
-    # ----- weights -----
     def load_weights(self, state_dict: Mapping[str, Any], fingerprint: Any = None) -> float:
         """Serve ``state_dict`` from now on: write it as GGUF and restart the server on it; returns the seconds
         taken (also appended to ``sync_seconds``).
@@ -108,67 +96,16 @@ class LlamaServerSampler:
         start = time.perf_counter()
         path = write_gguf(state_dict, self.template, self.workdir / "weights.gguf", self.dtype)
         self._stop()
-        self._start(path)
-        self._fingerprint = fingerprint
-        seconds = time.perf_counter() - start
-        self.sync_seconds.append(seconds)
-        return seconds
+        self._launch(lambda port: self._command(path, port), "/health", 120, "llama-server")
+        return self._synced(start, fingerprint)
 
-    def fingerprint(self) -> Any:
-        """The ``fingerprint`` given with the weights the server holds now."""
-        return self._fingerprint
-
-    # ----- the server process -----
-    def _start(self, gguf: Path) -> None:
-        port = free_port()
+    def _command(self, gguf: Path, port: int) -> list[str]:
         args = [server_binary(), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-                "--parallel", str(self.slots), "--ctx-size", str(self.slots * self.context), "--cont-batching",
-                "--no-webui", "--metrics", *self.server_args]
+                "--parallel", str(self.slots), "--ctx-size", str(self.slots * self.context), "--kv-unified",
+                "--cont-batching", "--no-webui", "--metrics", *self.server_args]
         if self.threads:
             args += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
-        self.log_path = self.workdir / "server.log"
-        with open(self.log_path, "w") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        # the server stops with this object, or at interpreter exit, even when nobody calls close()
-        self._reaper = weakref.finalize(self, stop_process, self.proc)
-        self.url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_answers(self.proc, self.url + "/health", 120, "llama-server", log=self._log_tail)
-        except RuntimeError:
-            self.proc = None
-            raise
-
-    def _log_tail(self) -> str:
-        try:
-            return Path(self.log_path).read_text(errors="replace")[-2000:]
-        except OSError:
-            return "(no log)"
-
-    def _stop(self) -> None:
-        reaper = getattr(self, "_reaper", None)
-        if reaper is not None:
-            reaper.detach()
-        stop_process(self.proc)
-        self.proc = None
-
-    def close(self) -> None:
-        """Stop the server (and remove its temporary folder)."""
-        self._stop()
-        if self._own_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # ----- sampling -----
-    def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
-        """Token ids of ``messages`` under the chat template, ending with the assistant header."""
-        from genenv.runtime.models import chat_prompt_ids
-
-        return chat_prompt_ids(self.tokenizer, messages)
+        return args
 
     def complete(self, prompt_ids: list[int], max_new_tokens: int, temperature: float, seed: int,
                  json_schema: dict[str, Any] | None = None) -> Generation:
@@ -185,23 +122,10 @@ class LlamaServerSampler:
                 "post_sampling_probs": False, **PLAIN_SAMPLING}
         if json_schema:
             body["json_schema"] = json_schema
-        request = urllib.request.Request(self.url + "/completion", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=600) as r:
-                out = json.loads(r.read())
-        except (urllib.error.URLError, ConnectionError) as exc:
-            dead = self.proc is None or self.proc.poll() is not None
-            raise RuntimeError(f"{self.url}/completion failed ({exc}){': the server died: ' + self._log_tail() if dead else ''}"
-                               ) from exc
-        tokens = [int(t) for t in out.get("tokens", [])]
-        probs = out.get("completion_probabilities") or []
-        logprobs = [float(p.get("logprob", 0.0)) for p in probs][:len(tokens)]
-        stop = list(getattr(self.tokenizer, "stop_token_ids", None) or [self.tokenizer.eos_token_id])
-        if out.get("stop_type") == "eos" and (not tokens or tokens[-1] not in stop):
-            tokens.append(stop[0])  # the end-of-turn token ended it: the trainer learns to emit it
-        if len(logprobs) != len(tokens):  # llama.cpp leaves out tokens that end inside a UTF-8 character
-            logprobs = []
+        out = self._post("/completion", body)
+        tokens, logprobs = ended_response(out.get("tokens", []),
+                                          [p.get("logprob", 0.0) for p in out.get("completion_probabilities") or []],
+                                          out.get("stop_type") == "eos", self.stops)
         timings = out.get("timings") or {}
         self.requests += 1
         self.generated_tokens += len(tokens)

@@ -15,6 +15,8 @@ The kinds (`SAMPLERS`):
   ``DynamicCache``, or its static cache with ``static_cache``), one call per turn: the reference on any device.
 - ``llama-server``: llama.cpp's own server (`LlamaServerSampler`): parallel slots, continuous batching, prompt
   caching per slot; the weights written as GGUF from the trainer's state dict at each sync.
+- ``vllm``: vLLM's OpenAI-compatible server (`VLLMSampler`), the engine of GPU trainers; the weights written as
+  safetensors and reloaded in place at each sync.
 
 Which is fastest depends on the machine: ``lab/notes/engine-measurements.md`` has the measured table.
 """
@@ -28,7 +30,7 @@ from genenv.runtime.policies import Generation, Prompt
 
 __all__ = ["SAMPLERS", "Sampler", "gguf_template", "local_sampler", "make_sampler"]
 
-SAMPLERS = ("builtin", "transformers", "llama-server")
+SAMPLERS = ("builtin", "transformers", "llama-server", "vllm")
 """The sampler kinds `make_sampler` builds (see the module docstring)."""
 
 
@@ -97,18 +99,29 @@ def make_sampler(kind: str, model, tokenizer, model_name: str, *, device: str = 
 
     ``builtin`` / ``transformers`` sample from ``model`` itself (pass the sampling copy); ``llama-server`` serves a
     GGUF written from ``model``'s state dict (float32, exact; the template from `gguf_template` of ``model_name`` /
-    ``folder``) with ``batch_size`` slots and ``threads`` CPU threads. ``autocast_dtype``,
+    ``folder``) with ``batch_size`` slots and ``threads`` CPU threads; ``vllm`` starts vLLM's server on a folder
+    written from it (``$GENENV_VLLM_PYTHON`` runs it; ``$GENENV_VLLM_ARGS``: more server options, e.g.
+    ``--gpu-memory-utilization 0.3``) with ``batch_size`` requests in flight. ``autocast_dtype``,
     ``prefix_cache_tokens``, ``continuous_batching`` and ``static_cache`` are `TransformersPolicy`'s (the last
     three apply to ``builtin``; ``transformers`` keeps only ``static_cache``). ``fingerprint`` names the weights.
 
     Raises:
         ValueError: an unknown ``kind``, or no GGUF template for ``llama-server`` (`gguf_template`).
         FileNotFoundError: ``llama-server`` with no server binary (`server_binary`).
+        RuntimeError: a server that did not come up (its log's tail in the message).
     """
     from genenv.runtime.policies import TransformersPolicy
 
     if kind not in SAMPLERS:
         raise ValueError(f"sampler {kind!r}: choose one of {list(SAMPLERS)}")
+    if kind == "vllm":
+        import os
+        import shlex
+
+        from genenv.runtime.samplers.vllm_server import VLLMSampler
+
+        return VLLMSampler(tokenizer, model.state_dict(), model.config, concurrency=batch_size,
+                           server_args=shlex.split(os.environ.get("GENENV_VLLM_ARGS", "")), fingerprint=fingerprint)
     if kind == "llama-server":
         from genenv.runtime.samplers.llama_server import LlamaServerSampler, server_binary
 
@@ -128,8 +141,9 @@ def local_sampler(kind: str, name: str, *, dtype: str | None = None, device: str
                   batch_size: int | None = None, threads: int | None = None) -> Sampler:
     """The sampler ``kind`` over the local model ``name`` (a `make_policy` model name: ``smollm2``, ``hf:PATH``, a
     folder, a training run's agent): ``builtin`` and ``transformers`` as `make_policy` builds them (``dtype``,
-    ``device``, ``batch_size``), ``llama-server`` on the model's float32 weights with ``batch_size`` slots (16 when
-    ``None``) and ``threads`` CPU threads (`genenv-eval --sampler`).
+    ``device``, ``batch_size``), ``llama-server`` and ``vllm`` on the model's float32 weights with ``batch_size``
+    slots or requests in flight (16 when ``None``; ``threads``: llama-server's CPU threads) (`genenv-eval
+    --sampler`).
 
     Raises:
         ValueError: an unknown ``kind``, or no GGUF template for ``llama-server`` (`gguf_template`).
@@ -139,7 +153,7 @@ def local_sampler(kind: str, name: str, *, dtype: str | None = None, device: str
 
     if kind not in SAMPLERS:
         raise ValueError(f"sampler {kind!r}: choose one of {list(SAMPLERS)}")
-    if kind != "llama-server":
+    if kind in ("builtin", "transformers"):
         return make_policy(name, dtype=dtype, device=device, batch_size=batch_size, builtin=kind == "builtin")
     from genenv.runtime.models import load_model_and_tokenizer
 

@@ -108,9 +108,9 @@ class LocalBackend:
         self._loaded[role] = weights_version(model) if weights is None and rc.lora_r == 0 else None
         self.optimizers[role] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rc.lr,
                                                   weight_decay=0.0)
-        if rc.lora_r > 0 or not self.autocast_dtype or rc.sampler == "llama-server":
+        if rc.lora_r > 0 or not self.autocast_dtype or rc.sampler in ("llama-server", "vllm"):
             # LoRA: sample from the adapter model itself under autocast (no merged copy to keep in sync);
-            # llama-server: the server holds its own copy, written from the master weights
+            # a server sampler holds its own copy, written from the master weights
             rollout, amp = model, self.autocast_dtype
         else:
             # a low-precision copy for sampling, refreshed after every update (cf. veRL's weight sync to vLLM):
@@ -128,7 +128,8 @@ class LocalBackend:
     def sync_rollout_weights(self, role: str) -> float:
         """Load the role's updated master weights into its sampler (`Sampler.load_weights`: a copy into the
         sampling copy, nothing when the sampler samples from the master model itself, a GGUF written and the server
-        restarted for ``llama-server``), named by their `fingerprint`; returns the seconds taken."""
+        restarted for ``llama-server``, safetensors written and reloaded in place for ``vllm``), named by their
+        `fingerprint`; returns the seconds taken."""
         return self.policies[role].load_weights(self.models[role].state_dict(), self.fingerprint(role))
 
     def policy(self, role: str) -> Sampler:
