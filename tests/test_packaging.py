@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,9 +56,9 @@ def _run(python: Path, *args: str, cwd: Path, env: dict[str, str] | None = None,
 
 
 @pytest.fixture(scope="module")
-def wheel_venv(tmp_path_factory) -> tuple[Path, Path, Path]:
+def wheel_venv(tmp_path_factory) -> Iterator[tuple[Path, Path, Path]]:
     """(the venv's ``bin`` folder, a working folder outside the source tree, the wheel) with the built wheel
-    installed, core only."""
+    installed, core only; removed after the module (about 2 GB)."""
     base = tmp_path_factory.mktemp("wheel")
     # built from a copy, so that setuptools' build/ folder never lands in the source tree
     source = base / "source"
@@ -74,7 +75,8 @@ def wheel_venv(tmp_path_factory) -> tuple[Path, Path, Path]:
     assert install.returncode == 0, install.stderr[-3000:]
     work = base / "work"
     work.mkdir()
-    return bin_dir, work, wheel
+    yield bin_dir, work, wheel
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _clean_env(**extra: str) -> dict[str, str]:

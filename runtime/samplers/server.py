@@ -46,9 +46,12 @@ class ServerSampler:
 
     def __init__(self, tokenizer, workdir: str | os.PathLike | None, fingerprint: Any = None):
         self.tokenizer = tokenizer
-        self._own_dir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="genenv-sampler-")) if workdir is None else Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # a temporary folder (a GGUF or safetensors copy of the weights) goes with this object or at interpreter exit,
+        # after the server stops (finalizers run newest first), even when nobody calls `close`
+        self._remove_dir = (weakref.finalize(self, shutil.rmtree, str(self.workdir), True) if workdir is None
+                            else None)
         self.log_path = self.workdir / "server.log"
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -130,8 +133,8 @@ class ServerSampler:
     def close(self) -> None:
         """Stop the server (and remove the temporary folder); idempotent."""
         self._stop()
-        if self._own_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._remove_dir is not None:
+            self._remove_dir()
 
     def __enter__(self):
         return self
