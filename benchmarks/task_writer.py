@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import json
+import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -159,6 +160,25 @@ class TaskWriter(abc.ABC):
         """Parse and validate one generation into a `Task` (origin ``generated``, ``admitted_iteration`` =
         ``iteration``, the training iteration that wrote it) or a `Rejection`. Callers pass the arguments
         by position."""
+
+    def difficulty_levels(self, options: dict[str, Any]) -> list[str]:
+        """The generator's difficulty levels that the ``oracle`` task source steers (`genenv.trainer.strategies.oracle`),
+        for a pool read with ``options`` (the run's seed options): level names, easiest-first where known. Empty
+        (the default): the benchmark has no generator to steer, and ``task_source=oracle`` is refused."""
+        return []
+
+    def level_text(self, level: str, rng: random.Random) -> str:
+        """The text of one task at ``level`` (one of `difficulty_levels`), in the format `parse_generated` reads,
+        drawn with ``rng``: what a writer that knew the agent's success per level would write.
+
+        Raises:
+            NotImplementedError: the benchmark has no levels (the default).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no difficulty levels")
+
+    def difficulty_level(self, task: Task) -> str | None:
+        """The level of ``task`` among `difficulty_levels` (any split), or ``None`` when it is at none of them."""
+        return None
 
     def dedup_text(self, task: Task) -> str:
         """The text compared for near-duplicates (the prompt by default)."""

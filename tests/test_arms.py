@@ -38,7 +38,7 @@ def test_the_shipped_strategies_are_registered_by_name():
     settings = run_settings(compose_config(["benchmark=bamboogle", "agent_batch=hardest_first"]))
     assert type(build_agent_batch(settings)) is HardestFirstBatch
     for key, name, build in (("agent_batch", "hardest_last", build_agent_batch),
-                             ("task_source", "oracle", build_task_source)):
+                             ("task_source", "teacher", build_task_source)):
         settings = run_settings(compose_config(["benchmark=bamboogle", f"{key}={name}"]))
         with pytest.raises(ConfigError, match=f"config key '{key}' is '{name}'; choose one of .*uniform|.*genenv"):
             build(settings)

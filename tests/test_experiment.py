@@ -83,13 +83,14 @@ def test_arms_differ_only_in_their_strategies():
     configs are otherwise equal; a frozen-agent experiment freezes every arm that names no batch of its own."""
     cfg = compose_config(["benchmark=bfcl", "experiment_dir=/x", "iterations=12"], "experiment")
     arms = sorted(p.stem for p in ARM_DIR.glob("*.yaml"))
-    assert arms == ["envgen", "genenv", "genenv_n8", "genenv_released", "grounded", "random_env", "random_env_n8",
-                    "replay", "static", "static_aug"]
+    assert arms == ["envgen", "genenv", "genenv_n8", "genenv_released", "grounded", "oracle", "random_env",
+                    "random_env_n8", "replay", "static", "static_aug"]
     configs = {arm: arm_run_config(cfg, arm, 1) for arm in arms if arm != "static_aug"}
     assert {arm: (c.task_source, c.agent_batch) for arm, c in configs.items()} == {
         "genenv": ("genenv", "uniform"), "random_env": ("random_env", "uniform"), "replay": ("random_env", "replay"),
         "envgen": ("envgen", "envgen"), "static": ("static", "uniform"), "genenv_released": ("genenv_released", "uniform"),
-        "grounded": ("grounded", "uniform"), "genenv_n8": ("genenv", "uniform"), "random_env_n8": ("random_env", "uniform")}
+        "grounded": ("grounded", "uniform"), "oracle": ("oracle", "uniform"), "genenv_n8": ("genenv", "uniform"),
+        "random_env_n8": ("random_env", "uniform")}
     for arm, c in configs.items():
         assert c.run_dir == f"/x/{arm}/seed1" and c.seed == 1 and c.iterations == 12
         assert c.agent == configs["static"].agent and c.eval == configs["static"].eval

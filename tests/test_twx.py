@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 
 import pytest
@@ -160,6 +161,10 @@ def test_the_graded_held_out_set_spreads_over_difficulty_and_is_scored_per_bin(t
     entries = yaml.safe_load(twx_env.GRADED_FILE.read_text())
     entries[5]["digest"] = "0" * 12
     (tmp_path / "graded.yaml").write_text(yaml.safe_dump(entries))
-    monkeypatch.setattr(twx_env, "GRADED_FILE", tmp_path / "graded.yaml")
+    monkeypatch.setitem(twx_env.HELDOUT_SETS, "graded", tmp_path / "graded.yaml")
+    with pytest.raises(ValueError, match="was edited"):
+        twx_env.graded_tasks()
+    monkeypatch.setitem(twx_env.HELDOUT_SHA256, "graded",
+                        hashlib.sha256((tmp_path / "graded.yaml").read_bytes()).hexdigest())
     with pytest.raises(ValueError, match="the engine generates another game"):
         twx_env.graded_tasks()

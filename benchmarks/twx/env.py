@@ -34,7 +34,7 @@ from genenv.envs.text_games import match_command, observation_text
 
 __all__ = [
     "FOLD_SEEDS", "GAMES", "GRADED_FILE", "SPLIT_OPTIONS", "TWXEngine", "TextWorldExpressEnv", "cancel_detours",
-    "digest", "graded_tasks", "load_twx_tasks", "make_task", "params_dict", "params_string", "steps_bin",
+    "digest", "graded_tasks", "heldout_set_name", "HELDOUT_SETS", "HELDOUT_SHA256", "load_twx_tasks", "make_task", "params_dict", "params_string", "steps_bin",
 ]
 
 GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
@@ -290,14 +290,16 @@ def make_task(game: str, params: dict[str, int], fold: str, seed: int, task_id: 
 
 def load_twx_tasks(split: str | None = "test", games: str | list[str] | tuple[str, ...] = DEFAULT_GAMES,
                    params: dict[str, str | dict] | None = None, episodes: int = 10, start: int = 0,
-                   graded: bool = False) -> list[Task]:
+                   graded: bool | str = False) -> list[Task]:
     """Tasks of ``split``: for each game, ``episodes`` consecutive seeds of the split's fold from ``start``. With
-    ``graded`` the ``heldout`` split is instead the graded held-out set's games of ``games``
-    (`graded_tasks`: 120 Coin Collector games over rooms, doors, distractors
-    and steps; ``params``, ``episodes`` and ``start`` do not apply to it); other splits ignore ``graded``.
+    ``graded`` (``True`` or ``"graded"``: 120 Coin Collector games over rooms, doors, distractors and steps;
+    ``"discriminating"``: 120 concentrated at 3-6 steps to win; `HELDOUT_SETS`, `genenv.benchmarks.twx.graded`) the
+    ``heldout`` split is instead that fixed set's games of ``games`` (`graded_tasks`; ``params``, ``episodes`` and
+    ``start`` do not apply to it); other splits ignore ``graded``.
 
     Raises:
-        ValueError: unknown split or game, bad parameters, or seeds beyond the fold.
+        ValueError: unknown split, game or held-out set, bad parameters, seeds beyond the fold, or an edited or
+            no longer reproducible held-out set (`graded_tasks`).
     """
     split = split or "test"
     if split not in SPLIT_FOLDS:
@@ -308,8 +310,9 @@ def load_twx_tasks(split: str | None = "test", games: str | list[str] | tuple[st
     seeds = FOLD_SEEDS[fold]
     if start < 0 or episodes < 1 or start + episodes > len(seeds):
         raise ValueError(f"seeds {start}..{start + episodes} are outside the {fold} fold ({len(seeds)} seeds)")
-    if graded and split == "heldout":
-        return [t for t in graded_tasks() if t.metadata["game"] in games]
+    heldout_set = heldout_set_name(graded)
+    if heldout_set and split == "heldout":
+        return [t for t in graded_tasks(heldout_set) if t.metadata["game"] in games]
     overrides = dict(params or {})
     tasks = []
     for game in games:
@@ -399,12 +402,21 @@ class TextWorldExpressEnv(MultiStepTaskEnv):
         return list(task.gold)
 
 
-# ----- the graded held-out set (built by genenv.benchmarks.twx.graded) -----
-GRADED_FILE = Path(__file__).with_name("graded_heldout.yaml")
+# ----- the graded held-out sets (built by genenv.benchmarks.twx.graded) -----
+HELDOUT_SETS = {  # name → file: the fixed held-out sets `load_twx_tasks(split="heldout", graded=<name>)` reads
+    "graded": Path(__file__).with_name("graded_heldout.yaml"),
+    "discriminating": Path(__file__).with_name("discriminating_heldout.yaml"),
+}
+HELDOUT_SHA256 = {  # each file's sha256 as built: a set is fixed, so an edited file is an error, not another set
+    "graded": "7b3591f3291d188ce5079fbe9db522f11889fc7188135964aa66e1ab6bcb1423",
+    "discriminating": "75fec18d56bec039393c2e186fcff929e6dcf669cceb602f59df3b5cb1114be8",
+}
+GRADED_FILE = HELDOUT_SETS["graded"]
 
 
 def steps_bin(steps: int) -> str:
-    """The steps-to-win bin of a gold length: ``"2"`` (or fewer), ``"3-4"``, ``"5-6"``, ``"7+"``."""
+    """The steps-to-win bin of a gold length in the ``graded`` set: ``"2"`` (or fewer), ``"3-4"``, ``"5-6"``,
+    ``"7+"``."""
     if steps <= 2:
         return "2"
     if steps <= 4:
@@ -417,24 +429,47 @@ def digest(task: Task) -> str:
     return hashlib.sha1(task.prompt.encode()).hexdigest()[:12]
 
 
-def graded_tasks() -> list[Task]:
-    """The graded held-out tasks (`genenv.benchmarks.twx.graded`; split ``heldout``, fold ``dev``), in the
-    file's order, each with ``metadata["bins"]``.
+def heldout_set_name(graded: bool | str | None) -> str | None:
+    """The held-out set a ``graded`` option names: ``True`` is ``"graded"``, a name is itself, a false value none.
 
     Raises:
-        ValueError: a game's goal or first observation differs from the recorded digest (the engine generates
-            another game).
+        ValueError: an unknown name (the message lists `HELDOUT_SETS`).
+    """
+    if not graded:
+        return None
+    name = "graded" if graded is True or str(graded).lower() == "true" else str(graded)
+    if name not in HELDOUT_SETS:
+        raise ValueError(f"unknown TextWorldExpress held-out set {graded!r}; choose one of {sorted(HELDOUT_SETS)}")
+    return name
+
+
+def graded_tasks(name: str = "graded") -> list[Task]:
+    """The tasks of the held-out set ``name`` (`HELDOUT_SETS`; split ``heldout``, fold ``dev``), in the file's
+    order, each with ``metadata["bins"]`` (the entry's own ``bins``, or for the ``graded`` set rooms, doors,
+    distractors and `steps_bin`).
+
+    Raises:
+        ValueError: an unknown set; its file's sha256 differs from `HELDOUT_SHA256` (the file was edited); a game's
+            goal or first observation differs from the recorded digest (the engine generates another game).
     """
     import yaml
 
+    name = heldout_set_name(name)
+    path = HELDOUT_SETS[name]
+    raw = path.read_bytes()
+    if hashlib.sha256(raw).hexdigest() != HELDOUT_SHA256[name]:
+        raise ValueError(f"{path.name} was edited: its sha256 is not the one recorded for the held-out set {name!r} "
+                         "(genenv.benchmarks.twx.env.HELDOUT_SHA256); rebuild it with python -m "
+                         "genenv.benchmarks.twx.graded, or restore it")
     tasks = []
-    for entry in yaml.safe_load(GRADED_FILE.read_text()):
+    for entry in yaml.safe_load(raw):
         params = entry["params"]
         task = make_task(entry["game"], params, "dev", entry["seed"], split="heldout")
         if digest(task) != entry["digest"]:
             raise ValueError(f"{task.id} ({params}): its goal and first observation differ from the ones recorded in "
-                             f"{GRADED_FILE.name}: the engine generates another game")
-        task.metadata["bins"] = {"rooms": str(params["numLocations"]), "doors": str(params["includeDoors"]),
-                                 "distractors": str(params["numDistractorItems"]), "steps": steps_bin(entry["steps"])}
+                             f"{path.name}: the engine generates another game")
+        task.metadata["bins"] = dict(entry.get("bins") or {
+            "rooms": str(params["numLocations"]), "doors": str(params["includeDoors"]),
+            "distractors": str(params["numDistractorItems"]), "steps": steps_bin(entry["steps"])})
         tasks.append(task)
     return tasks

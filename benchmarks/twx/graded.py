@@ -1,36 +1,51 @@
-"""A graded held-out set for TextWorldExpress: 120 Coin Collector dev-fold games spread over difficulty, so that a
-held-out score moves in steps smaller than one skill and can be read per difficulty bin.
+"""The fixed held-out sets of TextWorldExpress, Coin Collector dev-fold games read per difficulty bin
+(`HELDOUT_SETS`; ``load_twx_tasks(split="heldout", graded=<name>)``, or ``+benchmark.seed_options.graded=<name>`` in a
+run), and their builders.
 
-The set (`GRADED_FILE`, fixed and shipped): rooms (``numLocations``) 2, 4 and 6 x doors (``includeDoors``)
-0 and 1 x distractor items (``numDistractorItems``) 0 and 4 x the first 10 dev-fold seeds (10000-10009), each with
-the length of the gold action sequence recorded when the set was built (then the shortest of 3 draws of
-TWX's random-walk gold path; without doors it equals today's gold, the shortest path of
-`coin_gold`, for all 60 games; with doors it is an upper bound, longer
-for 26 of 60). With 2 rooms the gold is 2-4 actions, with 6 rooms and doors 2-10. Each task's ``metadata["bins"]`` names its bin on four dimensions: ``rooms``,
-``doors``, ``distractors`` and ``steps`` (`steps_bin`: 2, 3-4, 5-6, 7+); the TWX spec reports the success
-rate per bin next to the overall one (``twx/<game>/graded/<dimension>=<bin>``).
+- ``graded`` (`build_graded`): 120 games spread over difficulty: rooms (``numLocations``) 2, 4 and 6 x doors
+  (``includeDoors``) 0 and 1 x distractor items (``numDistractorItems``) 0 and 4 x the first 10 dev-fold seeds
+  (10000-10009), each with the length of the gold action sequence recorded when the set was built (then the shortest
+  of 3 draws of TWX's random-walk gold path; without doors it equals today's gold, the shortest path of `coin_gold`,
+  for all 60 games; with doors it is an upper bound, longer for 26 of 60). With 2 rooms the gold is 2-4 actions,
+  with 6 rooms and doors 2-10. Bins: ``rooms``, ``doors``, ``distractors`` and ``steps`` (`steps_bin`: 2, 3-4, 5-6,
+  7+).
+- ``discriminating`` (`build_discriminating`): 120 distinct games concentrated where agents of this project's TWX
+  runs differ: no doors, no distractors (the training pool's settings), 3-6 rooms, 3-6 steps to win (80 of them 3),
+  in the cells of `DISCRIMINATING_CELLS` (rooms x steps x count), each filled by the dev-fold seeds from 10010 upward
+  whose shortest gold path has that many steps, **leaving out every game that a train-fold seed also generates**
+  (`game_key`: the parameters, goal, first observation and gold sequence). Seeds of different folds often generate the same
+  game: with 2 rooms the whole dev fold holds 16 distinct games, half of them train-fold games too, so a held-out
+  set chosen by fold alone can hold games a writer writes or the pool holds. Bins: ``rooms`` and ``steps`` (3, 4,
+  5-6). The cells follow the confirmatory run's held-out outcomes (``results/twx_confirmatory.tar.xz``): there
+  3-step games without distractors were won by some agents and not others, 2-step games by nearly all,
+  4-or-more-step ones by nearly none.
 
-Built by `build` (``python -m genenv.benchmarks.twx.graded`` rewrites the file); loaded by
-`genenv.benchmarks.twx.env.graded_tasks` (``load_twx_tasks(split="heldout", graded=True)``), which regenerates
-every game from its ``(game, params, fold, seed)`` and checks the digest of its goal and first observation
-(deterministic per seed), so an engine that generates other games is an error, not a silent change of the held-out
-set.
+Each file is fixed: `graded_tasks` checks its sha256 (`HELDOUT_SHA256`) and regenerates every game from its
+``(game, params, fold, seed)``, checking the digest of its goal and first observation (deterministic per seed), so
+an edited file or an engine that generates other games is an error, not a silent change of the held-out set.
+``python -m genenv.benchmarks.twx.graded <name>`` rewrites a file and prints its sha256 for `HELDOUT_SHA256`.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import sys
 from typing import Any
 
-from genenv.benchmarks.twx.env import GRADED_FILE, digest, make_task
+from genenv.benchmarks.twx.env import FOLD_SEEDS, HELDOUT_SETS, digest, make_task, params_string
 
-__all__ = ["build"]
+__all__ = ["DISCRIMINATING_CELLS", "build_discriminating", "build_graded", "game_key", "train_fold_games", "write"]
 
 GRID = {"numLocations": (2, 4, 6), "includeDoors": (0, 1), "numDistractorItems": (0, 4)}
-SEEDS = range(10000, 10010)  # the first 10 dev-fold seeds
+SEEDS = range(10000, 10010)  # the graded set: the first 10 dev-fold seeds
+DISCRIMINATING_CELLS = (  # (rooms, gold lengths, games): 120 in all, 80 of them 3 steps to win
+    (3, (3,), 20), (4, (3,), 24), (5, (3,), 20), (6, (3,), 16), (4, (4,), 16), (5, (4,), 8), (6, (4,), 8),
+    (6, (5, 6), 8))
+DISCRIMINATING_FIRST_SEED = 10010
 
 
-def build() -> list[dict[str, Any]]:
-    """The graded set's entries ``{"game", "params", "seed", "steps", "digest"}``, generated by the engine (the
+def build_graded() -> list[dict[str, Any]]:
+    """The ``graded`` set's entries ``{"game", "params", "seed", "steps", "digest"}``, generated by the engine (the
     grid of `GRID` x `SEEDS`)."""
     out = []
     for values in itertools.product(*GRID.values()):
@@ -42,9 +57,66 @@ def build() -> list[dict[str, Any]]:
     return out
 
 
-if __name__ == "__main__":
+def game_key(task) -> tuple[str, str, tuple[str, ...]]:
+    """What makes two Coin Collector games the same game: the parameters, the goal and first observation, and the
+    gold action sequence. Seeds of different folds can generate the same game (with few rooms, most do)."""
+    return params_string(task.metadata["params"]), task.prompt, tuple(task.gold)
+
+
+def train_fold_games(params: dict[str, int]) -> set[tuple[str, str, tuple[str, ...]]]:
+    """The `game_key` of every train-fold Coin Collector game with ``params`` (the games a writer or the ``oracle``
+    can draw)."""
+    return {game_key(make_task("coin", params, "train", seed)) for seed in FOLD_SEEDS["train"]}
+
+
+def build_discriminating() -> list[dict[str, Any]]:
+    """The ``discriminating`` set's entries ``{"game", "params", "seed", "steps", "digest", "bins"}``: per cell of
+    `DISCRIMINATING_CELLS`, the first dev-fold seeds from `DISCRIMINATING_FIRST_SEED` whose Coin Collector game (no
+    doors, no distractors) has a gold sequence of one of the cell's lengths and is a game no train-fold seed
+    generates and no earlier entry holds (`game_key`), so the set is 120 distinct games that no task source drawing
+    from the train fold can write.
+
+    Raises:
+        RuntimeError: the dev fold has too few such games for a cell.
+    """
+    out = []
+    for rooms, lengths, count in DISCRIMINATING_CELLS:
+        params = {"numLocations": rooms, "includeDoors": 0, "numDistractorItems": 0}
+        taken = train_fold_games(params)
+        found = 0
+        for seed in range(DISCRIMINATING_FIRST_SEED, FOLD_SEEDS["dev"].stop):
+            task = make_task("coin", params, "dev", seed)
+            steps = len(task.gold)
+            if steps not in lengths or game_key(task) in taken:
+                continue
+            taken.add(game_key(task))
+            out.append({"game": "coin", "params": dict(params), "seed": seed, "steps": steps, "digest": digest(task),
+                        "bins": {"rooms": str(rooms), "steps": str(steps) if steps <= 4 else "5-6"}})
+            found += 1
+            if found == count:
+                break
+        else:
+            raise RuntimeError(f"only {found} new dev-fold games with {rooms} rooms and {lengths} steps")
+    return out
+
+
+BUILDERS = {"graded": build_graded, "discriminating": build_discriminating}
+
+
+def write(name: str) -> str:
+    """Rebuild the set ``name``'s file (`HELDOUT_SETS`); returns its sha256 (to record in `HELDOUT_SHA256`).
+
+    Raises:
+        KeyError: an unknown set.
+    """
     import yaml
 
-    GRADED_FILE.write_text("# TextWorldExpress graded held-out set (genenv.benchmarks.twx.graded): game, params, "
-                           "dev-fold seed, gold length\n" + yaml.safe_dump(build(), sort_keys=False))
-    print(f"wrote {GRADED_FILE}")
+    text = (f"# TextWorldExpress {name} held-out set (genenv.benchmarks.twx.graded): game, params, dev-fold seed, "
+            "gold length\n" + yaml.safe_dump(BUILDERS[name](), sort_keys=False))
+    HELDOUT_SETS[name].write_text(text)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+if __name__ == "__main__":
+    for set_name in sys.argv[1:] or sorted(BUILDERS):
+        print(f"wrote {HELDOUT_SETS[set_name]} (sha256 {write(set_name)})")

@@ -15,6 +15,7 @@ it: the game is the first one, from the written seed upward through the train fo
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 from genenv.benchmarks.spec import BenchmarkSpec, Metric
@@ -27,9 +28,10 @@ from genenv.benchmarks.twx.env import (
     TextWorldExpressEnv,
     make_task,
     params_dict,
+    params_string,
 )
 
-__all__ = ["TWXSpec", "gold_wins", "pin_steps"]
+__all__ = ["TWXSpec", "gold_wins", "level_name", "pin_steps"]
 
 PROTOCOL = "TextWorldExpress 1.1.0, {split} fold seeds, win within {max_steps} steps, greedy, 1 episode per game"
 PARAM_RANGES = {  # the sizes the environment policy may set, per game (inclusive ranges the engine accepts)
@@ -41,6 +43,7 @@ PARAM_RANGES = {  # the sizes the environment policy may set, per game (inclusiv
 }
 
 
+ORACLE_ROOMS = (2, 3, 4, 5, 6)  # the room counts of the oracle's Coin Collector levels (the held-out sets' and fewer)
 STEPS_SEARCH = 64  # seeds tried for a written `steps`. Coin Collector without doors, 60 train seeds: 2 locations give
                    # gold lengths 2-3, 4 locations 2-4, 6 locations 2-6 (2 = the coin in the first room)
 
@@ -168,10 +171,58 @@ class TWXSpec(BenchmarkSpec):
             return Rejection("gold_fails", "the engine's gold sequence does not win")
         return task
 
+    def difficulty_levels(self, options: dict[str, Any]) -> list[str]:
+        """Coin Collector levels: the pool's Coin Collector parameters (``options["params"]["coin"]``) with
+        ``numLocations`` set to each of `ORACLE_ROOMS`, times every gold length that at least 2 of the first
+        `STEPS_SEARCH` train-fold seeds give (so that `pin_steps` finds one from most seeds), ordered by steps, then
+        rooms. Named ``"coin <params> steps=<n>"`` (`difficulty_level`). Empty when the pool has no Coin Collector."""
+        games = options.get("games") or "coin"
+        games = [g.strip() for g in games.split(",")] if isinstance(games, str) else list(games)
+        if "coin" not in games:
+            return []
+        base = params_dict((options.get("params") or {}).get("coin", self.seed_options["params"]["coin"]))
+        levels = []
+        for rooms in ORACLE_ROOMS:
+            params = {**base, "numLocations": rooms}
+            lengths: dict[int, int] = {}
+            for seed in FOLD_SEEDS["train"][:STEPS_SEARCH]:
+                n = len(make_task("coin", params, "train", seed).gold)
+                lengths[n] = lengths.get(n, 0) + 1
+            levels += [(steps, rooms, level_name("coin", params, steps)) for steps, c in lengths.items()
+                       if c >= 2 and steps <= self.max_steps]
+        return [name for _, _, name in sorted(levels)]
+
+    def level_text(self, level: str, rng) -> str:
+        """``{"game", "params", "steps", "seed"}`` of ``level`` with a train-fold seed drawn from ``rng`` (the
+        game is then pinned to the level's steps from that seed upward, `pin_steps`).
+
+        Raises:
+            ValueError: a name `difficulty_level` does not write.
+        """
+        try:
+            game, params, steps = level.split(" ")
+            obj = {"game": game, "params": params_dict(params), "steps": int(steps.removeprefix("steps=")),
+                   "seed": rng.randrange(FOLD_SEEDS["train"].start, FOLD_SEEDS["train"].stop)}
+        except ValueError as exc:
+            raise ValueError(f"{level!r} is not a TWX level name ('<game> <params> steps=<n>')") from exc
+        return json.dumps(obj)
+
+    def difficulty_level(self, task: Task) -> str | None:
+        """``"<game> <params> steps=<gold length>"`` (any game, any split)."""
+        meta = task.metadata
+        if "game" not in meta or "params" not in meta:
+            return None
+        return level_name(meta["game"], meta["params"], len(task.gold))
+
     def duplicate_key(self, task: Task) -> tuple:
         """The same game, parameters, fold and seed (different seeds are different games)."""
         meta = task.metadata
         return meta["game"], tuple(sorted(meta["params"].items())), meta["fold"], meta["seed"]
+
+
+def level_name(game: str, params: dict[str, int], steps: int) -> str:
+    """A difficulty level's name: ``"<game> <params string> steps=<n>"`` (`params_string`'s sorted ``k=v`` list)."""
+    return f"{game} {params_string(params)} steps={steps}"
 
 
 def pin_steps(game: str, params: dict[str, int], seed: int, steps: int, **fields: Any) -> Task | None:

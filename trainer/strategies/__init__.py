@@ -3,7 +3,8 @@
 
 - a **task source** (`TaskSource`): what the environment policy
   writes, when, and whether it learns from R_env — ``genenv``, ``random_env``, ``envgen``, ``static``,
-  ``static_aug`` (`task_sources`);
+  ``static_aug`` (`task_sources`), ``genenv_released`` (`released`), ``grounded`` (`grounded`), ``oracle``
+  (`oracle`: no writer, the benchmark's generator steered to the level nearest α, an upper bound);
 - an **agent batch** (`AgentBatch`): which tasks the agent is rolled
   out on and trained on each iteration — ``uniform``, ``replay`` (curated replay), ``envgen`` (generated tasks
   mixed with original ones), ``frozen`` (no agent update); every drawing batch refills to informative groups with
@@ -99,6 +100,7 @@ for _name, _cls in (("genenv", "GenEnvSource"), ("random_env", "RandomEnvSource"
     register_task_source(_name, f"{_SOURCES}:{_cls}")
 register_task_source("genenv_released", "genenv.trainer.strategies.released:ReleasedGenEnvSource")
 register_task_source("grounded", "genenv.trainer.strategies.grounded:GroundedSource")
+register_task_source("oracle", "genenv.trainer.strategies.oracle:OracleSource")
 for _name, _cls in (("uniform", "UniformBatch"), ("replay", "ReplayBatch"), ("envgen", "EnvGenBatch"),
                     ("frozen", "FrozenBatch")):
     register_agent_batch(_name, f"{_BATCHES}:{_cls}")
@@ -108,5 +110,5 @@ for _name in ("rwr", "grpo", "drgrpo"):
 __all__ = [  # what a user may import: the names above and the public modules
     "TASK_SOURCES", "AGENT_BATCHES", "ENV_POLICY_UPDATES", "register_task_source", "register_agent_batch",
     "register_env_policy_update", "build_task_source", "build_agent_batch", "agent_batches", "env_policy_updates",
-    "grounded", "released", "state", "task_sources",
+    "grounded", "oracle", "released", "state", "task_sources",
 ]
