@@ -586,6 +586,43 @@ def test_factorial_crosses_a_lever_with_the_writer_by_seed_and_waits_for_every_p
     assert refused.returncode == 2 and "ran no arm" in refused.stderr
 
 
+def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule(tmp_path, shipped):
+    """``genenv-experiment contrasts`` on the shipped powered run: each contrast's per-seed AUC difference is
+    ``compare_outcome``'s, the p-values are Holm-corrected over the named contrasts only, a malformed contrast or an
+    arm the experiment did not run exits 2, and an unfinished planned seed is refused (the stop rule)."""
+    from genenv.trainer.experiments import contrasts
+    from genenv.trainer.experiments.stats import holm
+
+    main = shipped("twx_informative")
+    named = {"genenv - static": ("genenv", "static"), "replay - static": ("replay", "static")}
+    result = contrasts.analyse(main, named)
+    assert result["complete"] and result["arms"] == ["genenv", "static", "replay"] and len(result["seeds"]) == 6
+    for name, (t, c) in named.items():
+        expected = compare_outcome(main / t, main / c)["auc"]
+        assert {k: v for k, v in result["tests"][name].items() if k not in ("p_holm", "family")} == expected
+        assert result["tests"][name]["family"] == 2
+    assert [result["tests"][n]["p_holm"] for n in named] == holm([result["tests"][n]["p_value"] for n in named])
+    assert contrasts.parse_contrast("genenv_n8-random_env") == ("genenv_n8", "random_env")
+    for bad in ("genenv", "genenv-genenv", "a-b-c", "-static"):
+        with pytest.raises(ValueError, match="treatment-control"):
+            contrasts.parse_contrast(bad)
+
+    partial = tmp_path / "twx_informative"
+    shutil.copytree(main, partial)
+    (partial / "static/seed5/done.json").unlink()
+    with pytest.raises(ValueError, match="planned seeds not finished .*static.*5"):
+        contrasts.analyse(partial, named)
+    assert 5 not in contrasts.analyse(partial, named, partial=True)["seeds"]
+    cmd = [sys.executable, "-m", "genenv.trainer.experiments.run", "contrasts", str(main)]
+    out = subprocess.run([*cmd, "--contrast", "genenv-static", "--contrast", "replay-static"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "Holm over the 2" in out and "| genenv - static | `genenv` − `static` |" in out
+    for args, message in ((["--contrast", "oracle-static"], "ran no arm ['oracle']"),
+                          (["--contrast", "genenv"], "treatment-control")):
+        refused = subprocess.run([*cmd, *args], capture_output=True, text=True)
+        assert refused.returncode == 2 and message in refused.stderr
+
+
 def test_the_shipped_released_and_grounded_runs_rebuild_and_keep_their_rules(shipped):
     """``docs/curriculum/bamboogle_new_arms`` (docs/results.md, "The released GenEnv loop and a grounded writer
     reward"): the report rebuilds byte for byte from ``results/bamboogle_new_arms.tar.xz``; on both seeds the

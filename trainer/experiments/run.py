@@ -177,7 +177,8 @@ def run_experiment(cfg, backend_factory=None) -> Path:
 def main() -> int:
     """Dispatch ``report EXPERIMENT [--out DIR] [--cache DIR]``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]
     [--cache DIR] [--mixed-code]``, ``factorial EXPERIMENT [--arms T F TL FL] [--partial] [--json FILE]``
-    (`genenv.trainer.experiments.factorial.cli`) or run Hydra's main with ``configs/experiment.yaml``.
+    (`genenv.trainer.experiments.factorial.cli`), ``contrasts EXPERIMENT --contrast T-C ... [--partial] [--json FILE]``
+    (`genenv.trainer.experiments.contrasts.cli`) or run Hydra's main with ``configs/experiment.yaml``.
     ``EXPERIMENT`` and the arms are folders or archive addresses, ``results/<experiment>.tar.xz[:<subfolder>]``,
     unpacked on demand after their checksum is verified
     (`experiment_folder`); an unreadable one exits with 2 and a message."""
@@ -186,6 +187,10 @@ def main() -> int:
         from genenv.trainer.experiments import factorial
 
         return factorial.cli(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "contrasts":
+        from genenv.trainer.experiments import contrasts
+
+        return contrasts.cli(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 

@@ -1,0 +1,230 @@
+"""The held-out outcome of named arm contrasts in one experiment, paired by seed, the seed the unit: for each contrast
+``treatment − control`` the per-seed difference of the **AUC** (`genenv.trainer.experiments.report.run_auc`: the mean
+held-out score over training, against agent tasks consumed, from the untrained agent's score) and of the **final**
+held-out score. Computed from the arms' ``metrics.jsonl`` and the experiment's ``baseline.json`` alone.
+
+**Tested** (the family): each contrast's AUC difference over seeds (mean with its 95 % t interval, exact two-sided
+sign-flip test, `seed_test`), Holm-corrected together (`correct`). **Described, not tested**: the contrasts'
+final-score differences with their intervals; each arm's final score per difficulty bin (metric keys holding ``=``,
+e.g. ``heldout/twx/coin/graded/steps=3``); each contrast's (seed, evaluation) cells with their intraclass correlation
+(`cell_summary`).
+
+The stop rule is kept by `analyse`: it refuses to compute anything while a planned seed (the experiment's ``seeds``)
+has not finished in every arm of a contrast, unless asked for a partial look (``partial=True``). The 2x2 design
+(`genenv.trainer.experiments.factorial`) is this statistic with its three contrasts and one more described figure.
+``genenv-experiment contrasts EXPERIMENT --contrast T-C [--contrast ...]`` prints it (`cli`).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from genenv.trainer.experiments import outcome
+from genenv.trainer.experiments.provenance import check_hosts, check_paired, recorded
+from genenv.trainer.experiments.report import arm_dir, finished_runs, first_iteration_note, read_rows, run_auc, score_key
+from genenv.trainer.experiments.settings import experiment_settings
+from genenv.trainer.experiments.stats import correct
+
+__all__ = ["analyse", "cli", "described_lines", "final_bins", "parse_contrast", "tested_rows"]
+
+
+def final_bins(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -> dict[str, float]:
+    """The per-bin held-out scores (metric keys under ``heldout/`` holding ``=``, e.g.
+    ``heldout/twx/coin/graded/steps=7+``, a success rate in [0, 1]) of a run's last held-out evaluation (the last
+    row holding ``key``); ``{}`` when it has none."""
+    last = next((r for r in reversed(rows) if key in r), {})
+    return {k: float(v) for k, v in last.items() if k.startswith("heldout/") and "=" in k}
+
+
+def parse_contrast(text: str) -> tuple[str, str]:
+    """``"treatment-control"`` → ``(treatment, control)`` (arm names hold ``_``, not ``-``).
+
+    Raises:
+        ValueError: not two non-empty names joined by one ``-``, or the same arm twice.
+    """
+    parts = text.split("-")
+    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise ValueError(f"a contrast is 'treatment-control' with two different arms, got {text!r}")
+    return parts[0], parts[1]
+
+
+def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial: bool = False,
+            mixed_code: bool = False, order: Sequence[str] = ()) -> dict[str, Any]:
+    """The statistic (module docstring) of ``contrasts`` in one experiment folder.
+
+    Args:
+        experiment_dir: a ``genenv-experiment`` folder (``experiment.yaml``, ``baseline.json``, ``<arm>/seed<k>``).
+        contrasts: contrast name → ``(treatment arm, control arm)``, in the order of the report.
+        partial: compute over the seeds finished in every arm even when a planned seed is missing (a look that a
+            stop rule forbids; the result says ``complete: False``).
+        mixed_code: compare arms whose sittings recorded different code (`check_paired`).
+        order: the arms in the order the notes and tables list them (default: as the contrasts first name them).
+    Returns:
+        ``experiment``, ``key`` (the held-out metric), ``baseline`` (the untrained agent's score), ``contrasts``,
+        ``arms`` (every arm, in first-named order), ``seeds`` (finished in every arm), ``missing`` (arm → planned
+        seeds not finished), ``complete``; ``auc`` and ``final`` (arm → seed → value, score units in [0, 1]);
+        ``tests`` (contrast → the AUC `seed_test` with ``p_holm`` and ``family``); ``final_difference`` (contrast →
+        ``per_seed`` and ``difference``); ``bins`` (arm → bin key → mean final score over the seeds); ``cells``
+        (contrast → ``n_cells``, ``cell_mean``, ``per_seed``, ``icc``); ``code`` (a note on the code the arms ran,
+        on their iteration 0 and on each seed's host, `check_hosts`).
+    Raises:
+        FileNotFoundError: no ``experiment.yaml`` or no ``baseline.json`` in ``experiment_dir``.
+        ValueError: no contrast; ``order`` names an arm no contrast has; an arm is not in the experiment's ``arms``; no seed finished in every arm; a
+            planned seed is missing and ``partial`` is false; the arms ran different code and ``mixed_code`` is
+            false.
+    """
+    from omegaconf import OmegaConf
+
+    exp = Path(experiment_dir)
+    for name in ("experiment.yaml", "baseline.json"):
+        if not (exp / name).is_file():
+            raise FileNotFoundError(f"{exp / name} not found: is {exp} a genenv-experiment folder with the untrained "
+                                    "agent's score?")
+    if not contrasts:
+        raise ValueError("no contrast to compute")
+    extra = set(order) - {a for pair in contrasts.values() for a in pair}
+    if extra:
+        raise ValueError(f"order names arms no contrast compares: {sorted(extra)}")
+    arms = tuple(dict.fromkeys([*order, *(a for pair in contrasts.values() for a in pair)]))
+    settings = experiment_settings(OmegaConf.load(exp / "experiment.yaml"))
+    unknown = [a for a in arms if a not in settings.arms]
+    if unknown:
+        raise ValueError(f"{exp.name} ran no arm {unknown} (its arms: {list(settings.arms)})")
+    key = score_key(settings)
+    baseline = float(json.loads((exp / "baseline.json").read_text()).get(key, float("nan")))
+    runs = {a: finished_runs(exp / a, settings.seeds) for a in arms}
+    missing = {a: [s for s in settings.seeds if s not in runs[a]] for a in arms}
+    missing = {a: s for a, s in missing.items() if s}
+    seeds = [s for s in settings.seeds if all(s in runs[a] for a in arms)]
+    if not seeds:
+        raise ValueError(f"no seed finished in all {len(arms)} arms of {exp.name}: missing {missing}")
+    if missing and not partial:
+        raise ValueError(f"planned seeds not finished in {exp.name}: {missing}; the test waits for every seed "
+                         "(pass partial=True, --partial, to look anyway)")
+    runs = {a: {s: runs[a][s] for s in seeds} for a in arms}
+    sittings = {a: {s: read_rows(arm_dir(exp, a, s) / "sittings.jsonl") for s in seeds} for a in arms}
+    code = check_paired({a: set().union(*(recorded(sittings[a][s]) for s in seeds)) for a in arms}, mixed_code)
+    code = f"{code}; {first_iteration_note({a: {s: arm_dir(exp, a, s) for s in seeds} for a in arms}, runs)}"
+    code = f"{code}; {check_hosts({s: {a: recorded(sittings[a][s], 'host') for a in arms} for s in seeds})}"
+
+    auc = functools.partial(run_auc, baseline=baseline, key=key)
+    stats = {name: outcome.compare(runs[t], runs[c], auc, key) for name, (t, c) in contrasts.items()}
+    tests = {name: s["auc"] for name, s in stats.items()}
+    correct(list(tests.values()))
+    bins = {}
+    for a in arms:
+        per_seed = [final_bins(runs[a][s], key) for s in seeds]
+        names = sorted(set().union(*per_seed))
+        bins[a] = {b: float(np.mean([p[b] for p in per_seed if b in p])) for b in names}
+    return {"experiment": exp.name, "key": key, "baseline": baseline, "contrasts": dict(contrasts),
+            "arms": list(arms), "seeds": seeds, "missing": missing, "complete": not missing,
+            "auc": {a: {s: auc(runs[a][s]) for s in seeds} for a in arms},
+            "final": {a: {s: outcome.final_score(runs[a][s], key) for s in seeds} for a in arms},
+            "tests": tests,
+            "final_difference": {n: {"per_seed": s["final"]["per_seed"], "difference": s["final"]["difference"]}
+                                 for n, s in stats.items()},
+            "bins": bins, "cells": {n: {k: s[k] for k in ("n_cells", "cell_mean", "per_seed", "icc")}
+                                    for n, s in stats.items()}, "code": code}
+
+
+def _pts(x: float | None) -> str:
+    return "—" if x is None or np.isnan(x) else f"{100 * x:+.1f}"
+
+
+def _interval(d: dict[str, float | None]) -> str:
+    bounds = "" if d["low"] is None else f" [{_pts(d['low'])}, {_pts(d['high'])}]"
+    return f"{_pts(d['mean'])}{bounds}"
+
+
+def per_seed_text(values: dict[Any, float]) -> str:
+    """``"s0 +1.0, s1 -2.5, ..."``: per-seed values in points."""
+    return ", ".join(f"s{s} {_pts(v)}" for s, v in values.items())
+
+
+def tested_rows(result: dict[str, Any], contrasts: dict[str, tuple[str, str]]) -> list[str]:
+    """The tested family as markdown table rows (header included): per contrast of ``contrasts`` (name →
+    (treatment, control) as shown), the per-seed AUC differences, mean [95 % t], p over seeds and Holm's p."""
+
+    def pv(x: float | None) -> str:
+        return "—" if x is None else f"{x:.4f}"
+
+    lines = ["| contrast | treatment − control | per seed | mean [95 % t] | p (seeds) | p (Holm) |",
+             "|---|---|---|---|---|---|"]
+    for name, (t, c) in contrasts.items():
+        test = result["tests"][name]
+        lines.append(f"| {name} | `{t}` − `{c}` | {per_seed_text(test['per_seed'])} | "
+                     f"{_interval(test['difference'])} | {pv(test['p_value'])} | {pv(test.get('p_holm'))} |")
+    return lines
+
+
+def described_lines(result: dict[str, Any], arms: Sequence[str], first: Sequence[str] = ()) -> list[str]:
+    """The described figures as markdown: ``first`` (bullets of the caller's own), the final-score differences,
+    the cells, then the final score per bin of each of ``arms``."""
+    lines = ["", "### Described, not tested", "", *first,
+             "- Final held-out score, treatment − control (points): " + "; ".join(
+                 f"{n} {_interval(d['difference'])}" for n, d in result["final_difference"].items()) + ".",
+             "- Cells ((seed, evaluation ≥ 1) of both arms): " + "; ".join(
+                 f"{n}: {c['n_cells']} cells, mean {_pts(c['cell_mean'])}, ICC "
+                 + ("—" if c["icc"] is None else f"{c['icc']:.2f}") for n, c in result["cells"].items()) + ".", ""]
+    bins = sorted(set().union(*(b.keys() for b in result["bins"].values())))
+    if bins:
+        lines += ["| final score per bin (%) | " + " | ".join(f"`{a}`" for a in arms) + " |",
+                  "|---|" + "---|" * len(arms)]
+        for b in bins:
+            cells = [result["bins"][a].get(b) for a in arms]
+            lines.append(f"| {b.removeprefix('heldout/')} | "
+                         + " | ".join("—" if v is None else f"{100 * v:.1f}" for v in cells) + " |")
+    return lines
+
+
+def markdown(result: dict[str, Any]) -> list[str]:
+    """`analyse`'s result as markdown lines: what was compared, the tested family, the described figures;
+    differences in points (100 x score units)."""
+    seeds = result["seeds"]
+    n = len(result["contrasts"])
+    return [f"## Held-out outcome of {n} contrasts ({result['experiment']}, {result['key']})", "",
+            f"Arms: {', '.join(f'`{a}`' for a in result['arms'])}. Seeds finished in every arm: {len(seeds)} "
+            f"({', '.join(map(str, seeds))}); "
+            + ("every planned seed." if result["complete"] else f"**partial look**, missing {result['missing']}."),
+            f"Untrained agent: {100 * result['baseline']:.1f} %. Runs' {result['code']}.", "",
+            f"### Tested: AUC per seed, treatment − control (points), Holm over the {n}", "",
+            *tested_rows(result, result["contrasts"]), *described_lines(result, result["arms"])]
+
+
+def cli(argv: Sequence[str]) -> int:
+    """``genenv-experiment contrasts EXPERIMENT --contrast T-C [--contrast ...] [--partial] [--json FILE]
+    [--cache DIR] [--mixed-code]``: print `markdown` of `analyse` (each contrast named ``T - C``); exit 2 with a
+    message on an unreadable folder, a bad contrast, a missing arm or seed."""
+    import argparse
+
+    from genenv.trainer.experiments.archive import experiment_folder
+
+    ap = argparse.ArgumentParser(prog="genenv-experiment contrasts",
+                                 description="held-out outcome of arm contrasts, paired by seed (the seed is the "
+                                             "unit), AUC tested with Holm over the contrasts")
+    ap.add_argument("experiment", help="an experiment folder, or an archive of one: results/<experiment>.tar.xz")
+    ap.add_argument("--contrast", action="append", required=True, metavar="TREATMENT-CONTROL",
+                    help="an arm contrast, e.g. oracle-static (repeat; the first is listed first)")
+    ap.add_argument("--partial", action="store_true",
+                    help="compute over the seeds finished so far (a stop rule forbids this look)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the full result to this file")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="where archives are unpacked (default: <archive folder>/.unpacked)")
+    ap.add_argument("--mixed-code", action="store_true", help="compare arms made with different code")
+    args = ap.parse_args(list(argv))
+    try:
+        pairs = [parse_contrast(c) for c in args.contrast]
+        result = analyse(experiment_folder(args.experiment, args.cache), {f"{t} - {c}": (t, c) for t, c in pairs},
+                         args.partial, args.mixed_code)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"genenv-experiment contrasts: {e}", file=sys.stderr)
+        return 2
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=1))
+    print("\n".join(markdown(result)))
+    return 0
