@@ -160,9 +160,7 @@ class TransformersPolicy:
         from genenv.runtime.models import LOCAL_MODULES
 
         require_extra("local", *LOCAL_MODULES, needed_by=f"the local model {model_name!r}")
-        from genenv.runtime._builtin.attention import use_decode_attention
         from genenv.runtime.models import load_model_and_tokenizer, prepare_tokenizer
-        from genenv.runtime._builtin.prefix_cache import PrefixCache
 
         if model is None:
             model, tokenizer = load_model_and_tokenizer(model_name, dtype=dtype, device=device)
@@ -173,6 +171,8 @@ class TransformersPolicy:
             prefix_cache_tokens = 0
         self.builtin = builtin
         if decode_attention:
+            from genenv.runtime._builtin.attention import use_decode_attention
+
             use_decode_attention(model)
         self.model, self.tokenizer = model, tokenizer
         self.name = model_name
@@ -181,8 +181,12 @@ class TransformersPolicy:
         self.autocast_dtype = autocast_dtype  # e.g. "bfloat16": generate in bf16 from fp32 training weights
         self.share_prefix = share_prefix
         # the KV reuse the policy was built with, which use_static_cache turns off and on
-        self._kv_reuse = (PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None, retire_rows,
-                          continuous_batching)
+        prefix_cache = None
+        if prefix_cache_tokens > 0:
+            from genenv.runtime._builtin.prefix_cache import PrefixCache
+
+            prefix_cache = PrefixCache(prefix_cache_tokens)
+        self._kv_reuse = (prefix_cache, retire_rows, continuous_batching)
         self.use_static_cache(static_cache)
         self.continuous_counters: dict[str, float] = {}  # running totals of every continuous batch (COUNTERS)
         self.generated_tokens = 0

@@ -56,19 +56,25 @@ class EpisodeCachePolicy:
         self.generated_tokens, self.generate_seconds = 0, 0.0
 
     def encode_prompt(self, messages):
+        """Token ids of ``messages`` under the wrapped policy's chat template."""
         return self.policy.encode_prompt(messages)
 
     def clear_prefix_cache(self) -> None:
+        """Drop every episode's kept ``past_key_values`` (a rollout ended)."""
         self.caches.clear()
 
     def load_weights(self, state_dict, fingerprint=None) -> float:
+        """Load ``state_dict`` into the wrapped policy (kept KV states are stale, so dropped); returns seconds."""
         self.caches.clear()
         return self.policy.load_weights(state_dict, fingerprint)
 
     def close(self) -> None:
+        """Release the kept KV states."""
         self.caches.clear()
 
     def generate(self, prompts, n: int = 1, temperature: float = 0.0, max_new_tokens: int = 256):
+        """``n`` samples per prompt, each continuing its episode's kept ``past_key_values`` when the prompt extends
+        that episode's previous turn (else from scratch); returns one list of `Generation` per prompt."""
         import copy
 
         import torch

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -127,7 +126,6 @@ class LlamaServerSampler(ServerSampler):
                                           [p.get("logprob", 0.0) for p in out.get("completion_probabilities") or []],
                                           out.get("stop_type") == "eos", self.stops)
         timings = out.get("timings") or {}
-        self.requests += 1
         self.generated_tokens += len(tokens)
         return Generation(out.get("content", ""), prompt_ids=list(prompt_ids), response_ids=tokens,
                           response_logprobs=logprobs, usage={"prompt_tokens": int(timings.get("prompt_n", 0)),
@@ -138,15 +136,9 @@ class LlamaServerSampler(ServerSampler):
         """``n`` samples per prompt (`complete`), all requests concurrent up to the slot count; a prompt's
         ``token_ids`` are used when set, its ``max_new_tokens`` caps its samples and its ``json_schema`` constrains
         them."""
-        jobs = []
-        for i, p in enumerate(prompts):
-            ids = p.token_ids or self.encode_prompt(p.messages)
-            cap = min(max_new_tokens, p.max_new_tokens or max_new_tokens)
-            for k in range(n):
-                jobs.append((i, ids, cap, self.seed + self.requests + len(jobs), p.json_schema))
+        jobs = self.requests_for(prompts, max_new_tokens, n)
+        done = self.in_flight(lambda job: self.complete(job[1], job[2], temperature, job[3], job[4]), jobs, self.slots)
         results: list[list[Generation]] = [[] for _ in prompts]
-        with ThreadPoolExecutor(max(1, min(self.slots, len(jobs)))) as pool:
-            done = list(pool.map(lambda job: self.complete(job[1], job[2], temperature, job[3], job[4]), jobs))
         for (i, *_), gen in zip(jobs, done):
             results[i].append(gen)
         return results

@@ -1,7 +1,8 @@
 """What the samplers that run an inference server share (`LlamaServerSampler`, `VLLMSampler`): the working folder,
 the server process (started on a free port, waited for, stopped with the sampler or at interpreter exit), JSON
-requests whose errors name the URL and the server's log, the weights' fingerprint, the chat template, and the
-sampled tokens made into a response the trainer learns from (`ended_response`)."""
+requests whose errors name the URL and the server's log, the requests of one ``generate`` call (token ids, caps,
+seeds) sent concurrently, the weights' fingerprint, the chat template, and the sampled tokens made into a response
+the trainer learns from (`ended_response`)."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -56,6 +58,7 @@ class ServerSampler:
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.requests = 0
+        self.seed = 0  # the first request's sampling seed (subclasses set it)
         self.generated_tokens = 0
         self.sync_seconds: list[float] = []
         self._fingerprint = fingerprint
@@ -141,6 +144,29 @@ class ServerSampler:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def requests_for(self, prompts: Sequence[Any], max_new_tokens: int, copies: int
+                     ) -> list[tuple[int, list[int], int, int, dict[str, Any] | None]]:
+        """One request per prompt and copy, ``(prompt index, token ids, cap, seed, JSON Schema)``: a prompt's
+        ``token_ids`` when set, else its messages under the chat template; its cap ``min(max_new_tokens, its own
+        max_new_tokens)``; seeds ``seed + requests so far + k``, so every request of a sampler's life has its own.
+        Counts them in ``requests``."""
+        jobs = []
+        for i, p in enumerate(prompts):
+            ids = p.token_ids or self.encode_prompt(p.messages)
+            cap = min(max_new_tokens, p.max_new_tokens or max_new_tokens)
+            for _ in range(copies):
+                jobs.append((i, ids, cap, self.seed + self.requests + len(jobs), p.json_schema))
+        self.requests += len(jobs)
+        return jobs
+
+    @staticmethod
+    def in_flight(call: Callable[[Any], Any], jobs: Sequence[Any], width: int) -> list[Any]:
+        """``[call(job) for job in jobs]``, up to ``width`` calls at once (threads: the server does the work)."""
+        if not jobs:
+            return []
+        with ThreadPoolExecutor(max(1, min(width, len(jobs)))) as pool:
+            return list(pool.map(call, jobs))
 
     def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of ``messages`` under the chat template, ending with the assistant header."""

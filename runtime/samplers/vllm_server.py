@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -155,13 +154,6 @@ class VLLMSampler(ServerSampler):
         """``n`` samples per prompt (`complete`, one request per prompt), up to ``batch_size`` requests in flight; a
         prompt's ``token_ids`` are used when set, its ``max_new_tokens`` caps its samples and its ``json_schema``
         constrains them."""
-        jobs = []
-        for p in prompts:
-            ids = p.token_ids or self.encode_prompt(p.messages)
-            cap = min(max_new_tokens, p.max_new_tokens or max_new_tokens)
-            jobs.append((ids, cap, self.seed + self.requests + len(jobs), p.json_schema))
-        self.requests += len(jobs)
-        if not jobs:
-            return []
-        with ThreadPoolExecutor(max(1, min(self.batch_size, len(jobs)))) as pool:
-            return list(pool.map(lambda job: self.complete(job[0], n, job[1], temperature, job[2], job[3]), jobs))
+        jobs = self.requests_for(prompts, max_new_tokens, 1)
+        return self.in_flight(lambda job: self.complete(job[1], n, job[2], temperature, job[3], job[4]), jobs,
+                              self.batch_size)
