@@ -158,7 +158,7 @@ def test_the_graded_held_out_set_spreads_over_difficulty_and_is_scored_per_bin(t
     per_bin = {k: m for k, m in metrics.items() if "/graded/" in k}
     assert sum(m.n for k, m in per_bin.items() if "/graded/rooms=" in k) == 120
     assert all(m.value == 1.0 for m in per_bin.values()) and "twx/coin/graded/steps=7+" in per_bin
-    entries = yaml.safe_load(twx_env.GRADED_FILE.read_text())
+    entries = yaml.safe_load(twx_env.HELDOUT_SETS["graded"].read_text())
     entries[5]["digest"] = "0" * 12
     (tmp_path / "graded.yaml").write_text(yaml.safe_dump(entries))
     monkeypatch.setitem(twx_env.HELDOUT_SETS, "graded", tmp_path / "graded.yaml")

@@ -33,8 +33,9 @@ from genenv.envs.task import Task
 from genenv.envs.text_games import match_command, observation_text
 
 __all__ = [
-    "FOLD_SEEDS", "GAMES", "GRADED_FILE", "SPLIT_OPTIONS", "TWXEngine", "TextWorldExpressEnv", "cancel_detours",
-    "digest", "graded_tasks", "heldout_set_name", "HELDOUT_SETS", "HELDOUT_SHA256", "load_twx_tasks", "make_task", "params_dict", "params_string", "steps_bin",
+    "FOLD_SEEDS", "GAMES", "HELDOUT_SETS", "HELDOUT_SHA256", "SPLIT_OPTIONS", "TWXEngine", "TextWorldExpressEnv",
+    "cancel_detours", "digest", "graded_tasks", "heldout_set_name", "load_twx_tasks", "make_task", "params_dict",
+    "params_string", "steps_bin",
 ]
 
 GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
@@ -407,12 +408,10 @@ HELDOUT_SETS = {  # name → file: the fixed held-out sets `load_twx_tasks(split
     "graded": Path(__file__).with_name("graded_heldout.yaml"),
     "discriminating": Path(__file__).with_name("discriminating_heldout.yaml"),
 }
-HELDOUT_SHA256 = {  # each file's sha256 as built: a set is fixed, so an edited file is an error, not another set
+HELDOUT_SHA256 = {  # each file's sha256 as built (line ends as \n): a set is fixed, so an edited file is an error
     "graded": "7b3591f3291d188ce5079fbe9db522f11889fc7188135964aa66e1ab6bcb1423",
     "discriminating": "75fec18d56bec039393c2e186fcff929e6dcf669cceb602f59df3b5cb1114be8",
 }
-GRADED_FILE = HELDOUT_SETS["graded"]
-
 
 def steps_bin(steps: int) -> str:
     """The steps-to-win bin of a gold length in the ``graded`` set: ``"2"`` (or fewer), ``"3-4"``, ``"5-6"``,
@@ -456,7 +455,7 @@ def graded_tasks(name: str = "graded") -> list[Task]:
 
     name = heldout_set_name(name)
     path = HELDOUT_SETS[name]
-    raw = path.read_bytes()
+    raw = path.read_bytes().replace(b"\r\n", b"\n")  # a checkout that writes CRLF line ends reads the same
     if hashlib.sha256(raw).hexdigest() != HELDOUT_SHA256[name]:
         raise ValueError(f"{path.name} was edited: its sha256 is not the one recorded for the held-out set {name!r} "
                          "(genenv.benchmarks.twx.env.HELDOUT_SHA256); rebuild it with python -m "

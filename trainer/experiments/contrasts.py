@@ -20,7 +20,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -30,7 +30,8 @@ from genenv.trainer.experiments.report import arm_dir, finished_runs, first_iter
 from genenv.trainer.experiments.settings import experiment_settings
 from genenv.trainer.experiments.stats import correct
 
-__all__ = ["analyse", "cli", "described_lines", "final_bins", "parse_contrast", "tested_rows"]
+__all__ = ["analyse", "cli", "described_lines", "final_bins", "interval_text", "markdown", "parse_contrast", "parser",
+           "per_seed_text", "run_command", "tested_rows"]
 
 
 def final_bins(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -> dict[str, float]:
@@ -136,7 +137,8 @@ def _pts(x: float | None) -> str:
     return "—" if x is None or np.isnan(x) else f"{100 * x:+.1f}"
 
 
-def _interval(d: dict[str, float | None]) -> str:
+def interval_text(d: dict[str, float | None]) -> str:
+    """``"+1.2 [-0.3, +2.7]"``: a `mean_interval` in points (100 x score units)."""
     bounds = "" if d["low"] is None else f" [{_pts(d['low'])}, {_pts(d['high'])}]"
     return f"{_pts(d['mean'])}{bounds}"
 
@@ -158,7 +160,7 @@ def tested_rows(result: dict[str, Any], contrasts: dict[str, tuple[str, str]]) -
     for name, (t, c) in contrasts.items():
         test = result["tests"][name]
         lines.append(f"| {name} | `{t}` − `{c}` | {per_seed_text(test['per_seed'])} | "
-                     f"{_interval(test['difference'])} | {pv(test['p_value'])} | {pv(test.get('p_holm'))} |")
+                     f"{interval_text(test['difference'])} | {pv(test['p_value'])} | {pv(test.get('p_holm'))} |")
     return lines
 
 
@@ -167,7 +169,7 @@ def described_lines(result: dict[str, Any], arms: Sequence[str], first: Sequence
     the cells, then the final score per bin of each of ``arms``."""
     lines = ["", "### Described, not tested", "", *first,
              "- Final held-out score, treatment − control (points): " + "; ".join(
-                 f"{n} {_interval(d['difference'])}" for n, d in result["final_difference"].items()) + ".",
+                 f"{n} {interval_text(d['difference'])}" for n, d in result["final_difference"].items()) + ".",
              "- Cells ((seed, evaluation ≥ 1) of both arms): " + "; ".join(
                  f"{n}: {c['n_cells']} cells, mean {_pts(c['cell_mean'])}, ICC "
                  + ("—" if c["icc"] is None else f"{c['icc']:.2f}") for n, c in result["cells"].items()) + ".", ""]
@@ -196,35 +198,52 @@ def markdown(result: dict[str, Any]) -> list[str]:
             *tested_rows(result, result["contrasts"]), *described_lines(result, result["arms"])]
 
 
-def cli(argv: Sequence[str]) -> int:
-    """``genenv-experiment contrasts EXPERIMENT --contrast T-C [--contrast ...] [--partial] [--json FILE]
-    [--cache DIR] [--mixed-code]``: print `markdown` of `analyse` (each contrast named ``T - C``); exit 2 with a
-    message on an unreadable folder, a bad contrast, a missing arm or seed."""
+def parser(prog: str, description: str):
+    """An ``argparse`` parser with what the outcome commands share: the experiment (folder or archive),
+    ``--partial``, ``--json FILE``, ``--cache DIR``, ``--mixed-code``."""
     import argparse
 
-    from genenv.trainer.experiments.archive import experiment_folder
-
-    ap = argparse.ArgumentParser(prog="genenv-experiment contrasts",
-                                 description="held-out outcome of arm contrasts, paired by seed (the seed is the "
-                                             "unit), AUC tested with Holm over the contrasts")
+    ap = argparse.ArgumentParser(prog=prog, description=description)
     ap.add_argument("experiment", help="an experiment folder, or an archive of one: results/<experiment>.tar.xz")
-    ap.add_argument("--contrast", action="append", required=True, metavar="TREATMENT-CONTROL",
-                    help="an arm contrast, e.g. oracle-static (repeat; the first is listed first)")
     ap.add_argument("--partial", action="store_true",
                     help="compute over the seeds finished so far (a stop rule forbids this look)")
     ap.add_argument("--json", type=Path, default=None, help="also write the full result to this file")
     ap.add_argument("--cache", type=Path, default=None,
                     help="where archives are unpacked (default: <archive folder>/.unpacked)")
     ap.add_argument("--mixed-code", action="store_true", help="compare arms made with different code")
-    args = ap.parse_args(list(argv))
+    return ap
+
+
+def run_command(prog: str, args, compute: Callable[[Path], dict[str, Any]],
+                render: Callable[[dict[str, Any]], list[str]]) -> int:
+    """Compute on ``args.experiment`` (unpacked when an archive), write ``--json``, print ``render``'s lines;
+    0, or 2 with ``prog``'s message on stderr when the folder, an arm, a seed or an argument is refused."""
+    from genenv.trainer.experiments.archive import experiment_folder
+
     try:
-        pairs = [parse_contrast(c) for c in args.contrast]
-        result = analyse(experiment_folder(args.experiment, args.cache), {f"{t} - {c}": (t, c) for t, c in pairs},
-                         args.partial, args.mixed_code)
+        result = compute(experiment_folder(args.experiment, args.cache))
     except (FileNotFoundError, ValueError) as e:
-        print(f"genenv-experiment contrasts: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1))
-    print("\n".join(markdown(result)))
+    print("\n".join(render(result)))
     return 0
+
+
+def cli(argv: Sequence[str]) -> int:
+    """``genenv-experiment contrasts EXPERIMENT --contrast T-C [--contrast ...] [--partial] [--json FILE]
+    [--cache DIR] [--mixed-code]``: print `markdown` of `analyse` (each contrast named ``T - C``); exit 2 with a
+    message on an unreadable folder, a bad contrast, a missing arm or seed."""
+    prog = "genenv-experiment contrasts"
+    ap = parser(prog, "held-out outcome of arm contrasts, paired by seed (the seed is the unit), AUC tested with Holm "
+                      "over the contrasts")
+    ap.add_argument("--contrast", action="append", required=True, metavar="TREATMENT-CONTROL",
+                    help="an arm contrast, e.g. oracle-static (repeat; the first is listed first)")
+    args = ap.parse_args(list(argv))
+
+    def compute(folder: Path) -> dict[str, Any]:
+        pairs = [parse_contrast(c) for c in args.contrast]
+        return analyse(folder, {f"{t} - {c}": (t, c) for t, c in pairs}, args.partial, args.mixed_code)
+
+    return run_command(prog, args, compute, markdown)

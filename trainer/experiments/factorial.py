@@ -27,13 +27,11 @@ the writer's share is `genenv.trainer.experiments.contrasts`' statistic of the t
 """
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from genenv.trainer.experiments import contrasts
-from genenv.trainer.experiments.contrasts import _interval, described_lines, final_bins, per_seed_text, tested_rows
+from genenv.trainer.experiments.contrasts import described_lines, final_bins, interval_text, per_seed_text, tested_rows
 from genenv.trainer.experiments.stats import mean_interval
 
 __all__ = ["CONTRASTS", "DEFAULT_ARMS", "analyse", "cli", "final_bins", "markdown"]
@@ -92,7 +90,7 @@ def markdown(result: dict[str, Any]) -> list[str]:
             *tested_rows(result, {name: (role[t], role[c]) for name, (t, c) in CONTRASTS.items()}),
             *described_lines(result, list(role.values()), first=[
                 f"- The writer's share of the lever (AUC, (`{role['trained_lever']}` − `{role['trained']}`) − "
-                f"(`{role['frozen_lever']}` − `{role['frozen']}`)): {_interval(share['difference'])} points; "
+                f"(`{role['frozen_lever']}` − `{role['frozen']}`)): {interval_text(share['difference'])} points; "
                 f"{per_seed_text(share['per_seed'])}."])]
 
 
@@ -100,30 +98,12 @@ def cli(argv: Sequence[str]) -> int:
     """``genenv-experiment factorial EXPERIMENT [--arms T F TL FL] [--partial] [--json FILE] [--cache DIR]
     [--mixed-code]``: print `markdown` of `analyse`; exit 2 with a message on an unreadable folder,
     a missing arm or seed."""
-    import argparse
-
-    from genenv.trainer.experiments.archive import experiment_folder
-
-    ap = argparse.ArgumentParser(prog="genenv-experiment factorial",
-                                 description="held-out outcome of a lever crossed with the writer (2x2 arms, paired "
-                                             "by seed; the seed is the unit)")
-    ap.add_argument("experiment", help="an experiment folder, or an archive of one: results/<experiment>.tar.xz")
+    prog = "genenv-experiment factorial"
+    ap = contrasts.parser(prog, "held-out outcome of a lever crossed with the writer (2x2 arms, paired by seed; the "
+                                "seed is the unit)")
     ap.add_argument("--arms", nargs=4, default=list(DEFAULT_ARMS), metavar=("TRAINED", "FROZEN", "TRAINED_LEVER",
                                                                             "FROZEN_LEVER"),
                     help=f"the four arms (default: {' '.join(DEFAULT_ARMS)})")
-    ap.add_argument("--partial", action="store_true",
-                    help="compute over the seeds finished so far (a stop rule forbids this look)")
-    ap.add_argument("--json", type=Path, default=None, help="also write the full result to this file")
-    ap.add_argument("--cache", type=Path, default=None,
-                    help="where archives are unpacked (default: <archive folder>/.unpacked)")
-    ap.add_argument("--mixed-code", action="store_true", help="compare arms made with different code")
     args = ap.parse_args(list(argv))
-    try:
-        result = analyse(experiment_folder(args.experiment, args.cache), args.arms, args.partial, args.mixed_code)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"genenv-experiment factorial: {e}", file=sys.stderr)
-        return 2
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=1))
-    print("\n".join(markdown(result)))
-    return 0
+    return contrasts.run_command(prog, args, lambda folder: analyse(folder, args.arms, args.partial, args.mixed_code),
+                                 markdown)

@@ -5,7 +5,7 @@ Each iteration the source writes as many tasks as a GenEnv writer writes texts
 (``generation.prompts_per_iteration × generation.generations_per_prompt``):
 
 1. the levels are the benchmark's (`TaskWriter.difficulty_levels` for the run's seed options; TextWorldExpress:
-   Coin Collector by rooms and steps to win, train-fold seeds only, so a held-out game is never drawn);
+   Coin Collector by rooms and steps to win, drawn from train-fold seeds);
 2. each level's success estimate is the mean of the latest p̂ of the pool's tasks at that level rolled out within
    the last `WINDOW` iterations, shrunk toward α by `PRIOR` pseudo-records at α (a level never measured is at α,
    so it is tried first);
@@ -116,7 +116,8 @@ class OracleSource(TaskSource):
         estimates = level_estimates(loop, self.levels(loop), alpha)
         nearest = min(abs(est - alpha) for est, _ in estimates.values())
         best = [level for level, (est, _) in estimates.items() if abs(est - alpha) == nearest]
-        log.info("oracle at iteration %d: %s (estimates %s)", iteration, best,
+        log.info("oracle at iteration %d: %s (measured levels: %s)", iteration,
+                 best if len(best) <= 3 else f"{len(best)} levels tied at {nearest:.3f} from alpha",
                  {k: round(v[0], 3) for k, v in estimates.items() if v[1]})
         records: list[GenerationRecord] = []
         rejected: Counter = Counter()
