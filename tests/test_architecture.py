@@ -308,7 +308,7 @@ def test_run_settings_are_built_once_validated_and_name_the_bad_key():
             run_settings(compose_config([override]))
     from genenv.trainer.strategies import build_agent_batch, build_task_source
 
-    for override, key, build in [("task_source=oracle", "task_source", build_task_source),
+    for override, key, build in [("task_source=teacher", "task_source", build_task_source),
                                  ("agent_batch=plr", "agent_batch", build_agent_batch),
                                  ("env_policy.update_mode=ppo", "env_policy.update_mode", build_task_source)]:
         with pytest.raises(ConfigError, match=f"config key '{key}'"):  # strategy names: when the loop builds them
