@@ -105,3 +105,38 @@ def test_a_member_outside_its_experiment_folder_is_refused(tmp_path):
     with pytest.raises(ArchiveError, match="not a file or folder under evil/"):
         unpack(archive, tmp_path / "cache")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_running_experiment_ships_its_finished_runs_only(tmp_path, shipped):
+    """``genenv-experiment archive EXP --finished-only`` on a running experiment (a copy of the shipped
+    ``twx_env_policy_rwr`` with one run unfinished, checkpoints in a finished and an unfinished run, the live log):
+    the archive holds the experiment's own files and every finished run's files, without checkpoints, logs or
+    the unfinished run; once that run finishes, the same command gives the full archive's bytes."""
+    folder = tmp_path / "twx_env_policy_rwr"
+    shutil.copytree(shipped("twx_env_policy_rwr"), folder)
+    full = pack(folder, tmp_path / "full")
+    runs = sorted(p.parent for p in folder.rglob("done.json"))
+    assert len(runs) >= 2
+    open_run, finished = runs[-1], runs[0]
+    done = (open_run / "done.json").read_bytes()
+    (open_run / "done.json").unlink()
+    for run in (open_run, finished):
+        (run / "checkpoints" / "iter_3").mkdir(parents=True)
+        (run / "checkpoints" / "iter_3" / "state.json").write_text("{}")
+    (folder / "run.log").write_text("a live log\n")
+    out = _cli("archive", folder, "--out", tmp_path / "ship", "--finished-only")
+    assert out.returncode == 0, out.stderr[-2000:]
+    with tarfile.open(tmp_path / "ship" / full.name) as tar:
+        names = tar.getnames()
+    with tarfile.open(full) as tar:
+        everything = tar.getnames()
+    unfinished = f"{folder.name}/{open_run.relative_to(folder).as_posix()}/"
+    assert names == [n for n in everything if not n.startswith(unfinished)] and len(names) < len(everything)
+    assert not any("checkpoints" in n or n.endswith(".log") for n in names)
+    assert read_sums(tmp_path / "ship") == {full.name: sha256(tmp_path / "ship" / full.name)}
+    (open_run / "done.json").write_bytes(done)
+    shutil.rmtree(open_run / "checkpoints")
+    assert _cli("archive", folder, "--out", tmp_path / "ship", "--finished-only").returncode == 0
+    assert (tmp_path / "ship" / full.name).read_bytes() == full.read_bytes()
+    missing = _cli("archive", tmp_path / "nothing", "--out", tmp_path / "ship")
+    assert missing.returncode == 2 and "no such experiment folder" in missing.stderr

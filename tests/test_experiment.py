@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from genenv.trainer.cli import compose_config
@@ -603,6 +604,32 @@ def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule
         assert result["tests"][name]["family"] == 2
     assert [result["tests"][n]["p_holm"] for n in named] == holm([result["tests"][n]["p_value"] for n in named])
     assert contrasts.parse_contrast("genenv_n8-random_env") == ("genenv_n8", "random_env")
+
+    # what each arm's source gave its pool, from the runs' own counters and metric rows
+    for arm in result["arms"]:
+        for seed in result["seeds"]:
+            counters = json.loads((main / arm / f"seed{seed}/final_state.json").read_text())["counters"]
+            rows = [json.loads(line) for line in (main / arm / f"seed{seed}/metrics.jsonl").read_text().splitlines()]
+            src = result["sources"][arm]
+            assert src["admitted"][seed] == counters.get("admitted", 0)
+            assert src["generated"][seed] == counters.get("generated", 0)
+            assert src["in_band"][seed] == sum(r.get("gen/in_band", 0) for r in rows)
+    assert not any(result["sources"]["static"]["generated"].values()) and result["sources"]["genenv"]["levels"] == {}
+    assert all(n == 80 for n in result["sources"]["genenv"]["generated"].values())  # 8 texts x 10 iterations
+    # a bound arm: each other arm's share of its AUC difference over its contrast's control, seed by seed
+    bounded = contrasts.analyse(main, named, bound="genenv")
+    auc = bounded["auc"]
+    assert bounded["bound"] == {"arm": "genenv", "control": "static"} and list(bounded["shares"]) == ["replay"]
+    share = bounded["shares"]["replay"]
+    for seed in bounded["seeds"]:
+        gap = auc["genenv"][seed] - auc["static"][seed]
+        expected = None if gap == 0 else pytest.approx((auc["replay"][seed] - auc["static"][seed]) / gap)
+        assert share["per_seed"][seed] == expected
+    assert share["of_means"] == pytest.approx(
+        np.mean([auc["replay"][s] - auc["static"][s] for s in bounded["seeds"]])
+        / np.mean([auc["genenv"][s] - auc["static"][s] for s in bounded["seeds"]]))
+    with pytest.raises(ValueError, match="treatment of no contrast"):
+        contrasts.analyse(main, named, bound="static")
     for bad in ("genenv", "genenv-genenv", "a-b-c", "-static"):
         with pytest.raises(ValueError, match="treatment-control"):
             contrasts.parse_contrast(bad)
@@ -617,6 +644,10 @@ def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule
     out = subprocess.run([*cmd, "--contrast", "genenv-static", "--contrast", "replay-static"],
                          capture_output=True, text=True, check=True).stdout
     assert "Holm over the 2" in out and "| genenv - static | `genenv` − `static` |" in out
+    assert "`static` none; `replay` generated 80.0 (80-80)" in out and "Share of" not in out
+    out = subprocess.run([*cmd, "--contrast", "genenv-static", "--contrast", "replay-static", "--bound", "genenv"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "Share of the `genenv` − `static` AUC difference each arm reaches" in out and "`replay` " in out
     for args, message in ((["--contrast", "oracle-static"], "ran no arm ['oracle']"),
                           (["--contrast", "genenv"], "treatment-control")):
         refused = subprocess.run([*cmd, *args], capture_output=True, text=True)

@@ -168,3 +168,13 @@ def test_one_iteration_of_the_loop_with_the_oracle(tmp_path, tiny_model_dir, hel
     assert len(rows) == 3 and all(r["admitted"] and r["p_hat"] is not None for r in rows)
     written = [t for t in trainer.pool.tasks if t.origin == "generated"]
     assert all(game_key(t) not in heldout_keys and t.metadata["fold"] == "train" for t in written)
+    # the outcome report reads the levels drawn from the run's own counters
+    from genenv.trainer.experiments.contrasts import source_summary
+    from genenv.trainer.experiments.run import finish_arm
+
+    finish_arm(tmp_path, 1, keep_checkpoints=True)  # the loop state an experiment keeps beside a finished run
+    summary = source_summary(tmp_path, [row])
+    assert summary["admitted"] == summary["generated"] == 3 and summary["in_band"] == row["gen/in_band"]
+    assert sum(summary["levels"].values()) == 3
+    drawn = {k.split("=", 1)[1]: v for k, v in trainer.counters.items() if k.startswith("oracle/level=")}
+    assert summary["levels"] == drawn

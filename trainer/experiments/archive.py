@@ -18,17 +18,20 @@ demand, once per checksum, into a cache folder (default ``<archive folder>/.unpa
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import lzma
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 __all__ = [
-    "ArchiveError", "REPORT_FILES", "SUMS", "experiment_folder", "pack", "read_sums", "sha256", "unpack", "verify",
+    "ArchiveError", "REPORT_FILES", "SUMS", "archived_files", "cli", "experiment_folder", "pack", "read_sums", "sha256",
+    "unpack", "verify",
 ]
 
 SUFFIX = ".tar.xz"
@@ -73,18 +76,35 @@ def _write_sums(folder: Path, sums: dict[str, str]) -> None:
     (Path(folder) / SUMS).write_text("".join(f"{sums[k]}  {k}\n" for k in sorted(sums)), encoding="utf-8")
 
 
-def archived_files(folder: Path) -> list[Path]:
+def archived_files(folder: Path, finished_only: bool = False) -> list[Path]:
     """The files of experiment ``folder`` that an archive holds: every regular file under it but the reports
-    (`REPORT_FILES`), sorted by their path relative to ``folder``."""
+    (`REPORT_FILES`), sorted by their path relative to ``folder``.
+
+    With ``finished_only`` (an experiment still running, shipped as its runs finish): the experiment's own files
+    but its logs (``*.log``, still being written), and the files of each finished run (a folder holding a
+    ``done.json``) but its ``checkpoints/``; a run without ``done.json`` (unfinished, or stopped) gives nothing."""
     folder = Path(folder)
-    return sorted((p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and p.name not in REPORT_FILES),
-                  key=lambda p: p.relative_to(folder).as_posix())
+    files = (p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and p.name not in REPORT_FILES)
+    if finished_only:
+        files = (p for p in files if _finished_member(p.relative_to(folder), folder))
+    return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
 
 
-def pack(folder: Path, out_dir: Path) -> Path:
+def _finished_member(rel: Path, folder: Path) -> bool:
+    if len(rel.parts) == 1:
+        return rel.suffix != ".log"
+    for depth in range(1, len(rel.parts)):  # the nearest folder above the file that is a finished run
+        if (folder.joinpath(*rel.parts[:depth]) / "done.json").is_file():
+            return rel.parts[depth] != "checkpoints"
+    return False
+
+
+def pack(folder: Path, out_dir: Path, finished_only: bool = False) -> Path:
     """Write ``<out_dir>/<folder name>.tar.xz`` from the experiment ``folder`` (see the module docstring: its files
     but the reports, deterministic) and record its checksum in ``<out_dir>/SHA256SUMS`` (an existing line for the
-    same archive is replaced). Returns the archive's path.
+    same archive is replaced). Returns the archive's path. ``finished_only``: only its finished runs, without
+    checkpoints, and its own files but logs (`archived_files`): an experiment that is still running, shipped as each
+    run finishes.
 
     Raises:
         FileNotFoundError: ``folder`` is not a folder, or holds no file to archive.
@@ -92,7 +112,7 @@ def pack(folder: Path, out_dir: Path) -> Path:
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such experiment folder")
-    files = archived_files(folder)
+    files = archived_files(folder, finished_only)
     if not files:
         raise FileNotFoundError(f"{folder}: no run file to archive (only reports, or nothing)")
     out_dir = Path(out_dir)
@@ -195,3 +215,24 @@ def experiment_folder(address: str | Path, cache: Path | None = None) -> Path:
         kids = sorted(p.name for p in root.iterdir() if p.is_dir())
         raise ArchiveError(f"{path}: no folder {sub!r} in {root.name}/ (its folders: {', '.join(kids)})")
     return folder
+
+
+def cli(argv) -> int:
+    """``genenv-experiment archive EXPERIMENT [--out DIR] [--finished-only]``: `pack` the experiment folder into
+    ``<DIR>/<experiment>.tar.xz`` (default ``results``) with its line in ``<DIR>/SHA256SUMS`` and print the archive's
+    path and SHA-256; ``--finished-only`` ships a running experiment's finished runs (`archived_files`). Exit 2 with
+    a message when the folder is missing or holds nothing to archive."""
+    ap = argparse.ArgumentParser(prog="genenv-experiment archive",
+                                 description="pack an experiment folder into a checksummed, deterministic archive")
+    ap.add_argument("experiment", type=Path, help="the experiment folder, e.g. experiments/twx_headroom")
+    ap.add_argument("--out", type=Path, default=Path("results"), help="where the archive goes (default: results)")
+    ap.add_argument("--finished-only", action="store_true",
+                    help="only finished runs (done.json), without checkpoints or logs: ship a running experiment")
+    args = ap.parse_args(list(argv))
+    try:
+        archive = pack(args.experiment, args.out, args.finished_only)
+    except FileNotFoundError as e:
+        print(f"genenv-experiment archive: {e}", file=sys.stderr)
+        return 2
+    print(f"{archive}  sha256 {sha256(archive)}")
+    return 0

@@ -7,7 +7,10 @@ held-out score. Computed from the arms' ``metrics.jsonl`` and the experiment's `
 sign-flip test, `seed_test`), Holm-corrected together (`correct`). **Described, not tested**: the contrasts'
 final-score differences with their intervals; each arm's final score per difficulty bin (metric keys holding ``=``,
 e.g. ``heldout/twx/coin/graded/steps=3``); each contrast's (seed, evaluation) cells with their intraclass correlation
-(`cell_summary`).
+(`cell_summary`); what each arm's task source gave its pool (`source_summary`: tasks generated, admitted and
+admitted in the difficulty band per seed, and the levels a steered source drew); with a **bound** arm (an upper
+bound such as the ``oracle`` task source, named as the treatment of a contrast), the share of the bound's AUC
+difference over its control that each other arm reaches (`bound_shares`).
 
 The stop rule is kept by `analyse`: it refuses to compute anything while a planned seed (the experiment's ``seeds``)
 has not finished in every arm of a contrast, unless asked for a partial look (``partial=True``). The 2x2 design
@@ -30,8 +33,10 @@ from genenv.trainer.experiments.report import arm_dir, finished_runs, first_iter
 from genenv.trainer.experiments.settings import experiment_settings
 from genenv.trainer.experiments.stats import correct
 
-__all__ = ["analyse", "cli", "described_lines", "final_bins", "interval_text", "markdown", "parse_contrast", "parser",
-           "per_seed_text", "run_command", "tested_rows"]
+__all__ = ["analyse", "bound_shares", "cli", "described_lines", "final_bins", "interval_text", "markdown",
+           "parse_contrast", "parser", "per_seed_text", "run_command", "source_lines", "source_summary", "tested_rows"]
+
+LEVEL = "/level="  # a steered task source's run-long counter of tasks drawn at a level: ``<source>/level=<name>``
 
 
 def final_bins(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -> dict[str, float]:
@@ -40,6 +45,42 @@ def final_bins(rows: Sequence[dict[str, Any]], key: str = "heldout/score") -> di
     row holding ``key``); ``{}`` when it has none."""
     last = next((r for r in reversed(rows) if key in r), {})
     return {k: float(v) for k, v in last.items() if k.startswith("heldout/") and "=" in k}
+
+
+def source_summary(run_dir: Path, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What one finished run's task source gave its pool: ``generated`` and ``admitted`` (tasks written or drawn,
+    and those that passed validation and joined the pool: the run-long counters of its ``final_state.json``, 0 when
+    a counter is absent, ``None`` when the run kept no ``final_state.json``), ``in_band`` (admitted tasks whose p̂
+    fell in the difficulty band, |p̂ − α| <= k_min: the sum of the metric rows' ``gen/in_band``, ``None`` when no
+    row logs it) and ``levels`` (``{level name: tasks}`` from the counters ``<source>/level=<name>`` of a source
+    steered by difficulty level, e.g. ``oracle``; ``{}`` for others)."""
+    state = Path(run_dir) / "final_state.json"
+    counters = json.loads(state.read_text()).get("counters", {}) if state.is_file() else None
+    logged = [r["gen/in_band"] for r in rows if r.get("gen/in_band") is not None]
+    if counters is None:
+        return {"generated": None, "admitted": None, "in_band": int(sum(logged)) if logged else None, "levels": {}}
+    return {"generated": int(counters.get("generated", 0)), "admitted": int(counters.get("admitted", 0)),
+            "in_band": int(sum(logged)) if logged else None,
+            "levels": {k.split(LEVEL, 1)[1]: int(v) for k, v in counters.items() if LEVEL in k}}
+
+
+def bound_shares(auc: dict[str, dict[int, float]], bound: str, control: str) -> dict[str, dict[str, Any]]:
+    """The share of the ``bound`` arm's AUC difference over ``control`` that each other arm reaches: per arm,
+    ``per_seed`` ``{seed: (arm − control) / (bound − control)}`` (``None`` where the bound equals the control) and
+    ``of_means`` (mean of arm − control over mean of bound − control, ``None`` when the latter is 0). ``auc`` is
+    `analyse`'s arm → seed → AUC; seeds are those of ``bound``. A described figure: a share means something only
+    where the bound's difference is shown."""
+    seeds = list(auc[bound])
+    gap = {s: auc[bound][s] - auc[control][s] for s in seeds}
+    mean_gap = float(np.mean(list(gap.values())))
+    out = {}
+    for arm in auc:
+        if arm in (bound, control):
+            continue
+        diff = {s: auc[arm][s] - auc[control][s] for s in seeds}
+        out[arm] = {"per_seed": {s: (diff[s] / gap[s] if gap[s] else None) for s in seeds},
+                    "of_means": float(np.mean(list(diff.values()))) / mean_gap if mean_gap else None}
+    return out
 
 
 def parse_contrast(text: str) -> tuple[str, str]:
@@ -55,7 +96,7 @@ def parse_contrast(text: str) -> tuple[str, str]:
 
 
 def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial: bool = False,
-            mixed_code: bool = False, order: Sequence[str] = ()) -> dict[str, Any]:
+            mixed_code: bool = False, order: Sequence[str] = (), bound: str | None = None) -> dict[str, Any]:
     """The statistic (module docstring) of ``contrasts`` in one experiment folder.
 
     Args:
@@ -65,6 +106,8 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
             stop rule forbids; the result says ``complete: False``).
         mixed_code: compare arms whose sittings recorded different code (`check_paired`).
         order: the arms in the order the notes and tables list them (default: as the contrasts first name them).
+        bound: an arm that bounds the others (the treatment of the first contrast naming it as treatment; that
+            contrast's control is the reference): adds ``shares`` (`bound_shares`).
     Returns:
         ``experiment``, ``key`` (the held-out metric), ``baseline`` (the untrained agent's score), ``contrasts``,
         ``arms`` (every arm, in first-named order), ``seeds`` (finished in every arm), ``missing`` (arm → planned
@@ -72,10 +115,13 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
         ``tests`` (contrast → the AUC `seed_test` with ``p_holm`` and ``family``); ``final_difference`` (contrast →
         ``per_seed`` and ``difference``); ``bins`` (arm → bin key → mean final score over the seeds); ``cells``
         (contrast → ``n_cells``, ``cell_mean``, ``per_seed``, ``icc``); ``code`` (a note on the code the arms ran,
-        on their iteration 0 and on each seed's host, `check_hosts`).
+        on their iteration 0 and on each seed's host, `check_hosts`); ``sources`` (arm → ``generated``,
+        ``admitted`` and ``in_band``, each seed → tasks, and ``levels``, level → tasks over the seeds:
+        `source_summary`); with ``bound``, ``bound`` (``{"arm", "control"}``) and ``shares`` (`bound_shares`).
     Raises:
         FileNotFoundError: no ``experiment.yaml`` or no ``baseline.json`` in ``experiment_dir``.
-        ValueError: no contrast; ``order`` names an arm no contrast has; an arm is not in the experiment's ``arms``; no seed finished in every arm; a
+        ValueError: no contrast; ``order`` names an arm no contrast has; ``bound`` is no contrast's treatment; an
+            arm is not in the experiment's ``arms``; no seed finished in every arm; a
             planned seed is missing and ``partial`` is false; the arms ran different code and ``mixed_code`` is
             false.
     """
@@ -92,6 +138,9 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
     if extra:
         raise ValueError(f"order names arms no contrast compares: {sorted(extra)}")
     arms = tuple(dict.fromkeys([*order, *(a for pair in contrasts.values() for a in pair)]))
+    reference = next((c for t, c in contrasts.values() if t == bound), None)
+    if bound is not None and reference is None:
+        raise ValueError(f"the bound {bound!r} is the treatment of no contrast: name one, e.g. {bound}-static")
     settings = experiment_settings(OmegaConf.load(exp / "experiment.yaml"))
     unknown = [a for a in arms if a not in settings.arms]
     if unknown:
@@ -122,15 +171,27 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
         per_seed = [final_bins(runs[a][s], key) for s in seeds]
         names = sorted(set().union(*per_seed))
         bins[a] = {b: float(np.mean([p[b] for p in per_seed if b in p])) for b in names}
+    sources = {}
+    for a in arms:
+        each = {s: source_summary(arm_dir(exp, a, s), runs[a][s]) for s in seeds}
+        sources[a] = {k: {s: each[s][k] for s in seeds} for k in ("generated", "admitted", "in_band")}
+        levels: dict[str, int] = {}
+        for s in seeds:
+            for name, n in each[s]["levels"].items():
+                levels[name] = levels.get(name, 0) + n
+        sources[a]["levels"] = dict(sorted(levels.items(), key=lambda kv: (-kv[1], kv[0])))
+    auc_values = {a: {s: auc(runs[a][s]) for s in seeds} for a in arms}
+    extra = {} if bound is None else {"bound": {"arm": bound, "control": reference},
+                                      "shares": bound_shares(auc_values, bound, reference)}
     return {"experiment": exp.name, "key": key, "baseline": baseline, "contrasts": dict(contrasts),
             "arms": list(arms), "seeds": seeds, "missing": missing, "complete": not missing,
-            "auc": {a: {s: auc(runs[a][s]) for s in seeds} for a in arms},
+            "auc": auc_values,
             "final": {a: {s: outcome.final_score(runs[a][s], key) for s in seeds} for a in arms},
             "tests": tests,
             "final_difference": {n: {"per_seed": s["final"]["per_seed"], "difference": s["final"]["difference"]}
                                  for n, s in stats.items()},
             "bins": bins, "cells": {n: {k: s[k] for k in ("n_cells", "cell_mean", "per_seed", "icc")}
-                                    for n, s in stats.items()}, "code": code}
+                                    for n, s in stats.items()}, "code": code, "sources": sources, **extra}
 
 
 def _pts(x: float | None) -> str:
@@ -184,6 +245,41 @@ def described_lines(result: dict[str, Any], arms: Sequence[str], first: Sequence
     return lines
 
 
+def _per_seed_counts(values: dict[Any, int | None]) -> str:
+    known = [v for v in values.values() if v is not None]
+    if not known:
+        return "—"
+    return f"{np.mean(known):.1f} ({min(known)}-{max(known)})"
+
+
+def source_lines(result: dict[str, Any]) -> list[str]:
+    """`analyse`'s ``sources`` (and ``shares`` when a bound was named) as markdown bullets: per arm the tasks its
+    source generated, admitted and admitted in band per seed (mean, min-max), the levels a steered source drew (tasks
+    over all seeds), and each arm's share of the bound's difference."""
+    parts = []
+    for arm, src in result["sources"].items():
+        known = [v for k in ("generated", "admitted") for v in src[k].values() if v is not None]
+        if known and not any(known):
+            parts.append(f"`{arm}` none")
+            continue
+        parts.append(f"`{arm}` generated {_per_seed_counts(src['generated'])}, admitted "
+                     f"{_per_seed_counts(src['admitted'])}, in band {_per_seed_counts(src['in_band'])}")
+    lines = ["- Tasks each arm's source gave its pool, per seed (mean, min-max): " + "; ".join(parts) + "."]
+    for arm, src in result["sources"].items():
+        if src["levels"]:
+            lines.append(f"- Levels `{arm}` drew (tasks over {len(result['seeds'])} seeds): "
+                         + ", ".join(f"{name} {n}" for name, n in src["levels"].items()) + ".")
+    if "shares" in result:
+        bound, control = result["bound"]["arm"], result["bound"]["control"]
+        lines.append(f"- Share of the `{bound}` − `{control}` AUC difference each arm reaches ((arm − `{control}`)"
+                     f" / (`{bound}` − `{control}`); a share only where that difference is shown): " + "; ".join(
+                         f"`{arm}` " + ("—" if sh["of_means"] is None else f"{sh['of_means']:.2f}")
+                         + " of the mean difference, per seed " + ", ".join(
+                             f"s{s} " + ("—" if v is None else f"{v:.2f}") for s, v in sh["per_seed"].items())
+                         for arm, sh in result["shares"].items()) + ".")
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> list[str]:
     """`analyse`'s result as markdown lines: what was compared, the tested family, the described figures;
     differences in points (100 x score units)."""
@@ -195,7 +291,8 @@ def markdown(result: dict[str, Any]) -> list[str]:
             + ("every planned seed." if result["complete"] else f"**partial look**, missing {result['missing']}."),
             f"Untrained agent: {100 * result['baseline']:.1f} %. Runs' {result['code']}.", "",
             f"### Tested: AUC per seed, treatment − control (points), Holm over the {n}", "",
-            *tested_rows(result, result["contrasts"]), *described_lines(result, result["arms"])]
+            *tested_rows(result, result["contrasts"]),
+            *described_lines(result, result["arms"], first=source_lines(result))]
 
 
 def parser(prog: str, description: str):
@@ -232,18 +329,23 @@ def run_command(prog: str, args, compute: Callable[[Path], dict[str, Any]],
 
 
 def cli(argv: Sequence[str]) -> int:
-    """``genenv-experiment contrasts EXPERIMENT --contrast T-C [--contrast ...] [--partial] [--json FILE]
-    [--cache DIR] [--mixed-code]``: print `markdown` of `analyse` (each contrast named ``T - C``); exit 2 with a
+    """``genenv-experiment contrasts EXPERIMENT --contrast T-C [--contrast ...] [--bound ARM] [--partial]
+    [--json FILE] [--cache DIR] [--mixed-code]``: print `markdown` of `analyse` (each contrast named ``T - C``); exit
+    2 with a
     message on an unreadable folder, a bad contrast, a missing arm or seed."""
     prog = "genenv-experiment contrasts"
     ap = parser(prog, "held-out outcome of arm contrasts, paired by seed (the seed is the unit), AUC tested with Holm "
                       "over the contrasts")
     ap.add_argument("--contrast", action="append", required=True, metavar="TREATMENT-CONTROL",
                     help="an arm contrast, e.g. oracle-static (repeat; the first is listed first)")
+    ap.add_argument("--bound", default=None, metavar="ARM",
+                    help="an arm that bounds the others, the treatment of a contrast (e.g. oracle): also print the "
+                         "share of its difference each other arm reaches")
     args = ap.parse_args(list(argv))
 
     def compute(folder: Path) -> dict[str, Any]:
         pairs = [parse_contrast(c) for c in args.contrast]
-        return analyse(folder, {f"{t} - {c}": (t, c) for t, c in pairs}, args.partial, args.mixed_code)
+        return analyse(folder, {f"{t} - {c}": (t, c) for t, c in pairs}, args.partial, args.mixed_code,
+                       bound=args.bound)
 
     return run_command(prog, args, compute, markdown)

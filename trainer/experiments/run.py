@@ -42,6 +42,7 @@ Examples:
     genenv-experiment report experiments/bfcl          # rewrite summary.md / summary.json / curves.png
     genenv-experiment compare experiments/rwr/genenv experiments/grpo/genenv   # alignment and outcome, two folders
     genenv-experiment report results/twx_informative.tar.xz --out /tmp/twx   # a shipped experiment, from its archive
+    genenv-experiment archive experiments/twx_headroom --finished-only   # ship a running experiment's finished runs
     genenv-experiment compare results/twx_levers.tar.xz:drgrpo/genenv \
         results/twx_informative.tar.xz:genenv               # arm folders inside archives
 """
@@ -178,7 +179,8 @@ def main() -> int:
     """Dispatch ``report EXPERIMENT [--out DIR] [--cache DIR]``, ``compare TREATMENT_ARM CONTROL_ARM [--plot FILE]
     [--cache DIR] [--mixed-code]``, ``factorial EXPERIMENT [--arms T F TL FL] [--partial] [--json FILE]``
     (`genenv.trainer.experiments.factorial.cli`), ``contrasts EXPERIMENT --contrast T-C ... [--partial] [--json FILE]``
-    (`genenv.trainer.experiments.contrasts.cli`) or run Hydra's main with ``configs/experiment.yaml``.
+    (`genenv.trainer.experiments.contrasts.cli`), ``archive EXPERIMENT [--out DIR] [--finished-only]``
+    (`genenv.trainer.experiments.archive.cli`) or run Hydra's main with ``configs/experiment.yaml``.
     ``EXPERIMENT`` and the arms are folders or archive addresses, ``results/<experiment>.tar.xz[:<subfolder>]``,
     unpacked on demand after their checksum is verified
     (`experiment_folder`); an unreadable one exits with 2 and a message."""
@@ -191,6 +193,10 @@ def main() -> int:
         from genenv.trainer.experiments import contrasts
 
         return contrasts.cli(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "archive":
+        from genenv.trainer.experiments import archive
+
+        return archive.cli(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 
