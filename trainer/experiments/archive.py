@@ -84,19 +84,18 @@ def archived_files(folder: Path, finished_only: bool = False) -> list[Path]:
     but its logs (``*.log``, still being written), and the files of each finished run (a folder holding a
     ``done.json``) but its ``checkpoints/``; a run without ``done.json`` (unfinished, or stopped) gives nothing."""
     folder = Path(folder)
-    files = (p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and p.name not in REPORT_FILES)
+    files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and p.name not in REPORT_FILES]
     if finished_only:
-        files = (p for p in files if _finished_member(p.relative_to(folder), folder))
+        runs = {p.parent.relative_to(folder).parts for p in files if p.name == "done.json"}
+        files = [p for p in files if _finished_member(p.relative_to(folder).parts, runs)]
     return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
 
 
-def _finished_member(rel: Path, folder: Path) -> bool:
-    if len(rel.parts) == 1:
-        return rel.suffix != ".log"
-    for depth in range(1, len(rel.parts)):  # the nearest folder above the file that is a finished run
-        if (folder.joinpath(*rel.parts[:depth]) / "done.json").is_file():
-            return rel.parts[depth] != "checkpoints"
-    return False
+def _finished_member(parts: tuple[str, ...], runs: set[tuple[str, ...]]) -> bool:
+    if len(parts) == 1:
+        return not parts[0].endswith(".log")
+    depth = next((d for d in range(1, len(parts)) if parts[:d] in runs), None)  # the nearest finished run above
+    return depth is not None and parts[depth] != "checkpoints"
 
 
 def pack(folder: Path, out_dir: Path, finished_only: bool = False) -> Path:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -29,7 +30,8 @@ import numpy as np
 
 from genenv.trainer.experiments import outcome
 from genenv.trainer.experiments.provenance import check_hosts, check_paired, recorded
-from genenv.trainer.experiments.report import arm_dir, finished_runs, first_iteration_note, read_rows, run_auc, score_key
+from genenv.trainer.experiments.report import (arm_dir, final_state, finished_runs, first_iteration_note, read_rows,
+                                               run_auc, score_key)
 from genenv.trainer.experiments.settings import experiment_settings
 from genenv.trainer.experiments.stats import correct
 
@@ -54,12 +56,10 @@ def source_summary(run_dir: Path, rows: Sequence[dict[str, Any]]) -> dict[str, A
     fell in the difficulty band, |p̂ − α| <= k_min: the sum of the metric rows' ``gen/in_band``, ``None`` when no
     row logs it) and ``levels`` (``{level name: tasks}`` from the counters ``<source>/level=<name>`` of a source
     steered by difficulty level, e.g. ``oracle``; ``{}`` for others)."""
-    state = Path(run_dir) / "final_state.json"
-    counters = json.loads(state.read_text()).get("counters", {}) if state.is_file() else None
+    state = final_state(run_dir)
+    counters = state.get("counters", {})
     logged = [r["gen/in_band"] for r in rows if r.get("gen/in_band") is not None]
-    if counters is None:
-        return {"generated": None, "admitted": None, "in_band": int(sum(logged)) if logged else None, "levels": {}}
-    return {"generated": int(counters.get("generated", 0)), "admitted": int(counters.get("admitted", 0)),
+    return {**{k: int(counters.get(k, 0)) if state else None for k in ("generated", "admitted")},
             "in_band": int(sum(logged)) if logged else None,
             "levels": {k.split(LEVEL, 1)[1]: int(v) for k, v in counters.items() if LEVEL in k}}
 
@@ -175,10 +175,7 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
     for a in arms:
         each = {s: source_summary(arm_dir(exp, a, s), runs[a][s]) for s in seeds}
         sources[a] = {k: {s: each[s][k] for s in seeds} for k in ("generated", "admitted", "in_band")}
-        levels: dict[str, int] = {}
-        for s in seeds:
-            for name, n in each[s]["levels"].items():
-                levels[name] = levels.get(name, 0) + n
+        levels = sum((Counter(each[s]["levels"]) for s in seeds), Counter())
         sources[a]["levels"] = dict(sorted(levels.items(), key=lambda kv: (-kv[1], kv[0])))
     auc_values = {a: {s: auc(runs[a][s]) for s in seeds} for a in arms}
     extra = {} if bound is None else {"bound": {"arm": bound, "control": reference},
@@ -331,8 +328,7 @@ def run_command(prog: str, args, compute: Callable[[Path], dict[str, Any]],
 def cli(argv: Sequence[str]) -> int:
     """``genenv-experiment contrasts EXPERIMENT --contrast T-C [--contrast ...] [--bound ARM] [--partial]
     [--json FILE] [--cache DIR] [--mixed-code]``: print `markdown` of `analyse` (each contrast named ``T - C``); exit
-    2 with a
-    message on an unreadable folder, a bad contrast, a missing arm or seed."""
+    2 with a message on an unreadable folder, a bad contrast, a missing arm or seed."""
     prog = "genenv-experiment contrasts"
     ap = parser(prog, "held-out outcome of arm contrasts, paired by seed (the seed is the unit), AUC tested with Holm "
                       "over the contrasts")

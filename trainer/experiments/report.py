@@ -52,8 +52,8 @@ from genenv.trainer.experiments.provenance import (check_first_iteration, check_
 from genenv.trainer.experiments.stats import correct
 
 __all__ = [
-    "area_under", "arm_dir", "compare_arms", "compare_outcome", "finished_runs", "first_iteration_note", "reach_static",
-    "read_rows", "run_auc", "score_key", "seed_curve", "write_report",
+    "area_under", "arm_dir", "compare_arms", "compare_outcome", "final_state", "finished_runs", "first_iteration_note",
+    "reach_static", "read_rows", "run_auc", "score_key", "seed_curve", "write_report",
 ]
 
 
@@ -67,6 +67,13 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     if not Path(path).is_file():
         return []
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
+def final_state(run_dir: Path) -> dict[str, Any]:
+    """A finished run's loop state as its experiment kept it (``final_state.json``: ``counters``, the run-long
+    counts, ``iteration``, ...; written by `genenv.trainer.experiments.run.finish_arm`); ``{}`` when it kept none."""
+    path = Path(run_dir) / "final_state.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None) -> dict[int, list[dict[str, Any]]]:
@@ -275,8 +282,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
         runs = {}
         for seed, rows in finished_runs(exp / arm, settings.seeds).items():
             d = arm_dir(exp, arm, seed)
-            state = json.loads((d / "final_state.json").read_text()) if (d / "final_state.json").is_file() else {}
-            runs[seed] = {"rows": rows, "state": state, "sittings": read_rows(d / "sittings.jsonl")}
+            runs[seed] = {"rows": rows, "state": final_state(d), "sittings": read_rows(d / "sittings.jsonl")}
         if runs:
             arms[arm] = arm_summary(runs, baseline, alpha, key)
             rows_by_arm[arm] = {s: r["rows"] for s, r in runs.items()}
