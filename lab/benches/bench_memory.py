@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -45,12 +46,19 @@ def rss_bytes() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """glibc, with ``mallinfo2`` and ``malloc_trim`` typed (loaded once)."""
+    lib = ctypes.CDLL("libc.so.6")
+    lib.mallinfo2.restype = MallInfo2
+    lib.malloc_trim.argtypes, lib.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lib
+
+
 def heap_figures() -> dict[str, int]:
     """glibc's heap figures now: ``in_use`` (bytes handed out, mmapped chunks included) and ``free`` (bytes free
     inside the heaps)."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = MallInfo2
-    m = libc.mallinfo2()
+    m = libc().mallinfo2()
     return {"in_use": m.uordblks + m.hblkhd, "free": m.fordblks}
 
 
@@ -78,8 +86,6 @@ def run(arm: str, iterations: int, trim: bool, extra: Sequence[str] = ()) -> lis
     from genenv.trainer.cli import compose_config
     from genenv.trainer.loop import CoEvolutionTrainer
 
-    libc = ctypes.CDLL("libc.so.6")
-    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
     gb = 1 / 2 ** 30
     peak = Peak()
     peak.start()
@@ -96,10 +102,11 @@ def run(arm: str, iterations: int, trim: bool, extra: Sequence[str] = ()) -> lis
             seconds = time.perf_counter() - t0
             t1 = time.perf_counter()
             if trim:
-                libc.malloc_trim(0)
+                libc().malloc_trim(0)
+            trim_seconds = time.perf_counter() - t1
             h = heap_figures()
             records.append({"iteration": len(records), "seconds": round(seconds, 1),
-                            "trim_seconds": round(time.perf_counter() - t1, 3) if trim else None,
+                            "trim_seconds": round(trim_seconds, 3) if trim else None,
                             "rss_gb": round(rss_bytes() * gb, 2), "peak_gb": round(peak.take() * gb, 2),
                             "heap_in_use_gb": round(h["in_use"] * gb, 2), "heap_free_gb": round(h["free"] * gb, 2)})
             print(json.dumps(records[-1]), flush=True)
