@@ -48,7 +48,8 @@ def rss_bytes() -> int:
 
 @functools.cache
 def libc() -> ctypes.CDLL:
-    """glibc, with ``mallinfo2`` and ``malloc_trim`` typed (loaded once)."""
+    """glibc, with ``mallinfo2`` and ``malloc_trim`` typed (loaded once). Raises ``OSError`` where ``libc.so.6`` is
+    not glibc's (musl, macOS): the bench reads glibc's own heap figures (``mallinfo2``, glibc >= 2.33)."""
     lib = ctypes.CDLL("libc.so.6")
     lib.mallinfo2.restype = MallInfo2
     lib.malloc_trim.argtypes, lib.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
