@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Times the README's main command as a new user meets it: a fresh clone of this repository, a new venv, an empty pip
 # cache and an empty GENENV_CACHE (so the GGUF is converted and every package but the machine's local torch wheel is
-# downloaded). Prints one line per step, in seconds, and the venv's size. Nothing of the user's caches is touched:
-# both caches are folders under the scratch directory, removed at the end.
+# downloaded). Prints one line per step in seconds, the sum of install, evaluate and train, and the venv's size.
+# Nothing of the user's caches is touched: both caches are folders under the scratch directory, removed at the end.
 #   bash lab/benches/bench_first_install.sh        (from the repository root; about 5-10 min on 2 cores)
 # The figures are quoted in docs/install.md ("The README's main command ...").
 set -euo pipefail
@@ -23,11 +23,11 @@ step() {  # step NAME COMMAND...: runs COMMAND, prints NAME and its wall time; a
 }
 grep -m1 "model name" /proc/cpuinfo
 printf 'cpu flags: %s\n' "$(grep -o -w -E 'avx512f|amx_tile|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-total0=$(date +%s.%N)
 step venv python3 -m venv .venv
 . .venv/bin/activate
+total0=$(date +%s.%N)
 step install bash .ci/install
 step evaluate genenv-eval --benchmarks bfcl,bamboogle --policy smollm2 --limit 20
-step train genenv-train benchmark=bamboogle run_dir="$scratch/run"
+step train genenv-train benchmark=bamboogle   # the run folder lands in the scratch clone's runs/
 printf '%-10s %7.1f s\n' "in all" "$(echo "$(date +%s.%N) - $total0" | bc)"
 printf 'venv size: %s\n' "$(du -sh .venv | cut -f1)"
