@@ -21,8 +21,6 @@ step() {  # step NAME COMMAND...: runs COMMAND, prints NAME and its wall time; a
   fi
   printf '%-10s %7.1f s\n' "$name" "$(echo "$(date +%s.%N) - $t0" | bc)"
 }
-grep -m1 "model name" /proc/cpuinfo
-printf 'cpu flags: %s\n' "$(grep -o -w -E 'avx512f|amx_tile|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 step venv python3 -m venv .venv
 . .venv/bin/activate
 total0=$(date +%s.%N)
@@ -31,3 +29,5 @@ step evaluate genenv-eval --benchmarks bfcl,bamboogle --policy smollm2 --limit 2
 step train genenv-train benchmark=bamboogle   # the run folder lands in the scratch clone's runs/
 printf '%-10s %7.1f s\n' "in all" "$(echo "$(date +%s.%N) - $total0" | bc)"
 printf 'venv size: %s\n' "$(du -sh .venv | cut -f1)"
+# the host as the experiments record it: CPU model, torch's kernels, torch version
+python -c 'from genenv.trainer.experiments.provenance import host; print("host:", host())'
