@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,42 @@ def _rows(path):
         row = json.loads(line)
         out.append({k: v for k, v in row.items() if not k.startswith(("time/", "tokens_per_second/"))})
     return out
+
+
+def test_an_arm_seed_process_that_fails_is_named_and_one_whose_parent_dies_dies_with_it(tmp_path):
+    """`in_fresh_process`: a child's exit code comes back as an error naming the work; the child logs to the
+    parent's handlers; a SIGKILLed parent (a killed experiment) takes its child with it, so no orphan keeps writing."""
+    import signal
+
+    import psutil
+
+    from genenv.trainer.experiments.run import in_fresh_process
+
+    with pytest.raises(RuntimeError, match="static seed 3 ended with exit code 7"):
+        in_fresh_process(os._exit, 7, name="static seed 3")
+    log_file, logged = tmp_path / "run.log", tmp_path / "logged"
+    code = ("import logging, time; from genenv.trainer.experiments.run import in_fresh_process; "
+            f"logging.basicConfig(filename={str(log_file)!r}, level=logging.INFO, format='%(levelname)s|%(message)s'); "
+            f"in_fresh_process(logging.info, 'from the child'); open({str(logged)!r}, 'w').close(); "
+            "in_fresh_process(time.sleep, 600)")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.time() + 120
+        child = None
+        while child is None and time.time() < deadline and parent.poll() is None:
+            if logged.exists():  # the logging child has been joined: the one left is the sleeping one
+                kids = [k for k in psutil.Process(parent.pid).children() if "spawn_main" in " ".join(k.cmdline())]
+                child = kids[0] if kids else None
+            time.sleep(0.1)
+        assert child is not None, "the sleeping child never started"
+        assert log_file.read_text().splitlines() == ["INFO|from the child"]
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+        gone, alive = psutil.wait_procs([child], timeout=30)
+        assert not alive, "the child outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
 
 
 def test_killed_experiment_finishes_with_the_pool_and_metrics_of_an_uninterrupted_one(tmp_path, tiny_model_dir,

@@ -29,7 +29,8 @@ iteration that admits more tasks than the batch rolls all of them out, so the re
 actually consumed), seeds and held-out tasks; the held-out split is evaluated greedily every ``eval.every``
 iterations and after the last, and the untrained agent once per experiment (all arms start from the same
 weights). An arm is a normal ``genenv-train`` run directory, ``<experiment_dir>/<arm>/seed<k>``: it resumes from
-its last checkpoint, and re-running the command resumes the experiment where it stopped. The report
+its last checkpoint, and re-running the command resumes the experiment where it stopped. Each arm-seed runs in a
+process of its own (`in_fresh_process`). The report
 (`genenv.trainer.experiments.report`) is written after every arm.
 
 Examples:
@@ -51,6 +52,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -61,7 +63,7 @@ from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
 from genenv.trainer.experiments.settings import (ExperimentSettings, arm_config, arm_file, arm_name,
                                                  experiment_settings)
 
-__all__ = ["arm_run_config", "main", "run_experiment"]
+__all__ = ["arm_run_config", "in_fresh_process", "main", "run_arm_seed", "run_experiment"]
 
 log = logging.getLogger(__name__)
 
@@ -129,20 +131,114 @@ def finish_arm(run_dir: Path, iterations: int, keep_checkpoints: bool) -> None:
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
 
 
+def run_arm_seed(run_cfg, run_dir: Path, baseline: Path | None = None, backend_factory=None) -> None:
+    """Run one arm-seed (``run_cfg``: its `arm_run_config`, whose run directory is ``run_dir``) to its end in this
+    process, resuming from its last checkpoint; first write the untrained agent's held-out score to ``baseline`` when
+    that file is given and missing. Appends the sitting (wall seconds and `provenance`) to
+    ``<run_dir>/sittings.jsonl`` and stops the sampler's server process, if any. Raises what `CoEvolutionTrainer`
+    raises."""
+    from genenv.trainer.loop import CoEvolutionTrainer
+
+    start = time.perf_counter()
+    trainer = CoEvolutionTrainer(run_cfg, backend_factory(run_cfg) if backend_factory else None)
+    try:
+        if baseline is not None and not baseline.is_file():
+            baseline.write_text(json.dumps(trainer.evaluate_heldout()))
+        trainer.run()
+        with open(run_dir / "sittings.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"wall_seconds": time.perf_counter() - start, **provenance()}) + "\n")
+    finally:
+        close = getattr(trainer.backend, "close", None)
+        if close is not None:  # a sampler's server process stops with its arm-seed
+            close()
+
+
+def _logging_spec() -> list[tuple[str, str | None]]:
+    """This process's root log handlers that a child can open again, as ``(where, format)``: ``where`` a file name,
+    ``"<stdout>"`` or ``"<stderr>"``; other handlers (a test harness's capture) are left out."""
+    out = []
+    for h in logging.getLogger().handlers:
+        if isinstance(h, logging.FileHandler):
+            where = h.baseFilename
+        elif isinstance(h, logging.StreamHandler) and h.stream in (sys.stdout, sys.stderr):
+            where = "<stdout>" if h.stream is sys.stdout else "<stderr>"
+        else:
+            continue
+        out.append((where, h.formatter._fmt if h.formatter else None))
+    return out
+
+
+def _child_main(parent: int, spec: list, level: int, target, args: tuple) -> None:
+    """The start of a fresh process (`in_fresh_process`): die with the parent, log as it does, run ``target``."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:  # prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills this process when its parent dies
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+    root = logging.getLogger()
+    root.setLevel(level)
+    for where, fmt in spec:
+        handler = (logging.StreamHandler(sys.stdout if where == "<stdout>" else sys.stderr)
+                   if where in ("<stdout>", "<stderr>") else logging.FileHandler(where))
+        handler.setFormatter(logging.Formatter(fmt))
+        root.addHandler(handler)
+    target(*args)
+
+
+def in_fresh_process(target, *args, name: str = "") -> None:
+    """Call ``target(*args)`` in a new Python process (multiprocessing's ``spawn`` start: nothing of this process's
+    heap, threads or accelerator state is inherited) and wait for it. The child logs to this process's handlers and,
+    on Linux, is killed by the kernel when this process dies (``PR_SET_PDEATHSIG``), so a killed experiment leaves no
+    run folder written to by an orphan. ``target`` and ``args`` must pickle (a module-level function).
+
+    Why: a long run's resident size grows past what it holds in use (the allocator keeps freed memory, and inference
+    engines keep their device memory until their process ends); a process per arm-seed gives each arm-seed the
+    memory the first one had.
+
+    Raises:
+        RuntimeError: the child ended with a non-zero exit code (its traceback is on stderr; a negative code is the
+            signal that killed it, -9 for example from the kernel's out-of-memory killer). ``name`` names the work.
+        KeyboardInterrupt: as usual; the child is stopped first.
+    """
+    import multiprocessing
+
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_child_main, args=(os.getpid(), _logging_spec(), logging.getLogger().level, target, args),
+        name=name or getattr(target, "__name__", "child"))
+    proc.start()
+    try:
+        proc.join()
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(30)
+    if proc.exitcode != 0:
+        raise RuntimeError(f"{name or 'the child process'} ended with exit code {proc.exitcode}"
+                           + (" (killed by a signal)" if (proc.exitcode or 0) < 0 else ""))
+
+
 def run_experiment(cfg, backend_factory=None) -> Path:
     """Run (or resume) every arm x seed of ``cfg`` (``configs/experiment.yaml``) in its experiment directory, seed
     by seed in the order of its arms; evaluate the untrained agent once (``baseline.json``); write the report
     after every arm. Returns the experiment directory.
+
+    Each arm-seed runs in a fresh process (`in_fresh_process`), so memory one arm-seed leaves behind does not carry
+    into the next; with ``backend_factory`` (tests that hand in an object, which cannot cross processes) they run in
+    this one.
 
     Args:
         backend_factory: ``cfg -> Backend`` (tests); ``None`` builds the configured engine.
     Raises:
         ConfigError: see `experiment_settings`.
         ValueError: see `arm_run_config` and `finished`.
+        RuntimeError: an arm-seed's process failed (see `in_fresh_process`); the same command resumes it.
     """
     from omegaconf import OmegaConf
-
-    from genenv.trainer.loop import CoEvolutionTrainer
 
     exp = experiment_settings(cfg)
     for arm in exp.arms:
@@ -150,6 +246,7 @@ def run_experiment(cfg, backend_factory=None) -> Path:
     exp_dir = Path(exp.experiment_dir)
     exp_dir.mkdir(parents=True, exist_ok=True)
     (exp_dir / "experiment.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    baseline = exp_dir / "baseline.json" if exp.eval_every >= 1 else None
     for seed in exp.seeds:
         for arm in exp.arms:
             run_dir = arm_dir(exp_dir, arm_name(arm), seed)
@@ -157,19 +254,12 @@ def run_experiment(cfg, backend_factory=None) -> Path:
                 log.info("%s seed %s: finished, kept", arm, seed)
                 continue
             run_cfg = arm_run_config(cfg, arm, seed, exp)
-            start = time.perf_counter()
-            trainer = CoEvolutionTrainer(run_cfg, backend_factory(run_cfg) if backend_factory else None)
-            if not (exp_dir / "baseline.json").is_file() and exp.eval_every >= 1:
-                (exp_dir / "baseline.json").write_text(json.dumps(trainer.evaluate_heldout()))
             log.info("%s seed %s: running in %s", arm, seed, run_dir)
-            trainer.run()
-            with open(run_dir / "sittings.jsonl", "a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"wall_seconds": time.perf_counter() - start, **provenance()}) + "\n")
-            close = getattr(trainer.backend, "close", None)
-            if close is not None:  # a sampler's server process stops with its arm-seed
-                close()
-            del trainer
-            gc.collect()
+            if backend_factory is None:
+                in_fresh_process(run_arm_seed, run_cfg, run_dir, baseline, name=f"{arm_name(arm)} seed {seed}")
+            else:
+                run_arm_seed(run_cfg, run_dir, baseline, backend_factory)
+                gc.collect()
             finish_arm(run_dir, exp.iterations, exp.keep_finished_checkpoints)
             write_report(exp_dir)
     return write_report(exp_dir)
