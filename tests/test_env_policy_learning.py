@@ -174,15 +174,22 @@ def test_sign_flip_test_finds_a_planted_effect_and_not_a_null_one():
     assert stats.sign_flip_p([0.1, 0.1, 0.1, 0.1]) == pytest.approx(0.125)
 
 
-def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path, tiny_model_dir):
-    """genenv-experiment with agent_batch=frozen and no held-out evaluation: the report pairs genenv with random_env by
-    seed (iteration 0 is left out: both arms generate it from the same weights) and draws alignment.png."""
+def test_frozen_agent_experiment_reports_the_paired_alignment_statistic(tmp_path, tiny_model_dir, monkeypatch):
+    """genenv-experiment with agent_batch=frozen and no held-out evaluation: each arm-seed runs in a process of its
+    own, seed by seed in the order of the arms; the report pairs genenv with random_env by seed (iteration 0 is left
+    out: both arms generate it from the same weights) and draws alignment.png."""
+    from genenv.trainer.experiments import run as runner
+
     exp = tmp_path / "exp"
     cfg = compose_config([f"experiment_dir={exp}", "arms=[genenv,random_env]", "seeds=[0,1]", "iterations=2",
                           "eval.every=0", "agent_batch=frozen", "env_policy.update_mode=grpo",
                           *_tiny_twx_overrides(tiny_model_dir)],
                          config_name="experiment")
+    started, fresh = [], runner.in_fresh_process
+    monkeypatch.setattr(runner, "in_fresh_process",
+                        lambda target, *args, name="": (started.append(name), fresh(target, *args, name=name)))
     run_experiment(cfg)
+    assert started == ["genenv seed 0", "random_env seed 0", "genenv seed 1", "random_env seed 1"]
     summary = json.loads((exp / "summary.json").read_text())
     stat = summary["alignment"]
     assert summary["agent_frozen"] is True and stat["n_cells"] == 2

@@ -153,9 +153,9 @@ def run_arm_seed(run_cfg, run_dir: Path, baseline: Path | None = None, backend_f
             close()
 
 
-def _logging_spec() -> list[tuple[str, str | None]]:
-    """This process's root log handlers that a child can open again, as ``(where, format)``: ``where`` a file name,
-    ``"<stdout>"`` or ``"<stderr>"``; other handlers (a test harness's capture) are left out."""
+def _logging_spec() -> list[tuple[str, str | None, str | None]]:
+    """This process's root log handlers that a child can open again, as ``(where, format, date format)``: ``where``
+    a file name, ``"<stdout>"`` or ``"<stderr>"``; other handlers (a test harness's capture) are left out."""
     out = []
     for h in logging.getLogger().handlers:
         if isinstance(h, logging.FileHandler):
@@ -164,7 +164,8 @@ def _logging_spec() -> list[tuple[str, str | None]]:
             where = "<stdout>" if h.stream is sys.stdout else "<stderr>"
         else:
             continue
-        out.append((where, h.formatter._fmt if h.formatter else None))
+        fmt = h.formatter or logging.Formatter()
+        out.append((where, fmt._fmt, fmt.datefmt))
     return out
 
 
@@ -182,10 +183,10 @@ def _child_main(parent: int, spec: list, level: int, target, args: tuple) -> Non
         os._exit(1)
     root = logging.getLogger()
     root.setLevel(level)
-    for where, fmt in spec:
+    for where, fmt, datefmt in spec:
         handler = (logging.StreamHandler(sys.stdout if where == "<stdout>" else sys.stderr)
                    if where in ("<stdout>", "<stderr>") else logging.FileHandler(where))
-        handler.setFormatter(logging.Formatter(fmt))
+        handler.setFormatter(logging.Formatter(fmt, datefmt))
         root.addHandler(handler)
     target(*args)
 
@@ -203,7 +204,7 @@ def in_fresh_process(target, *args, name: str = "") -> None:
     Raises:
         RuntimeError: the child ended with a non-zero exit code (its traceback is on stderr; a negative code is the
             signal that killed it, -9 for example from the kernel's out-of-memory killer). ``name`` names the work.
-        KeyboardInterrupt: as usual; the child is stopped first.
+        KeyboardInterrupt: as usual; the child (which Ctrl-C reaches too) gets 10 s to clean up, then is stopped.
     """
     import multiprocessing
 
@@ -214,6 +215,8 @@ def in_fresh_process(target, *args, name: str = "") -> None:
     try:
         proc.join()
     finally:
+        if proc.is_alive():
+            proc.join(10)
         if proc.is_alive():
             proc.terminate()
             proc.join(30)
