@@ -171,14 +171,17 @@ def _logging_spec() -> list[tuple[str, str | None, str | None]]:
 
 def _child_main(parent: int, spec: list, level: int, target, args: tuple) -> None:
     """The start of a fresh process (`in_fresh_process`): die with the parent, log as it does, run ``target``."""
+    unguarded = None  # why this process could not ask to die with its parent (Linux only; elsewhere no such call)
     if sys.platform.startswith("linux"):
         import ctypes
         import signal
 
         try:  # prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills this process when its parent dies
-            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))
-        except (OSError, AttributeError):
-            pass
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(1, int(signal.SIGKILL)) != 0:
+                unguarded = OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        except (OSError, AttributeError) as exc:  # a C library without prctl
+            unguarded = exc
     if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
     root = logging.getLogger()
@@ -188,6 +191,9 @@ def _child_main(parent: int, spec: list, level: int, target, args: tuple) -> Non
                    if where in ("<stdout>", "<stderr>") else logging.FileHandler(where))
         handler.setFormatter(logging.Formatter(fmt, datefmt))
         root.addHandler(handler)
+    if unguarded is not None:
+        log.warning("this process cannot ask to end with its parent (%s): if the parent is killed, stop pid %d by hand",
+                    unguarded, os.getpid())
     target(*args)
 
 
