@@ -14,7 +14,7 @@ official harness does (`TaskEnv.parse_official`), ``"lenient"`` with our forgivi
 under the official label always uses ``"official"``.
 
 Subclasses set ``benchmark`` and implement `load_tasks`, `render_messages`, `parse_lenient`,
-`gold_action` / `gold_text` (the oracle's action, used to prove env and reward agree), and either
+`gold_action` / `gold_text` (the gold policy's action, used to prove env and reward agree), and either
 `TaskEnv.score` (single-step) or `MultiStepTaskEnv.start` / `MultiStepTaskEnv.transition`.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def parse_or_invalid(parser: Callable[[str], Any], text: str) -> Any:
 class TaskEnv(gym.Env, abc.ABC):
     """The base of every benchmark env: an episode over one task of a fixed list. Its own ``step`` is a
     single-step episode (`score` the action, terminate); `MultiStepTaskEnv` replaces ``step`` with
-    its episode of several steps and keeps the rest (tasks, reset, the readings of model text, the oracle).
+    its episode of several steps and keeps the rest (tasks, reset, the readings of model text, the gold policy).
 
     Args:
         tasks: the tasks to serve; if ``None`` they are loaded with `load_tasks` from ``split``.
@@ -147,7 +147,7 @@ class TaskEnv(gym.Env, abc.ABC):
     @classmethod
     @abc.abstractmethod
     def gold_action(cls, task: Task) -> Any:
-        """The action that solves ``task`` (the oracle policy's action); multi-step envs: the list of actions."""
+        """The action that solves ``task`` (the gold policy's action); multi-step envs: the list of actions."""
 
     @classmethod
     @abc.abstractmethod
@@ -251,7 +251,7 @@ class MultiStepTaskEnv(TaskEnv):
     """An episode of several steps over one task (a text game, a multi-turn tool session).
 
     Subclasses implement `start` (set up the episode's state for ``self.task``), `transition`
-    (apply one parsed action) and `gold_action` (the oracle's model texts, one per step); `score` is
+    (apply one parsed action) and `gold_action` (the gold policy's model texts, one per step); `score` is
     not used. The base class counts steps, truncates at
     ``max_steps``, and turns an `InvalidAction` into an observation that says what was wrong (reward 0,
     ``info["error"]``, the episode goes on and the step counts). ``info`` after each step: ``success``,
@@ -264,7 +264,7 @@ class MultiStepTaskEnv(TaskEnv):
 
     multi_step: ClassVar[bool] = True
     default_max_steps: ClassVar[int] = 20
-    idle_text: ClassVar[str] = ""  # the oracle's reply once its gold sequence is used up
+    idle_text: ClassVar[str] = ""  # the gold policy's reply once its gold sequence is used up
 
     def __init__(self, tasks: list[Task] | None = None, split: str | None = None, data_dir: str | None = None,
                  limit: int | None = None, render_mode: str | None = None, max_steps: int | None = None,

@@ -3,9 +3,9 @@
 Example:
 
     genenv-eval --benchmarks bfcl,bamboogle --policy smollm2 --limit 20
-    genenv-eval --benchmarks bfcl --categories all --policy oracle        # proves env and checker agree
+    genenv-eval --benchmarks bfcl --categories all --policy gold          # proves env and checker agree
     genenv-eval --benchmarks bamboogle --policy openai:http://localhost:8000/v1#Qwen2.5-7B-Instruct
-    genenv-eval --benchmarks paper --policy oracle --limit 5              # the paper's protocols, all five columns
+    genenv-eval --benchmarks paper --policy gold --limit 5                # the paper's protocols, all five columns
 
 Writes ``<out>/tasks.jsonl`` (per task: prompt, raw output, parsed action, reward, error), ``summary.json``,
 ``summary.csv``, ``summary.md`` and ``leaderboard.png``, and prints two tables (`genenv.eval.report`): beside
@@ -87,7 +87,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmarks", default="bfcl,bamboogle",
                    help="comma-separated registry names; paper = the paper's protocols on all five Table 1 benchmarks")
     p.add_argument("--policy", default="smollm2",
-                   help="oracle | random[:SEED] (text games) | smollm2 | hf:PATH | PATH | RUN_DIR[/checkpoints/latest] "
+                   help="gold | random[:SEED] (text games) | smollm2 | hf:PATH | PATH | RUN_DIR[/checkpoints/latest] "
                         "(a training run's agent) | openai:BASE_URL#MODEL")
     p.add_argument("--option", action="append", default=[], metavar="BENCH.KEY=VALUE",
                    help="loader option of one benchmark, e.g. twx.games=coin (repeatable; VALUE is YAML)")

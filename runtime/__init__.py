@@ -1,4 +1,4 @@
-"""The runtime: policies (local transformers, an OpenAI-compatible endpoint, the oracle), model loading, the one
+"""The runtime: policies (local transformers, an OpenAI-compatible endpoint, the gold policy), model loading, the one
 episode loop, the veRL agent loop over it, greedy evaluation, and the one sampler interface with the engines behind
 it (`samplers`; the project's own CPU engine is the private `_builtin`). The trainer and the leaderboard both build
 on it; it imports nothing else of the trainer."""

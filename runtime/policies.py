@@ -1,6 +1,6 @@
-"""Policies that turn chat prompts into model text: local transformers, an OpenAI-compatible endpoint, the oracle.
+"""Policies that turn chat prompts into model text: local transformers, an OpenAI-compatible endpoint, the gold policy.
 
-All share one call, `Policy.generate`: a batch of prompts (chat messages, and the task for the oracle)
+All share one call, `Policy.generate`: a batch of prompts (chat messages, and the task for the gold policy)
 in, ``n`` `Generation` per prompt out. The local policy also returns token ids, which the trainer needs
 for its GRPO / RWR updates.
 """
@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from genenv.envs.task import Task
 
 __all__ = [
-    "ChosenLogProbs", "Generation", "OpenAIPolicy", "OraclePolicy", "Policy", "Prompt", "STATIC_WIDTH_STEP",
+    "ChosenLogProbs", "Generation", "GoldPolicy", "OpenAIPolicy", "Policy", "Prompt", "STATIC_WIDTH_STEP",
     "TransformersPolicy", "left_padded", "make_policy", "sampling_kwargs",
 ]
 
@@ -25,7 +25,7 @@ class Generation:
     ``response_logprobs``: the sampler's log-prob of each response token where the sampler reports them (veRL's
     vLLM servers with ``rollout.calculate_log_probs``; same length as ``response_ids``), else empty; ``usage``:
     ``prompt_tokens`` / ``completion_tokens`` (OpenAI's usage fields; a prompt's tokens counted on its first
-    sample only), empty where the policy counts no tokens (oracle, random baseline)."""
+    sample only), empty where the policy counts no tokens (gold policy, random baseline)."""
 
     text: str
     prompt_ids: list[int] = field(default_factory=list)
@@ -40,12 +40,12 @@ class Prompt:
 
     Attributes:
         messages: the chat messages.
-        task / turn: the task they present and the episode's 0-based turn (the oracle answers from them).
+        task / turn: the task they present and the episode's 0-based turn (the gold policy answers from them).
         token_ids: the messages already encoded with the policy's chat template (local policies use them instead of
             encoding again); empty: not encoded.
         max_new_tokens: a cap for this prompt below the call's (an episode's response budget); ``None``: none.
         json_schema: sample under this JSON Schema's grammar (structured decoding, `.grammar`); ``None``:
-            free sampling. Policies that cannot constrain (the oracle, the random baseline) ignore it.
+            free sampling. Policies that cannot constrain (the gold policy, the random baseline) ignore it.
     """
 
     messages: list[dict[str, str]]
@@ -67,14 +67,14 @@ class Policy(Protocol):
         ...
 
 
-class OraclePolicy:
+class GoldPolicy:
     """Answers every task with its gold action rendered as model text (``env.gold_text(task, turn)``).
 
-    Used to prove that an environment and its reward agree: the oracle must score 100 % wherever the official
+    Used to prove that an environment and its reward agree: the gold policy must score 100 % wherever the official
     answer key is satisfiable.
     """
 
-    name = "oracle"
+    name = "gold"
 
     def generate(self, prompts: Sequence[Prompt], n: int = 1, temperature: float = 0.0,
                  max_new_tokens: int = 256) -> list[list[Generation]]:
@@ -84,7 +84,7 @@ class OraclePolicy:
         out = []
         for p in prompts:
             if p.task is None:
-                raise ValueError("the oracle needs the task of each prompt")
+                raise ValueError("the gold policy needs the task of each prompt")
             text = env_entry(p.task.benchmark).env_class.gold_text(p.task, p.turn)
             out.append([Generation(text) for _ in range(n)])
         return out
@@ -670,9 +670,9 @@ def make_policy(name: str, dtype: str | None = None, device: str | None = None, 
                 builtin: bool = True) -> Policy:
     """Build a policy from its command-line name (``--policy``).
 
-    ``oracle``; ``random`` / ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded
-    model); ``hf:PATH`` or a folder path (local transformers); a training run's agent: ``RUN_DIR``,
-    ``RUN_DIR/checkpoints/latest`` or ``RUN_DIR/checkpoints/iter-N`` (full weights or a LoRA adapter merged into
+    ``gold`` (the gold policy; ``oracle``, its former name, still loads it with a ``FutureWarning``); ``random`` /
+    ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded model); ``hf:PATH`` or a
+    folder path (local transformers); a training run's agent: ``RUN_DIR``, ``RUN_DIR/checkpoints/latest`` or ``RUN_DIR/checkpoints/iter-N`` (full weights or a LoRA adapter merged into
     its base, `checkpoint_folder`); ``openai:BASE_URL#MODEL``
     (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set). ``dtype`` / ``device`` / ``batch_size`` go
     to `TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to `OpenAIPolicy`
@@ -687,8 +687,14 @@ def make_policy(name: str, dtype: str | None = None, device: str | None = None, 
     def given(**kw: Any) -> dict[str, Any]:
         return {k: v for k, v in kw.items() if v is not None}
 
-    if name == "oracle":
-        return OraclePolicy()
+    if name == "oracle":  # the former name; ``oracle`` now names only the task source
+        import warnings
+
+        warnings.warn("--policy oracle is now --policy gold (the gold policy); 'oracle' names the task source "
+                      "that steers a generator", FutureWarning, stacklevel=2)
+        name = "gold"
+    if name == "gold":
+        return GoldPolicy()
     if name == "random" or name.startswith("random:"):
         return RandomAdmissiblePolicy(int(name.partition(":")[2] or 0))
     if name.startswith("openai:"):

@@ -1,6 +1,6 @@
 """ALFWorld: the real games through alfworld + textworld, both protocols, goal progress, generated goals, episodes
 in worker processes, the prompt window. Runs on ``$GENENV_DATA_DIR`` (CI: the full data) or the packaged games.
-The whole-split oracle runs (all 274 validation games) are ``slow``; the closing note reports them."""
+The whole-split gold-policy runs (all 274 validation games) are ``slow``; the closing note reports them."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ from genenv.envs.workers import LocalEpisodes, ProcessEpisodes
 from genenv.envs.text_games import admissible_commands
 from genenv.envs.wrappers import make_text_env
 from genenv.runtime.episodes import RolloutSpec, play_episodes
-from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.policies import GoldPolicy
 
 from conftest import DATA_DIR
 
@@ -75,7 +75,7 @@ def test_loader_splits_protocols_and_errors():
         folder_goal("not-a-game")
 
 
-def test_walkthrough_never_shown_and_oracle_wins_every_task_type():
+def test_walkthrough_never_shown_and_gold_policy_wins_every_task_type():
     env = TextActionWrapper(ALFWorldEnv(tasks=one_per_type("valid_unseen") + one_per_type("valid_seen")))
     for task in env.unwrapped.tasks:
         obs, steps = play(env, task, task.gold)
@@ -273,7 +273,7 @@ def test_worker_processes_match_in_process_and_respect_the_budget():
     finally:
         local.shutdown()
         procs.shutdown()
-    trajs = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_workers=2)).trajectories
+    trajs = play_episodes(tasks, GoldPolicy(), RolloutSpec(env_workers=2)).trajectories
     assert [t.success for t in trajs] == [True] * len(tasks)
 
 
@@ -425,7 +425,7 @@ def test_units_metrics_and_headline():
     assert [u for u, _ in units] == ["alfworld/valid_unseen/episodic", "alfworld/valid_unseen/single_step",
                                      "alfworld/valid_seen/episodic", "alfworld/valid_seen/single_step"]
     tasks = one_per_type("valid_unseen", "single_step")
-    trajs = play_episodes(tasks, OraclePolicy()).trajectories
+    trajs = play_episodes(tasks, GoldPolicy()).trajectories
     metrics = SPEC.summarize("alfworld/valid_unseen/single_step", trajs)
     assert {m.key for m in metrics} >= {f"alfworld/valid_unseen/single_step/{t}/accuracy" for t in TASK_TYPES}
     head = SPEC.headline(metrics)
@@ -435,11 +435,11 @@ def test_units_metrics_and_headline():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("split", ["valid_unseen", "valid_seen"])
-def test_oracle_wins_every_validation_game(split):
+def test_gold_policy_wins_every_validation_game(split):
     """Acceptance: the expert walkthrough wins 100 % of the split's games through the env (both protocols)."""
     for protocol in ("episodic", "single_step"):
         tasks = load_alfworld_tasks(split, data_dir=DATA_DIR, protocol=protocol)
-        trajs = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_workers=2)).trajectories
+        trajs = play_episodes(tasks, GoldPolicy(), RolloutSpec(env_workers=2)).trajectories
         assert all(t.success for t in trajs), [t.task.id for t in trajs if not t.success]
 
 

@@ -121,7 +121,7 @@ def test_sample_counts_and_exclusions():
 
 @pytest.mark.parametrize("protocol", ["official", "toolrl"])
 @pytest.mark.parametrize("level", [1, 2, 3])
-def test_oracle_solves_every_sample(level, protocol):
+def test_gold_policy_solves_every_sample(level, protocol):
     tasks = load_api_bank_tasks(level, protocol)
     env = APIBankEnv(tasks=tasks)
     failures = []
@@ -176,7 +176,7 @@ def test_official_protocol_compares_free_text_by_word_overlap():
 
 def test_earlier_calls_of_the_dialogue_are_replayed():
     """Some gold calls only succeed in the state the dialogue's earlier calls leave (e.g. the second
-    ForgotPassword step, a query of an appointment registered before): the oracle wins them through replay."""
+    ForgotPassword step, a query of an appointment registered before): the gold policy wins them through replay."""
     depends = []
     for task in load_api_bank_tasks(1, "official") + load_api_bank_tasks(2, "official"):
         if not task.metadata["replay"]:
@@ -430,7 +430,7 @@ def _play(env, task, texts):
     return reward, info, obs
 
 
-def test_plan_oracle_wins_every_episode():
+def test_plan_gold_policy_wins_every_episode():
     from genenv.benchmarks.api_bank.plan_env import APIBankPlanEnv
 
     env = APIBankPlanEnv(max_steps=12)

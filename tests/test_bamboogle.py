@@ -1,4 +1,4 @@
-"""Bamboogle: the oracle answers all questions, rewards follow the configured similarity, both readings of the
+"""Bamboogle: the gold policy answers all questions, rewards follow the configured similarity, both readings of the
 answer (official: Search-R1's last closed <answer> block; lenient: ours), gold aliases, ungameable similarity."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from genenv.rewards.text import FREE_TEXT_METRICS, similarity
 
 
 @pytest.mark.parametrize("parsing", ["official", "lenient"])
-def test_oracle_scores_every_question(parsing):
+def test_gold_policy_scores_every_question(parsing):
     env = TextActionWrapper(BamboogleEnv(parsing=parsing))
     assert len(env.unwrapped.tasks) == 125
     for i, task in enumerate(env.unwrapped.tasks):

@@ -7,7 +7,7 @@ and installed (``pip install --target``, a wheel with its record and entry point
 command below finds on ``PYTHONPATH``, so the test venv itself is left as it was. The data directory is the tests'
 full data (``$GENENV_DATA_DIR``, which has no ``unitconv/``), or an empty one without it: either way the package's
 own sample is what is read. Then, each as a user runs it: ``gymnasium.make``, ``genenv-envs`` (list and veRL
-export), ``genenv-eval --policy oracle``, the conformance suite, one ``genenv-train`` iteration with no Hydra option,
+export), ``genenv-eval --policy gold``, the conformance suite, one ``genenv-train`` iteration with no Hydra option,
 one episode served by ``genenv-serve`` to OpenEnv's client, and a folder of the package's name that shadows it.
 """
 from __future__ import annotations
@@ -79,7 +79,7 @@ print(json.dumps({"reward": reward, "done": done, "obs": obs, "configs": plugin_
     assert export.returncode == 0, export.stderr[-3000:]
     rows = pd.read_parquet(tmp_path / "train.parquet")
     assert len(rows) == 16 and set(rows["ability"]) == {"math"} and set(rows["data_source"]) == {"genenv/unitconv"}
-    evaluation = run(env, "genenv-eval", "--benchmarks", "unitconv", "--policy", "oracle", "--out", str(tmp_path / "ev"))
+    evaluation = run(env, "genenv-eval", "--benchmarks", "unitconv", "--policy", "gold", "--out", str(tmp_path / "ev"))
     assert evaluation.returncode == 0, evaluation.stderr[-3000:]
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
     assert summary["headlines"]["unitconv"]["value"] == 1.0 and summary["headlines"]["unitconv"]["n"] == 20

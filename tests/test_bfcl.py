@@ -1,4 +1,4 @@
-"""BFCL: the oracle passes every satisfiable entry of every single-turn category under bfcl-eval's own checker,
+"""BFCL: the gold policy passes every satisfiable entry of every single-turn category under bfcl-eval's own checker,
 our reward equals bfcl-eval's verdict on every gold answer, and perturbed gold answers score 0."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ AST_CATEGORIES = [c for c in SINGLE_TURN_CATEGORIES if c not in IRRELEVANCE_CATE
 
 
 @pytest.mark.parametrize("category", SINGLE_TURN_CATEGORIES)
-def test_oracle_passes_every_satisfiable_entry(category):
+def test_gold_policy_passes_every_satisfiable_entry(category):
     env = TextActionWrapper(BFCLEnv(category=category))
     failed = []
     for i, task in enumerate(env.unwrapped.tasks):

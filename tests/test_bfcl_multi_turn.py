@@ -1,4 +1,4 @@
-"""BFCL multi-turn: the oracle under bfcl-eval's checker in all four categories and both protocols, execution
+"""BFCL multi-turn: the gold policy under bfcl-eval's checker in all four categories and both protocols, execution
 only through bfcl-eval's backends, fuzzed call strings, miss_func reveals, and generated multi-turn tasks."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from genenv.benchmarks.bfcl.multi_turn_env import (
     BFCLMultiTurnEnv,
     load_multi_turn_tasks,
 )
-from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.policies import GoldPolicy
 from genenv.runtime.episodes import play_episodes
 
 from conftest import DATA_DIR, FULL_DATA
@@ -28,11 +28,11 @@ from conftest import DATA_DIR, FULL_DATA
 
 @pytest.mark.parametrize("protocol", ["official", "per_turn"])
 @pytest.mark.parametrize("category", MULTI_TURN_CATEGORIES)
-def test_oracle_passes_every_entry_under_the_official_checker(category, protocol):
+def test_gold_policy_passes_every_entry_under_the_official_checker(category, protocol):
     tasks = load_multi_turn_tasks(category, protocol=protocol)
     if protocol == "official":
         assert len(tasks) == (200 if FULL_DATA else 12)
-    trajs = play_episodes(tasks, OraclePolicy(), chunk_size=256).trajectories
+    trajs = play_episodes(tasks, GoldPolicy(), chunk_size=256).trajectories
     failures = [(t.task.id, t.info.get("error_type")) for t in trajs if t.reward != 1.0]
     assert not failures
 
@@ -179,7 +179,7 @@ def test_an_admitted_generated_task_changes_state_and_is_won_by_its_gold():
     task = spec.parse_generated(json.dumps(proposal), "gen-2-0-1", 2, parent)
     assert not isinstance(task, Rejection), task
     assert task.metadata["initial_config"] == parent.metadata["initial_config"] and task.parent_id == parent.id
-    traj = play_episodes([task], OraclePolicy()).trajectories[0]
+    traj = play_episodes([task], GoldPolicy()).trajectories[0]
     assert traj.reward == 1.0 and traj.success
     env = TextActionWrapper(BFCLMultiTurnEnv(tasks=[task], parsing="lenient"))
     env.reset(options={"task_index": 0})

@@ -2,7 +2,7 @@
 without editing this file (``docs/adding-an-env.md``).
 
 For each env: Gymnasium's ``check_env`` (raw and wrapped); the reset/step contract and determinism under a seed;
-the oracle wins a sample of real tasks of the default split and malformed actions (fuzzed) score 0 with
+the gold policy wins a sample of real tasks of the default split and malformed actions (fuzzed) score 0 with
 ``info["error"]`` and never raise, under both readings of model text (``parsing``); Task JSON and veRL-parquet
 round trips; the spec rejects garbage generations with a reason from its vocabulary and admits a valid generation
 whose gold the env accepts; the veRL agent-loop adapter plays gold episodes with a scripted generate client;
@@ -29,7 +29,7 @@ from genenv.benchmarks.task_writer import Rejection
 from genenv.envs import ENVS, InvalidAction, Task, TextActionWrapper
 from genenv.envs.parsing import PARSING_MODES
 from genenv.envs.verl_rows import read_verl_parquet, to_verl_row, write_verl_parquet
-from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.policies import GoldPolicy
 from genenv.runtime.episodes import RolloutSpec, play_episodes
 
 from conftest import DATA_DIR
@@ -190,9 +190,9 @@ def test_reset_and_step_contract_deterministic_under_seed(name):
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 @pytest.mark.parametrize("parsing", PARSING_MODES)
-def test_oracle_wins_sample_tasks(name, parsing):
+def test_gold_policy_wins_sample_tasks(name, parsing):
     tasks = sample_tasks(name)
-    trajs = play_episodes(tasks, OraclePolicy(),
+    trajs = play_episodes(tasks, GoldPolicy(),
                           RolloutSpec(env_kwargs={name: {"data_dir": DATA_DIR, "parsing": parsing}})).trajectories
     assert [t.reward for t in trajs] == [1.0] * len(tasks), [t.info.get("error") for t in trajs]
     assert all(t.success and not t.info["error"] for t in trajs)
@@ -251,7 +251,7 @@ def test_generation_rejects_garbage_and_admits_a_valid_task(name):
     assert isinstance(spec.near_duplicate(task, seeds[:5]), Rejection)  # it restates a pool task
     other = next(s for s in seeds[1:] if spec.near_duplicate(s, [seed]) is None)  # data may hold variants
     assert spec.near_duplicate(task, [other]) is None
-    traj = play_episodes([task], OraclePolicy(),
+    traj = play_episodes([task], GoldPolicy(),
                          RolloutSpec(env_kwargs=on_data(name))).trajectories[0]  # solvable by its own gold
     assert traj.reward == 1.0 and traj.success
     msgs = spec.generation_messages(seeds[:2], p_hat=0.25, alpha=0.5)
@@ -306,7 +306,7 @@ def test_metrics_are_labelled_by_protocol(name):
     entry = ENVS[name]
     units = spec.eval_units(dict(entry.split_options[0]))
     assert units and all(isinstance(label, str) and label for label, _ in units)
-    trajs = play_episodes(sample_tasks(name), OraclePolicy(), RolloutSpec(env_kwargs=on_data(name))).trajectories
+    trajs = play_episodes(sample_tasks(name), GoldPolicy(), RolloutSpec(env_kwargs=on_data(name))).trajectories
     metrics = spec.summarize(units[0][0], trajs)
     assert metrics and all(m.protocol and 0.0 <= m.value <= 1.0 and 0 < m.n <= len(trajs) for m in metrics)
     assert any(m.n == len(trajs) for m in metrics)  # breakdowns (e.g. per task type) cover fewer

@@ -20,7 +20,7 @@ from genenv.benchmarks.travelplanner.data import load_travelplanner_tasks
 from genenv.trainer.cli import compose_config
 from genenv.runtime.episodes import RolloutSpec, play_episodes
 from genenv.runtime.evaluation import evaluate
-from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.policies import GoldPolicy
 from genenv.trainer.settings import env_kwargs
 
 SUFFIX = " Planted"
@@ -47,16 +47,16 @@ def other_data(tmp_path, monkeypatch):
 def test_travelplanner_tasks_and_scoring_read_the_given_data_dir(other_data):
     tasks = load_travelplanner_tasks("validation", data_dir=str(other_data))
     assert tasks and any(SUFFIX in json.dumps(t.gold) for t in tasks if t.gold)
-    res = evaluate(OraclePolicy(), ["travelplanner"], split="validation", data_dir=str(other_data), progress=False)
+    res = evaluate(GoldPolicy(), ["travelplanner"], split="validation", data_dir=str(other_data), progress=False)
     planted = [r for r, t in zip(res.rows, tasks) if t.gold]
     assert planted and all(r["success"] for r in planted), [r["error"] for r in planted]  # scored on its database
     cfg = compose_config(["benchmark=travelplanner", f"data_dir={other_data}"])
     kwargs = env_kwargs(cfg)
     assert kwargs["travelplanner"]["data_dir"] == str(other_data)
-    trained = play_episodes([t for t in tasks if t.gold], OraclePolicy(),
+    trained = play_episodes([t for t in tasks if t.gold], GoldPolicy(),
                             RolloutSpec(env_kwargs=kwargs)).trajectories  # the trainer's path
     assert all(t.success for t in trained)
-    packaged = play_episodes([t for t in tasks if t.gold][:1], OraclePolicy()).trajectories  # packaged: lacks them
+    packaged = play_episodes([t for t in tasks if t.gold][:1], GoldPolicy()).trajectories  # packaged: lacks them
     assert not packaged[0].success and "within_sandbox" in packaged[0].info["error"]
 
 

@@ -22,7 +22,7 @@ from genenv.envs.wrappers import make_text_env
 from genenv.runtime.serve.protocol import task_sha256
 from genenv.runtime.serve.launch import spawn
 from genenv.runtime.episodes import RolloutSpec, play_episodes
-from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.policies import GoldPolicy
 from genenv.runtime.serve.client import RemoteEpisodes, SessionClient, reset_arguments
 
 load_plugins()
@@ -49,8 +49,9 @@ class Raw:
 
 
 @pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))
-def test_openenv_client_plays_the_oracle_and_a_bad_action(env_server_url, benchmark):
-    """OpenEnv's own client: the oracle's episode earns reward 1 (success); a bad action earns 0 with the reason."""
+def test_openenv_client_plays_the_gold_policy_and_a_bad_action(env_server_url, benchmark):
+    """OpenEnv's own client: the gold policy's episode earns reward 1 (success); a bad action earns 0 with the
+    reason."""
     task = first_task(benchmark)
     cls = env_entry(benchmark).env_class
     with GenericEnvClient(base_url=env_server_url).sync() as client:
@@ -73,8 +74,8 @@ def test_evaluation_over_the_server_equals_in_process(env_server_url):
     for benchmark in ("bamboogle", "bfcl_multi_turn", "twx", "api_bank_plan"):
         entry = env_entry(benchmark)
         tasks = entry.env_class.load_tasks(data_dir=DIR, **entry.split_options[0])[:3]
-        here = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_kwargs={benchmark: {"data_dir": DIR}})).trajectories
-        there = play_episodes(tasks, OraclePolicy(),
+        here = play_episodes(tasks, GoldPolicy(), RolloutSpec(env_kwargs={benchmark: {"data_dir": DIR}})).trajectories
+        there = play_episodes(tasks, GoldPolicy(),
                               RolloutSpec(env_kwargs={benchmark: {"data_dir": DIR}},
                                           env_server=env_server_url)).trajectories
         assert [t.reward for t in here] == [t.reward for t in there]
@@ -92,14 +93,14 @@ def test_sessions_spread_over_several_servers_with_the_same_rewards(env_server_u
         entry = env_entry("bamboogle")
         tasks = entry.env_class.load_tasks(data_dir=DIR, **entry.split_options[0])[:3]
         spec = RolloutSpec(n=2, env_kwargs={"bamboogle": {"data_dir": DIR}})
-        here = play_episodes(tasks, OraclePolicy(), spec).trajectories
+        here = play_episodes(tasks, GoldPolicy(), spec).trajectories
         runner = RemoteEpisodes(f"{env_server_url}, {second}/")
         assert runner.urls == [env_server_url, second]
         opened = runner.open([(i, t, None) for i, t in enumerate(tasks * 2)])
         assert runner.open_on == {env_server_url: 3, second: 3} and len(opened) == 6
         runner.shutdown()
         assert runner.open_on == {env_server_url: 0, second: 0}
-        there = play_episodes(tasks, OraclePolicy(), RolloutSpec(n=2, env_kwargs={"bamboogle": {"data_dir": DIR}},
+        there = play_episodes(tasks, GoldPolicy(), RolloutSpec(n=2, env_kwargs={"bamboogle": {"data_dir": DIR}},
                                                                  env_server=f"{env_server_url},{second}"))
         assert [t.reward for t in here] == [t.reward for t in there.trajectories]
         for bad in ("", " , ", "127.0.0.1:8011"):

@@ -4,6 +4,7 @@ not matter); one end-to-end test runs the README's experiment command with the e
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -84,6 +85,34 @@ def test_an_arm_seed_process_that_fails_is_named_and_one_whose_parent_dies_dies_
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+class _UpperFormatter(logging.Formatter):
+    """A custom formatter class, as a user's logging config may install."""
+
+    def format(self, record):
+        return super().format(record).upper()
+
+
+def test_a_child_gets_the_parents_own_formatters_and_the_default_where_one_cannot_cross(tmp_path):
+    """`_logging_spec` hands the child each handler's formatter object, a subclass included; one that does not pickle
+    (a lambda in it) becomes ``None``, logging's default format, instead of failing the arm-seed's start."""
+    from genenv.trainer.experiments.run import _logging_spec
+
+    custom, unpicklable = _UpperFormatter("%(message)s", "%H"), logging.Formatter("%(message)s")
+    unpicklable.converter = lambda t: time.gmtime(t)
+    root, handlers = logging.getLogger(), [logging.FileHandler(tmp_path / name) for name in ("a.log", "b.log")]
+    handlers[0].setFormatter(custom)
+    handlers[1].setFormatter(unpicklable)
+    for h in handlers:
+        root.addHandler(h)
+    try:
+        spec = dict(_logging_spec())
+    finally:
+        for h in handlers:
+            root.removeHandler(h)
+            h.close()
+    assert spec[str(tmp_path / "a.log")] is custom and spec[str(tmp_path / "b.log")] is None
 
 
 def test_killed_experiment_finishes_with_the_pool_and_metrics_of_an_uninterrupted_one(tmp_path, tiny_model_dir,

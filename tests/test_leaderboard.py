@@ -10,16 +10,24 @@ from genenv.eval.envs_cli import main as envs_main
 from genenv.eval.leaderboard import main as eval_main
 from genenv.runtime.episodes import RolloutSpec
 from genenv.runtime.evaluation import evaluate
-from genenv.runtime.policies import Generation, OraclePolicy, TransformersPolicy
+from genenv.runtime.policies import Generation, GoldPolicy, TransformersPolicy, make_policy
 
 
-def test_oracle_leaderboard_writes_results_and_prints_the_paper_rows(tmp_path, capsys):
+def test_the_gold_policy_is_named_gold_and_its_former_name_warns():
+    """``--policy gold`` builds the gold policy; ``oracle``, its former name (now only a task source's), still builds
+    it, with a FutureWarning that names the new one."""
+    assert isinstance(make_policy("gold"), GoldPolicy) and make_policy("gold").name == "gold"
+    with pytest.warns(FutureWarning, match="--policy gold"):
+        assert isinstance(make_policy("oracle"), GoldPolicy)
+
+
+def test_gold_policy_leaderboard_writes_results_and_prints_the_paper_rows(tmp_path, capsys):
     out = tmp_path / "res"
-    assert eval_main(["--benchmarks", "bfcl,bamboogle", "--policy", "oracle", "--categories",
+    assert eval_main(["--benchmarks", "bfcl,bamboogle", "--policy", "gold", "--categories",
                       "simple_python,parallel,irrelevance", "--limit", "10", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Qwen 2.5 7B Instruct (base) (paper) | 7.0 | 68.0" in printed and "| GenEnv (paper) | 41.8 | 76.0 |" in printed
-    assert ("| **oracle** (this run) | not measured: ran bfcl/ast_accuracy_mean (see below) | n/a offline: needs a "
+    assert ("| **gold** (this run) | not measured: ran bfcl/ast_accuracy_mean (see below) | n/a offline: needs a "
             "live Google search tool and a GPT-4o judge (see below) |") in printed  # not the paper's protocols
     assert "| **bfcl/ast_accuracy_mean** (bfcl headline) | 100.0 | 30 |" in printed  # our numbers: table 2
     summary = json.loads((out / "summary.json").read_text())
@@ -56,7 +64,7 @@ class HalfRightPolicy:
         self.calls += 1
         if self.calls == self.fail_at:
             raise KeyboardInterrupt
-        gold = OraclePolicy().generate(prompts, n)
+        gold = GoldPolicy().generate(prompts, n)
         return [g if int(p.task.id[-1]) % 2 == 0 else [Generation("<answer>nobody</answer>")] * n
                 for p, g in zip(prompts, gold)]
 
@@ -167,9 +175,9 @@ def test_evaluation_keeps_the_episodes_and_writes_rows_only_as_records(data_dir)
     TextWorldExpress episodes keep every turn, and the metrics equal those computed from the records alone."""
     from genenv.benchmarks.registry import get_benchmark
     from genenv.runtime.evaluation import evaluate, row_trajectory
-    from genenv.runtime.policies import OraclePolicy
+    from genenv.runtime.policies import GoldPolicy
 
-    res = evaluate(OraclePolicy(), ["twx"], data_dir=data_dir, limit=3, progress=False,
+    res = evaluate(GoldPolicy(), ["twx"], data_dir=data_dir, limit=3, progress=False,
                    options={"twx": {"games": "coin"}})
     assert len(res.trajectories) == len(res.rows) == 3
     assert all(len(t.turns) >= 2 and t.success for t in res.trajectories)

@@ -183,10 +183,10 @@ def test_a_third_party_plugin_adds_a_benchmark_and_a_broken_one_is_recorded(tmp_
     env = gym.make("genenv/Echo-v0")
     from genenv.envs.wrappers import make_text_env
     from genenv.runtime.episodes import play_episodes
-    from genenv.runtime.policies import OraclePolicy
+    from genenv.runtime.policies import GoldPolicy
 
     tasks = env.unwrapped.tasks
-    assert [t.reward for t in play_episodes(tasks, OraclePolicy()).trajectories] == [1.0, 1.0]
+    assert [t.reward for t in play_episodes(tasks, GoldPolicy()).trajectories] == [1.0, 1.0]
     assert make_text_env(tasks[:1]).reset()[1]["messages"] == [{"role": "user", "content": "Say red."}]
     assert get_benchmark("echo").env_class is registry.ENVS["echo"].env_class
 

@@ -38,7 +38,7 @@ from genenv.benchmarks.travelplanner.checker import (
     evaluate_plan,
     plan_reward,
 )
-from genenv.runtime.policies import OraclePolicy
+from genenv.runtime.policies import GoldPolicy
 from genenv.runtime.episodes import play_episodes
 
 from conftest import DATA_DIR, FULL_DATA
@@ -343,7 +343,7 @@ def test_make_selects_the_mode_and_both_modes_score_the_gold():
     with pytest.raises(ValueError, match="mode"):
         gym.make("genenv/TravelPlanner-v0", mode="three_stage")
     tasks = [t for t in TRAIN[:3]]
-    trajs = play_episodes(tasks, OraclePolicy()).trajectories
+    trajs = play_episodes(tasks, GoldPolicy()).trajectories
     assert [t.reward for t in trajs] == [1.0, 1.0, 1.0] and all(t.info["final_pass"] for t in trajs)
 
 
@@ -438,10 +438,10 @@ def test_admitted_generated_queries_have_a_gold_plan_that_passes(over):
     query = task.metadata["query"]
     assert task.origin == "generated" and task.prompt == render_query(query) == query["query"]
     assert evaluate_plan(query, task.gold, DB).final_pass
-    traj = play_episodes([task], OraclePolicy()).trajectories[0]
+    traj = play_episodes([task], GoldPolicy()).trajectories[0]
     assert traj.reward == 1.0 and traj.success
     two = get_benchmark("travelplanner_two_stage", DATA_DIR).parse_generated(_generation(**over), "gen-0-0-1", 2, None)
-    assert two.benchmark == "travelplanner_two_stage" and play_episodes([two], OraclePolicy()).trajectories[0].success
+    assert two.benchmark == "travelplanner_two_stage" and play_episodes([two], GoldPolicy()).trajectories[0].success
 
 
 @pytest.mark.parametrize("over, reason", [

@@ -134,7 +134,7 @@ def test_an_admitted_generated_game_is_won_by_its_gold_in_the_env():
 
 def test_the_graded_held_out_set_spreads_over_difficulty_and_is_scored_per_bin(tmp_path, monkeypatch):
     """The graded held-out set (benchmarks/twx/graded.py): 120 dev-fold Coin Collector games over rooms, doors,
-    distractors and steps to win; the oracle wins every one and the report gives the win rate per bin; other
+    distractors and steps to win; the gold policy wins every one and the report gives the win rate per bin; other
     splits and games are untouched; a game the engine no longer generates as recorded is an error."""
     from collections import Counter
 
@@ -142,7 +142,7 @@ def test_the_graded_held_out_set_spreads_over_difficulty_and_is_scored_per_bin(t
 
     from genenv.benchmarks.twx import env as twx_env
     from genenv.runtime.evaluation import evaluate
-    from genenv.runtime.policies import OraclePolicy
+    from genenv.runtime.policies import GoldPolicy
 
     tasks = load_twx_tasks("heldout", games="coin", graded=True)
     assert len(tasks) == 120 and len({t.id for t in tasks}) == 120 and {t.metadata["fold"] for t in tasks} == {"dev"}
@@ -151,7 +151,7 @@ def test_the_graded_held_out_set_spreads_over_difficulty_and_is_scored_per_bin(t
     assert {v for d, v in bins if d == "steps"} == {"2", "3-4", "5-6", "7+"} and bins[("steps", "7+")] >= 10
     assert load_twx_tasks("train", games="coin", graded=True, episodes=2)[0].metadata["fold"] == "train"
     assert load_twx_tasks("heldout", games="cookingworld", graded=True) == []
-    res = evaluate(OraclePolicy(), ["twx"], split="heldout", options={"twx": {"games": "coin", "graded": True}},
+    res = evaluate(GoldPolicy(), ["twx"], split="heldout", options={"twx": {"games": "coin", "graded": True}},
                    progress=False)
     metrics = {m.key: m for m in res.metrics}
     assert metrics["twx/coin/success"].value == 1.0 and res.headlines["twx"].n == 120

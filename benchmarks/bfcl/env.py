@@ -83,7 +83,7 @@ def load_bfcl_tasks(category: str | list[str] | None = "simple_python", split: s
     return tasks
 
 
-# ---------- gold answers as model output (the oracle) ----------
+# ---------- gold answers as model output (the gold policy) ----------
 def _pick(allowed: list[Any]) -> tuple[bool, Any]:
     """First acceptable value of a possible-answer list; ``(False, None)`` when the parameter may be omitted."""
     for value in allowed:

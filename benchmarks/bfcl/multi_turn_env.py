@@ -260,7 +260,7 @@ def turn_message(task: Task, turn: int) -> str:
 
 
 def gold_steps(task: Task) -> list[str]:
-    """The oracle's replies, turn by turn from ``start_turn`` to ``end_turn``: the turn's gold calls in one
+    """The gold policy's replies, turn by turn from ``start_turn`` to ``end_turn``: the turn's gold calls in one
     reply (if any), then the end-of-turn text."""
     functions = all_functions(task)
     steps = []
@@ -452,5 +452,5 @@ class BFCLMultiTurnEnv(MultiStepTaskEnv):
 
     @classmethod
     def gold_action(cls, task: Task) -> list[str]:
-        """The oracle's replies (`gold_steps`)."""
+        """The gold policy's replies (`gold_steps`)."""
         return gold_steps(task)

@@ -12,7 +12,7 @@ games, and episode throughput with env worker processes.
    goal progress at the end).
 
 Prints, for both, the mean step time (ms; the goal: ours ≤ 1.1× raw), the episode time (load +
-reset + steps, s), the time of a second episode on the same game, and the ratios; then oracle episodes/s through
+reset + steps, s), the time of a second episode on the same game, and the ratios; then gold episodes/s through
 the lock-step runner with 0 (in-process), 1, 2, … env worker processes.
 """
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=None)
     args = p.parse_args(argv)
     from genenv.benchmarks.alfworld.env import load_alfworld_tasks
-    from genenv.runtime.policies import OraclePolicy
+    from genenv.runtime.policies import GoldPolicy
     from genenv.runtime.episodes import RolloutSpec, play_episodes
 
     tasks = load_alfworld_tasks(args.split, data_dir=args.data_dir)[:args.games]
@@ -121,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
           "on disk, and TextWorld's tatsu parses, which raw TextWorld repeats on every load, reset and step)")
     for workers in [int(w) for w in args.workers.split(",") if w.strip()]:
         t = time.perf_counter()
-        trajs = play_episodes(tasks, OraclePolicy(), RolloutSpec(env_workers=workers)).trajectories
+        trajs = play_episodes(tasks, GoldPolicy(), RolloutSpec(env_workers=workers)).trajectories
         seconds = time.perf_counter() - t
         wins = sum(tr.success for tr in trajs)
-        print(f"oracle rollouts, env_workers={workers}: {len(trajs)} episodes in {seconds:.1f} s "
+        print(f"gold rollouts, env_workers={workers}: {len(trajs)} episodes in {seconds:.1f} s "
               f"({len(trajs) / seconds:.2f} episodes/s), {wins} won")
     return 0
 

@@ -6,7 +6,7 @@
 (``--out`` keeps the parts of an existing file that this run does not measure.)
 
 * ``load``: ``--sessions`` concurrent WebSocket sessions (one asyncio client each) over a mix of benchmarks, each
-  playing oracle episodes (reset by task id, the gold text turn by turn, again) until it made ``--steps`` steps:
+  playing gold episodes (reset by task id, the gold text turn by turn, again) until it made ``--steps`` steps:
   steps/s over all sessions, p50 / p99 step latency, the server's RSS (with its children: the TextWorldExpress
   JVM) at start and end, errors. Then one Bamboogle step over the wire against the same step in-process (medians).
 * ``alfworld``: ``--alfworld-sessions`` (e.g. ``8,32``) ALFWorld-only sessions of ``--alfworld-steps`` messages each,
@@ -66,7 +66,7 @@ def rss_mib(pid: int) -> float:
     return total
 
 
-def oracle_tasks(k: int = 8, mix: tuple[str, ...] = MIX) -> dict[str, list]:
+def gold_tasks(k: int = 8, mix: tuple[str, ...] = MIX) -> dict[str, list]:
     """``k`` tasks of each benchmark of ``mix`` (its default split) with their env class."""
     load_plugins()
     out = {}
@@ -83,7 +83,7 @@ async def ask(ws, message) -> dict:
 
 
 async def session_load(url: str, index: int, tasks: dict, steps: int, latencies: list, errors: list) -> None:
-    """One session: oracle episodes until ``steps`` messages (resets and steps); every message's latency (s) and
+    """One session: gold episodes until ``steps`` messages (resets and steps); every message's latency (s) and
     error answers collected. Its benchmark: the ``index``-th of ``tasks`` (cyclic)."""
     mix = list(tasks)
     bench = mix[index % len(mix)]
@@ -117,7 +117,7 @@ def part_load(sessions: int, steps: int, mix: tuple[str, ...] = MIX, server_args
     """The ``load`` part (see the module docstring); ``mix`` and ``server_args`` serve the ``alfworld`` and
     ``mixed`` parts too (``both_ways``: also the one Bamboogle step over the wire and in-process; ``tree``: the
     server of the package at that folder)."""
-    tasks = oracle_tasks(mix=mix)
+    tasks = gold_tasks(mix=mix)
     proc, url = spawn("--max-sessions", str(sessions), *server_args, env=package_at(tree))
     try:
         warm = asyncio.run(_warm(url, tasks))
@@ -155,7 +155,7 @@ def part_replicas(counts: list[int], sessions: int, steps: int) -> list[dict]:
     """The ``replicas`` part: for each count, that many servers on this machine and the mixed load's sessions
     spread over them in turn (as `RemoteEpisodes` spreads a fresh client's
     sessions); replies/s, latency and the servers' RSS together."""
-    tasks = oracle_tasks(mix=MIX + ALFWORLD)
+    tasks = gold_tasks(mix=MIX + ALFWORLD)
     rows = []
     for count in counts:
         servers = [spawn("--max-sessions", str(sessions)) for _ in range(count)]
@@ -299,7 +299,7 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
 
 
 def part_echo(sessions: int, steps: int, rounds: int = 3) -> dict:
-    """The ``echo`` part: Bamboogle replies/s (oracle episodes) and an OpenEnv echo env's replies/s under the same
+    """The ``echo`` part: Bamboogle replies/s (gold episodes) and an OpenEnv echo env's replies/s under the same
     client (see the module docstring), ``rounds`` times in turn; the ratio of the medians."""
     bamboogle, echo, plain = [], [], []
     for _ in range(rounds):

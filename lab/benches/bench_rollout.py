@@ -201,7 +201,7 @@ def continuous_profile(counts: dict[str, float], generated: int, generate_second
 def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool = True,
             path: str = "continuous") -> dict[str, Any]:
     """One default training rollout of ``bench`` (``genenv-train`` config with ``overrides``), after an untimed
-    oracle episode; returns ``episodes``, ``turns``, ``tokens`` (generated), ``prompt_tokens`` (the turns' prompts),
+    gold episode; returns ``episodes``, ``turns``, ``tokens`` (generated), ``prompt_tokens`` (the turns' prompts),
     ``reused_prompt_share`` (0-1: prompt tokens whose KV states came from earlier calls; 0 without a prefix
     cache), ``wall`` / ``engine`` / ``env`` / ``other`` seconds, the loop's and the engine's tokens/s, the
     forward-pass ``profile`` (`profile`) and, with ``reference``, the engine's best for the same work
@@ -210,16 +210,16 @@ def measure(bench: str, policy, overrides: Sequence[str] = (), reference: bool =
     turn) or ``static`` (lock step into a static KV cache, the policy's ``static_cache``)."""
     from genenv.trainer.cli import compose_config
     from genenv.runtime.episodes import RolloutSpec, play_episodes
-    from genenv.runtime.policies import OraclePolicy
+    from genenv.runtime.policies import GoldPolicy
     from genenv.trainer.settings import env_kwargs
 
     cfg = compose_config([f"benchmark={bench}", *overrides])
     spec = get_benchmark(bench, cfg.data_dir)
     a = cfg.agent
     pool = spec.load(split="train", **spec.pool_options(cfg.benchmark.get("seed_options")))  # the loop's seed pool
-    # untimed: one oracle episode of a task outside the measured ones pays the first-use costs a training process
+    # untimed: one gold episode of a task outside the measured ones pays the first-use costs a training process
     # has paid before its rollouts (imports such as bfcl-eval's checker, data loading)
-    play_episodes(pool[-1:], OraclePolicy(), RolloutSpec(env_kwargs=env_kwargs(cfg)))
+    play_episodes(pool[-1:], GoldPolicy(), RolloutSpec(env_kwargs=env_kwargs(cfg)))
     policy.batch_size = int(a.policy.gen_batch_size)  # rows per generate call, as the run's agent has them
     with sampling_path(policy, path):
         return _measure(bench, policy, cfg, pool, reference, path, overrides)

@@ -153,9 +153,13 @@ def run_arm_seed(run_cfg, run_dir: Path, baseline: Path | None = None, backend_f
             close()
 
 
-def _logging_spec() -> list[tuple[str, str | None, str | None]]:
-    """This process's root log handlers that a child can open again, as ``(where, format, date format)``: ``where``
-    a file name, ``"<stdout>"`` or ``"<stderr>"``; other handlers (a test harness's capture) are left out."""
+def _logging_spec() -> list[tuple[str, logging.Formatter | None]]:
+    """This process's root log handlers that a child can open again, as ``(where, formatter)``: ``where`` a file
+    name, ``"<stdout>"`` or ``"<stderr>"``; ``formatter`` the handler's own formatter object (a subclass included; it
+    crosses to the child by pickle), ``None`` where it has none or it does not pickle (the child then logs in
+    logging's default format). Other handlers (a test harness's capture) are left out."""
+    import pickle
+
     out = []
     for h in logging.getLogger().handlers:
         if isinstance(h, logging.FileHandler):
@@ -164,8 +168,12 @@ def _logging_spec() -> list[tuple[str, str | None, str | None]]:
             where = "<stdout>" if h.stream is sys.stdout else "<stderr>"
         else:
             continue
-        fmt = h.formatter or logging.Formatter()
-        out.append((where, fmt._fmt, fmt.datefmt))
+        formatter = h.formatter
+        try:
+            pickle.dumps(formatter)
+        except (pickle.PicklingError, TypeError, AttributeError):  # one that cannot cross (a lock or lambda in it)
+            formatter = None
+        out.append((where, formatter))
     return out
 
 
@@ -186,10 +194,10 @@ def _child_main(parent: int, spec: list, level: int, target, args: tuple) -> Non
         os._exit(1)
     root = logging.getLogger()
     root.setLevel(level)
-    for where, fmt, datefmt in spec:
+    for where, formatter in spec:
         handler = (logging.StreamHandler(sys.stdout if where == "<stdout>" else sys.stderr)
                    if where in ("<stdout>", "<stderr>") else logging.FileHandler(where))
-        handler.setFormatter(logging.Formatter(fmt, datefmt))
+        handler.setFormatter(formatter)
         root.addHandler(handler)
     if unguarded is not None:
         log.warning("this process cannot ask to end with its parent (%s): if the parent is killed, stop pid %d by hand",
