@@ -672,12 +672,13 @@ def make_policy(name: str, dtype: str | None = None, device: str | None = None, 
 
     ``gold`` (the gold policy; ``oracle``, its former name, still loads it with a ``FutureWarning``); ``random`` /
     ``random:SEED`` (text games: a random admissible command); ``smollm2`` (embedded model); ``hf:PATH`` or a
-    folder path (local transformers); a training run's agent: ``RUN_DIR``, ``RUN_DIR/checkpoints/latest`` or ``RUN_DIR/checkpoints/iter-N`` (full weights or a LoRA adapter merged into
-    its base, `checkpoint_folder`); ``openai:BASE_URL#MODEL``
-    (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set). ``dtype`` / ``device`` / ``batch_size`` go
-    to `TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to `OpenAIPolicy`
-    (``None``: their defaults); ``builtin=False`` makes a local model plain ``transformers.generate`` (the
-    ``transformers`` sampler; `genenv.runtime.samplers.sampler.local_sampler` builds every kind).
+    folder path (local transformers); a training run's agent: ``RUN_DIR``, ``RUN_DIR/checkpoints/latest`` or
+    ``RUN_DIR/checkpoints/iter-N`` (full weights or a LoRA adapter merged into its base, `checkpoint_folder`);
+    ``openai:BASE_URL#MODEL`` (OpenAI-compatible endpoint; ``OPENAI_API_KEY`` is used if set). ``dtype`` /
+    ``device`` / ``batch_size`` go to `TransformersPolicy`, ``concurrency`` / ``timeout`` / ``max_retries`` to
+    `OpenAIPolicy` (``None``: their defaults); ``builtin=False`` makes a local model plain
+    ``transformers.generate`` (the ``transformers`` sampler; `genenv.runtime.samplers.sampler.local_sampler` builds
+    every kind).
 
     Raises:
         ValueError: a malformed ``openai:`` name. ModelNotFound: a local name that is no model folder.
