@@ -94,9 +94,10 @@ class _UpperFormatter(logging.Formatter):
         return super().format(record).upper()
 
 
-def test_a_child_gets_the_parents_own_formatters_and_the_default_where_one_cannot_cross(tmp_path):
+def test_a_child_gets_the_parents_own_formatters_and_the_default_where_one_cannot_cross(tmp_path, caplog):
     """`_logging_spec` hands the child each handler's formatter object, a subclass included; one that does not pickle
-    (a lambda in it) becomes ``None``, logging's default format, instead of failing the arm-seed's start."""
+    (a lambda in it) becomes ``None``, logging's default format, instead of failing the arm-seed's start, and the
+    parent's log says which handler and why."""
     from genenv.trainer.experiments.run import _logging_spec
 
     custom, unpicklable = _UpperFormatter("%(message)s", "%H"), logging.Formatter("%(message)s")
@@ -113,6 +114,8 @@ def test_a_child_gets_the_parents_own_formatters_and_the_default_where_one_canno
             root.removeHandler(h)
             h.close()
     assert spec[str(tmp_path / "a.log")] is custom and spec[str(tmp_path / "b.log")] is None
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and str(tmp_path / "b.log") in warned[0] and "default format" in warned[0]
 
 
 def test_killed_experiment_finishes_with_the_pool_and_metrics_of_an_uninterrupted_one(tmp_path, tiny_model_dir,

@@ -157,7 +157,8 @@ def _logging_spec() -> list[tuple[str, logging.Formatter | None]]:
     """This process's root log handlers that a child can open again, as ``(where, formatter)``: ``where`` a file
     name, ``"<stdout>"`` or ``"<stderr>"``; ``formatter`` the handler's own formatter object (a subclass included; it
     crosses to the child by pickle), ``None`` where it has none or it does not pickle (the child then logs in
-    logging's default format). Other handlers (a test harness's capture) are left out."""
+    logging's default format, and a warning here names the handler and the pickle error). Other handlers (a test
+    harness's capture) are left out."""
     import pickle
 
     out = []
@@ -171,7 +172,9 @@ def _logging_spec() -> list[tuple[str, logging.Formatter | None]]:
         formatter = h.formatter
         try:
             pickle.dumps(formatter)
-        except (pickle.PicklingError, TypeError, AttributeError):  # one that cannot cross (a lock or lambda in it)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # one that cannot cross (a lock or lambda)
+            log.warning("the log formatter of %s cannot cross to the arm-seed's process (%s: %s); its lines there "
+                        "use logging's default format", where, type(exc).__name__, exc)
             formatter = None
         out.append((where, formatter))
     return out
