@@ -30,12 +30,13 @@ import tempfile
 from pathlib import Path
 
 __all__ = [
-    "ArchiveError", "REPORT_FILES", "SUMS", "archived_files", "cli", "experiment_folder", "pack", "read_sums", "sha256",
-    "unpack", "verify",
+    "ArchiveError", "DONE_FILE", "REPORT_FILES", "SUMS", "archived_files", "cli", "experiment_folder", "pack",
+    "read_sums", "sha256", "unpack", "verify",
 ]
 
 SUFFIX = ".tar.xz"
 SUMS = "SHA256SUMS"  # the checksum file beside the archives
+DONE_FILE = "done.json"  # a finished run's marker in its run directory (written by run.finish_arm)
 REPORT_FILES = ("summary.md", "summary.json", "curves.png", "alignment.png")  # kept in docs, never archived
 CACHE = ".unpacked"  # default unpack cache, a folder beside the archives
 
@@ -86,7 +87,7 @@ def archived_files(folder: Path, finished_only: bool = False) -> list[Path]:
     folder = Path(folder)
     files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and p.name not in REPORT_FILES]
     if finished_only:
-        runs = {p.parent.relative_to(folder).parts for p in files if p.name == "done.json"}
+        runs = {p.parent.relative_to(folder).parts for p in files if p.name == DONE_FILE}
         files = [p for p in files if _finished_member(p.relative_to(folder).parts, runs)]
     return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
 

@@ -46,6 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from genenv.trainer.experiments import alignment, outcome
+from genenv.trainer.experiments.archive import DONE_FILE
 from genenv.trainer.experiments.settings import ExperimentSettings, experiment_settings
 from genenv.trainer.experiments.provenance import (check_first_iteration, check_paired, first_rollouts, first_writes,
                                                    recorded)
@@ -83,7 +84,7 @@ def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None) -> dict[
     if seeds is None:
         seeds = sorted(int(d.name[4:]) for d in folder.glob("seed*") if d.name[4:].isdigit())
     dirs = {int(s): arm_dir(folder.parent, folder.name, s) for s in seeds}
-    return {s: read_rows(d / "metrics.jsonl") for s, d in dirs.items() if (d / "done.json").is_file()}
+    return {s: read_rows(d / "metrics.jsonl") for s, d in dirs.items() if (d / DONE_FILE).is_file()}
 
 
 def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score",
@@ -500,7 +501,7 @@ def arm_folder(folder: Path) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
         raise FileNotFoundError(f"{cfg_path} not found: pass an arm folder, <experiment_dir>/<arm>")
     runs = finished_runs(folder)
     if not runs:
-        raise FileNotFoundError(f"{folder}: no finished run (seed<k>/done.json)")
+        raise FileNotFoundError(f"{folder}: no finished run (seed<k>/{DONE_FILE})")
     return OmegaConf.load(cfg_path), runs
 
 

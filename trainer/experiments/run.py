@@ -58,6 +58,7 @@ import sys
 import time
 from pathlib import Path
 
+from genenv.trainer.experiments.archive import DONE_FILE
 from genenv.trainer.experiments.provenance import provenance
 from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
 from genenv.trainer.experiments.settings import (ExperimentSettings, arm_config, arm_file, arm_name,
@@ -104,7 +105,7 @@ def finished(run_dir: Path, iterations: int) -> bool:
     Raises:
         ValueError: it finished fewer iterations and its checkpoints were removed, so it cannot be extended.
     """
-    done = Path(run_dir) / "done.json"
+    done = Path(run_dir) / DONE_FILE
     if not done.is_file():
         return False
     ran = json.loads(done.read_text())["iterations"]
@@ -126,7 +127,7 @@ def finish_arm(run_dir: Path, iterations: int, keep_checkpoints: bool) -> None:
     if ckpt is not None:
         shutil.copyfile(ckpt / "pool.jsonl", run_dir / "final_pool.jsonl")
         shutil.copyfile(ckpt / "state.json", run_dir / "final_state.json")
-    (run_dir / "done.json").write_text(json.dumps({"iterations": iterations}))
+    (run_dir / DONE_FILE).write_text(json.dumps({"iterations": iterations}))
     if not keep_checkpoints:
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
 
