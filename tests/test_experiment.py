@@ -709,6 +709,13 @@ def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule
     with pytest.raises(ValueError, match="planned seeds not finished .*static.*5"):
         contrasts.analyse(partial, named)
     assert 5 not in contrasts.analyse(partial, named, partial=True)["seeds"]
+    (partial / "static/seed5/done.json").write_text(json.dumps({"iterations": 3}))  # ran before a lengthening
+    with pytest.raises(ValueError, match="planned seeds not finished .*static.*5"):
+        contrasts.analyse(partial, named)
+    assert 5 in finished_runs(partial / "static") and 5 not in finished_runs(partial / "static", iterations=4)
+    (partial / "static/seed5/done.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a finished run's marker"):
+        finished_runs(partial / "static")
     cmd = [sys.executable, "-m", "genenv.trainer.experiments.run", "contrasts", str(main)]
     out = subprocess.run([*cmd, "--contrast", "genenv-static", "--contrast", "replay-static"],
                          capture_output=True, text=True, check=True).stdout

@@ -147,7 +147,7 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
         raise ValueError(f"{exp.name} ran no arm {unknown} (its arms: {list(settings.arms)})")
     key = score_key(settings)
     baseline = float(json.loads((exp / "baseline.json").read_text()).get(key, float("nan")))
-    runs = {a: finished_runs(exp / a, settings.seeds) for a in arms}
+    runs = {a: finished_runs(exp / a, settings.seeds, settings.iterations) for a in arms}
     missing = {a: [s for s in settings.seeds if s not in runs[a]] for a in arms}
     missing = {a: s for a, s in missing.items() if s}
     seeds = [s for s in settings.seeds if all(s in runs[a] for a in arms)]

@@ -54,7 +54,7 @@ from genenv.trainer.experiments.stats import correct
 
 __all__ = [
     "area_under", "arm_dir", "compare_arms", "compare_outcome", "final_state", "finished_runs", "first_iteration_note",
-    "reach_static", "read_rows", "run_auc", "score_key", "seed_curve", "write_report",
+    "iterations_run", "reach_static", "read_rows", "run_auc", "score_key", "seed_curve", "write_report",
 ]
 
 
@@ -77,14 +77,34 @@ def final_state(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None) -> dict[int, list[dict[str, Any]]]:
-    """``{seed: metric rows}`` of the finished runs (`arm_dir` with a ``done.json``) in one arm's folder
-    (``<experiment_dir>/<arm>``), over ``seeds`` (default: every ``seed<k>`` folder there), in their order."""
+def iterations_run(run_dir: Path) -> int | None:
+    """The iterations a finished run ran, as its ``done.json`` records them (written by
+    `genenv.trainer.experiments.run.finish_arm`); ``None`` for a run without one (unfinished, or stopped).
+
+    Raises:
+        ValueError: ``done.json`` is not ``{"iterations": <int>}`` (a corrupted marker).
+    """
+    done = Path(run_dir) / DONE_FILE
+    if not done.is_file():
+        return None
+    try:
+        return int(json.loads(done.read_text())["iterations"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{done}: not a finished run's marker ({e!r})") from e
+
+
+def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None,
+                  iterations: int = 0) -> dict[int, list[dict[str, Any]]]:
+    """``{seed: metric rows}`` of the finished runs in one arm's folder (``<experiment_dir>/<arm>``): the `arm_dir`
+    whose ``done.json`` records at least ``iterations`` iterations (`iterations_run`; an experiment's report passes
+    its own, so a run finished before the experiment was lengthened is not counted), over ``seeds`` (default: every
+    ``seed<k>`` folder there), in their order."""
     folder = Path(arm_folder)
     if seeds is None:
         seeds = sorted(int(d.name[4:]) for d in folder.glob("seed*") if d.name[4:].isdigit())
     dirs = {int(s): arm_dir(folder.parent, folder.name, s) for s in seeds}
-    return {s: read_rows(d / "metrics.jsonl") for s, d in dirs.items() if (d / DONE_FILE).is_file()}
+    ran = {s: iterations_run(d) for s, d in dirs.items()}
+    return {s: read_rows(d / "metrics.jsonl") for s, d in dirs.items() if ran[s] is not None and ran[s] >= iterations}
 
 
 def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score",
@@ -281,7 +301,7 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
     folders: dict[str, dict[int, Path]] = {}  # each arm's finished run folders, for the iteration-0 check
     for arm in settings.arms:
         runs = {}
-        for seed, rows in finished_runs(exp / arm, settings.seeds).items():
+        for seed, rows in finished_runs(exp / arm, settings.seeds, settings.iterations).items():
             d = arm_dir(exp, arm, seed)
             runs[seed] = {"rows": rows, "state": final_state(d), "sittings": read_rows(d / "sittings.jsonl")}
         if runs:
@@ -486,12 +506,13 @@ def plot_curves(data: dict[str, Any], out: Path) -> Path:
     return out
 
 
-def arm_folder(folder: Path) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
-    """``(experiment config, {seed: metric rows} of the finished runs)`` of one arm folder
-    (``<experiment_dir>/<arm>``) of any experiment.
+def arm_folder(folder: Path) -> tuple[ExperimentSettings, dict[int, list[dict[str, Any]]]]:
+    """``(experiment settings, {seed: metric rows} of the finished runs)`` of one arm folder
+    (``<experiment_dir>/<arm>``) of any experiment (`finished_runs` at the experiment's ``iterations``).
 
     Raises:
         FileNotFoundError: the experiment has no ``experiment.yaml``, or the folder no finished run.
+        ConfigError: its ``experiment.yaml`` lacks a key (`experiment_settings`).
     """
     from omegaconf import OmegaConf
 
@@ -499,10 +520,11 @@ def arm_folder(folder: Path) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
     cfg_path = folder.parent / "experiment.yaml"
     if not cfg_path.is_file():
         raise FileNotFoundError(f"{cfg_path} not found: pass an arm folder, <experiment_dir>/<arm>")
-    runs = finished_runs(folder)
+    settings = experiment_settings(OmegaConf.load(cfg_path))
+    runs = finished_runs(folder, iterations=settings.iterations)
     if not runs:
-        raise FileNotFoundError(f"{folder}: no finished run (seed<k>/{DONE_FILE})")
-    return OmegaConf.load(cfg_path), runs
+        raise FileNotFoundError(f"{folder}: no run finished its experiment's iterations (seed<k>/{DONE_FILE})")
+    return settings, runs
 
 
 def arm_codes(folder: Path, seeds: Sequence[int]) -> set[str]:
@@ -546,8 +568,8 @@ def compare_arms(treatment: Path, control: Path, mixed_code: bool = False) -> di
         ValueError: the two experiments use different α bands (their in-band shares do not measure the same
             thing), share no finished seed, or ran different code (unless ``mixed_code``).
     """
-    (cfg_t, runs_t), (cfg_c, runs_c) = arm_folder(treatment), arm_folder(control)
-    bands = [(s.alpha, s.k_min) for s in map(experiment_settings, (cfg_t, cfg_c))]
+    (settings_t, runs_t), (settings_c, runs_c) = arm_folder(treatment), arm_folder(control)
+    bands = [(s.alpha, s.k_min) for s in (settings_t, settings_c)]
     if bands[0] != bands[1]:
         raise ValueError(f"different α bands (α, k_min): {bands[0]} and {bands[1]}; "
                          "in-band shares are not comparable")
@@ -584,11 +606,11 @@ def compare_outcome(treatment: Path, control: Path, mixed_code: bool = False) ->
     """
     folders = (Path(treatment), Path(control))
     loaded = [arm_folder(f) for f in folders]
-    settings = [experiment_settings(cfg).heldout_protocol for cfg, _ in loaded]
+    settings = [s.heldout_protocol for s, _ in loaded]
     if settings[0] != settings[1]:
         diff = {k: (settings[0][k], settings[1][k]) for k in settings[0] if settings[0][k] != settings[1][k]}
         raise ValueError(f"different held-out settings {diff}: the held-out scores are not comparable")
-    key = score_key(experiment_settings(loaded[0][0]))
+    key = score_key(loaded[0][0])
     baselines = []
     for folder, (_, runs) in zip(folders, loaded):
         base = folder.parent / "baseline.json"

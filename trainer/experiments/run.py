@@ -58,9 +58,10 @@ import sys
 import time
 from pathlib import Path
 
-from genenv.trainer.experiments.archive import DONE_FILE
+from genenv.trainer.experiments import archive
+from genenv.trainer.experiments.archive import DONE_FILE, REPORT_FILES, experiment_folder
 from genenv.trainer.experiments.provenance import provenance
-from genenv.trainer.experiments.report import arm_dir, read_rows, write_report
+from genenv.trainer.experiments.report import arm_dir, iterations_run, read_rows, write_report
 from genenv.trainer.experiments.settings import (ExperimentSettings, arm_config, arm_file, arm_name,
                                                  experiment_settings)
 
@@ -100,15 +101,14 @@ def arm_run_config(cfg, arm: str, seed: int, exp: ExperimentSettings | None = No
 
 
 def finished(run_dir: Path, iterations: int) -> bool:
-    """Whether the run in ``run_dir`` finished ``iterations`` iterations (its ``done.json``).
+    """Whether the run in ``run_dir`` finished ``iterations`` iterations (its ``done.json``; `iterations_run`).
 
     Raises:
         ValueError: it finished fewer iterations and its checkpoints were removed, so it cannot be extended.
     """
-    done = Path(run_dir) / DONE_FILE
-    if not done.is_file():
+    ran = iterations_run(run_dir)
+    if ran is None:
         return False
-    ran = json.loads(done.read_text())["iterations"]
     if ran >= iterations:
         return True
     if not (Path(run_dir) / "checkpoints" / "latest").is_file():
@@ -305,14 +305,11 @@ def main() -> int:
 
         return contrasts.cli(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "archive":
-        from genenv.trainer.experiments import archive
-
         return archive.cli(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 
         from genenv.trainer.experiments import alignment, outcome
-        from genenv.trainer.experiments.archive import experiment_folder
         from genenv.trainer.experiments.report import compare_arms, compare_outcome
         from genenv.trainer.experiments.stats import correct
 
@@ -357,8 +354,6 @@ def main() -> int:
         return 0 if aligned or helped else 1
     if len(sys.argv) > 1 and sys.argv[1] == "report":
         import argparse
-
-        from genenv.trainer.experiments.archive import REPORT_FILES, experiment_folder
 
         ap = argparse.ArgumentParser(prog="genenv-experiment report",
                                      description="write an experiment's report (summary.md, summary.json, curves.png, "
