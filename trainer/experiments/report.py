@@ -102,9 +102,13 @@ def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None,
     folder = Path(arm_folder)
     if seeds is None:
         seeds = sorted(int(d.name[4:]) for d in folder.glob("seed*") if d.name[4:].isdigit())
-    dirs = {int(s): arm_dir(folder.parent, folder.name, s) for s in seeds}
-    ran = {s: iterations_run(d) for s, d in dirs.items()}
-    return {s: read_rows(d / "metrics.jsonl") for s, d in dirs.items() if ran[s] is not None and ran[s] >= iterations}
+    runs: dict[int, list[dict[str, Any]]] = {}
+    for seed in map(int, seeds):
+        d = arm_dir(folder.parent, folder.name, seed)
+        ran = iterations_run(d)
+        if ran is not None and ran >= iterations:
+            runs[seed] = read_rows(d / "metrics.jsonl")
+    return runs
 
 
 def seed_curve(rows: Sequence[dict[str, Any]], baseline: float, key: str = "heldout/score",
