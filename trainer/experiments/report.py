@@ -98,7 +98,12 @@ def finished_runs(arm_folder: Path, seeds: Sequence[int] | None = None,
     """``{seed: metric rows}`` of the finished runs in one arm's folder (``<experiment_dir>/<arm>``): the `arm_dir`
     whose ``done.json`` records at least ``iterations`` iterations (`iterations_run`; an experiment's report passes
     its own, so a run finished before the experiment was lengthened is not counted), over ``seeds`` (default: every
-    ``seed<k>`` folder there), in their order."""
+    ``seed<k>`` folder there), in their order.
+
+    Raises:
+        ValueError: a seed's ``done.json`` is corrupted (`iterations_run`), or a line of a counted run's
+            ``metrics.jsonl`` is not JSON (``json.JSONDecodeError``).
+    """
     folder = Path(arm_folder)
     if seeds is None:
         seeds = sorted(int(d.name[4:]) for d in folder.glob("seed*") if d.name[4:].isdigit())
