@@ -64,7 +64,11 @@ def arm_dir(experiment_dir: Path, arm: str, seed: int) -> Path:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The JSON Lines rows of ``path`` (``[]`` when it does not exist)."""
+    """The JSON Lines rows of ``path`` (``[]`` when it does not exist).
+
+    Raises:
+        json.JSONDecodeError: a non-blank line is not JSON (a `ValueError`).
+    """
     if not Path(path).is_file():
         return []
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
