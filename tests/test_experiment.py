@@ -462,8 +462,8 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(shipped
     """``docs/curriculum/twx_informative`` (docs/results.md, "Informative batches and curated replay"): the finished
     arm-seeds rebuild their report; every iteration stayed within the 48-rollout cap, trained at most 4 groups,
     every one of them informative, and counted every group once; each held-out evaluation logged its 20 games
-    after iterations 2, 4, 6, 8 and 10; the page's per-seed rows and its genenv − control statistic (30 cells per
-    control: mean difference, 95 % interval, p over cells and over seed means) are the rebuilt report's."""
+    after iterations 2, 4, 6, 8 and 10; the page's genenv − control statistic (AUC and final score per control: mean
+    difference, 95 % interval and p over the 6 seeds) is the rebuilt report's."""
     exp, ours = _rebuilt_shipped_run("twx_informative", shipped)
     assert ours["arms"] and all("batches" in a for a in ours["arms"].values())
     for arm, summary in ours["arms"].items():
@@ -486,11 +486,8 @@ def test_the_shipped_informative_batch_run_rebuilds_and_its_batches_hold(shipped
                                              for o in ("seed", "generated")}
     md = (exp / "summary.md").read_text()
     assert "Agent batches" in md
-    section = (REPORTS.parent / "results.md").read_text().split("**The rerun's arm-seeds**")[1].split("\n\n")
-    seed_rows = [x for x in section[1].splitlines() if x.startswith("| ") and x[2].isdigit()]
-    n_finished = sum(len(a["seeds"]) for a in ours["arms"].values())
-    assert len(seed_rows) == n_finished and all(x in md for x in seed_rows)  # the page's rows are the report's
-    result = {x.split(" | ")[0][2:]: x.replace("−", "-").split(" | ") for x in section[3].splitlines()[2:]}
+    section = (REPORTS.parent / "results.md").read_text().split("**The result, all 6 seeds fixed")[1].split("\n\n")
+    result = {x.split(" | ")[0][2:]: x.replace("−", "-").split(" | ") for x in section[1].splitlines()[2:]}
     rows = md.split("| genenv vs |")[1].split("\n\n")[0].splitlines()[2:]
     assert sorted(x.split(" | ")[0][2:] for x in rows) == ["random_env", "replay", "static"]
     for row in rows:  # the page's statistic per control is the report's, over the 6 seeds
@@ -766,3 +763,25 @@ def test_the_shipped_released_and_grounded_runs_rebuild_and_keep_their_rules(shi
         for r in read_rows(gro / "generations.jsonl"):
             if not r["admitted"] or r["p_hat"] in (0.0, 1.0):
                 assert r["r_env"] == 0.0
+
+
+HEADROOM_CONTRASTS = {"oracle - static": ("oracle", "static"), "grounded - genenv": ("grounded", "genenv"),
+                      "genenv - static": ("genenv", "static")}
+
+
+def test_the_shipped_headroom_run_is_complete_and_its_contrasts_rebuild(shipped):
+    """The headroom run (``results/twx_headroom.tar.xz``, pre-registered in ``lab/notes/twx-headroom.md``): every
+    planned seed, 0-11, finished in all four arms at one commit, so its registered statistic (``genenv-experiment
+    contrasts`` with ``oracle - static``, ``grounded - genenv``, ``genenv - static``, ``--bound oracle``) computes
+    without a partial look; its report is byte for byte the shipped ``docs/curriculum/twx_headroom/contrasts.md``,
+    the three tests Holm-corrected together."""
+    from genenv.trainer.experiments import contrasts
+    from genenv.trainer.experiments.stats import holm
+
+    result = contrasts.analyse(shipped("twx_headroom"), HEADROOM_CONTRASTS, bound="oracle")
+    assert result["complete"] and result["seeds"] == list(range(12))
+    assert result["arms"] == ["oracle", "static", "grounded", "genenv"]
+    assert all(len(result["auc"][arm]) == 12 for arm in result["arms"])
+    ps = [result["tests"][n]["p_value"] for n in HEADROOM_CONTRASTS]
+    assert [result["tests"][n]["p_holm"] for n in HEADROOM_CONTRASTS] == holm(ps)
+    assert "\n".join(contrasts.markdown(result)) + "\n" == (REPORTS / "twx_headroom/contrasts.md").read_text()
