@@ -682,11 +682,17 @@ def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule
             assert src["in_band"][seed] == sum(r.get("gen/in_band", 0) for r in rows)
     assert not any(result["sources"]["static"]["generated"].values()) and result["sources"]["genenv"]["levels"] == {}
     assert all(n == 80 for n in result["sources"]["genenv"]["generated"].values())  # 8 texts x 10 iterations
-    # a bound arm: each other arm's share of its AUC difference over its contrast's control, seed by seed
+    # a bound arm: its contrast decides whether the shares are given; here genenv − static is not shown
     bounded = contrasts.analyse(main, named, bound="genenv")
-    auc = bounded["auc"]
-    assert bounded["bound"] == {"arm": "genenv", "control": "static"} and list(bounded["shares"]) == ["replay"]
-    share = bounded["shares"]["replay"]
+    auc, bound_test = bounded["auc"], bounded["tests"]["genenv - static"]
+    assert not (bound_test["difference"]["mean"] > 0 and bound_test["p_holm"] < 0.05)
+    assert bounded["bound"] == {"arm": "genenv", "control": "static", "contrast": "genenv - static", "shown": False}
+    assert bounded["shares"] is None
+    assert "reaches: not given, since that difference is not shown" in contrasts.source_lines(bounded)[-1]
+    # each other arm's share of the bound's AUC difference over its control, seed by seed, and where it is printed
+    shares = contrasts.bound_shares(auc, "genenv", "static")
+    assert list(shares) == ["replay"]
+    share = shares["replay"]
     for seed in bounded["seeds"]:
         gap = auc["genenv"][seed] - auc["static"][seed]
         expected = None if gap == 0 else pytest.approx((auc["replay"][seed] - auc["static"][seed]) / gap)
@@ -694,6 +700,10 @@ def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule
     assert share["of_means"] == pytest.approx(
         np.mean([auc["replay"][s] - auc["static"][s] for s in bounded["seeds"]])
         / np.mean([auc["genenv"][s] - auc["static"][s] for s in bounded["seeds"]]))
+    as_if_shown = {**bounded, "bound": {**bounded["bound"], "shown": True}, "shares": shares}
+    assert contrasts.source_lines(as_if_shown)[-1].startswith(
+        f"- Share of the `genenv` − `static` AUC difference each arm reaches ((arm − `static`) / (`genenv` − "
+        f"`static`)): `replay` {share['of_means']:.2f} of the mean difference, per seed s0 ")
     with pytest.raises(ValueError, match="treatment of no contrast"):
         contrasts.analyse(main, named, bound="static")
     for bad in ("genenv", "genenv-genenv", "a-b-c", "-static"):
@@ -720,7 +730,7 @@ def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule
     assert "`static` none; `replay` generated 80.0 (80-80)" in out and "Share of" not in out
     out = subprocess.run([*cmd, "--contrast", "genenv-static", "--contrast", "replay-static", "--bound", "genenv"],
                          capture_output=True, text=True, check=True).stdout
-    assert "Share of the `genenv` − `static` AUC difference each arm reaches" in out and "`replay` " in out
+    assert "Share of the `genenv` − `static` AUC difference each arm reaches: not given" in out
     for args, message in ((["--contrast", "oracle-static"], "ran no arm ['oracle']"),
                           (["--contrast", "genenv"], "treatment-control")):
         refused = subprocess.run([*cmd, *args], capture_output=True, text=True)
@@ -773,8 +783,9 @@ def test_the_shipped_headroom_run_is_complete_and_its_contrasts_rebuild(shipped)
     """The headroom run (``results/twx_headroom.tar.xz``, pre-registered in ``lab/notes/twx-headroom.md``): every
     planned seed, 0-11, finished in all four arms at one commit, so its registered statistic (``genenv-experiment
     contrasts`` with ``oracle - static``, ``grounded - genenv``, ``genenv - static``, ``--bound oracle``) computes
-    without a partial look; its report is byte for byte the shipped ``docs/curriculum/twx_headroom/contrasts.md``,
-    the three tests Holm-corrected together."""
+    without a partial look; its report and its result are byte for byte the shipped
+    ``docs/curriculum/twx_headroom/contrasts.md`` and ``contrasts.json``, the three tests Holm-corrected together;
+    the bound, ``oracle`` − ``static``, is not shown, so no writer's share of it is given."""
     from genenv.trainer.experiments import contrasts
     from genenv.trainer.experiments.stats import holm
 
@@ -784,4 +795,6 @@ def test_the_shipped_headroom_run_is_complete_and_its_contrasts_rebuild(shipped)
     assert all(len(result["auc"][arm]) == 12 for arm in result["arms"])
     ps = [result["tests"][n]["p_value"] for n in HEADROOM_CONTRASTS]
     assert [result["tests"][n]["p_holm"] for n in HEADROOM_CONTRASTS] == holm(ps)
+    assert result["bound"]["shown"] is False and result["shares"] is None
     assert "\n".join(contrasts.markdown(result)) + "\n" == (REPORTS / "twx_headroom/contrasts.md").read_text()
+    assert json.dumps(result, indent=1) == (REPORTS / "twx_headroom/contrasts.json").read_text()

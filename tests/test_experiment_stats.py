@@ -9,7 +9,7 @@ from scipy.stats import ttest_1samp
 
 from genenv.trainer.experiments import outcome
 from genenv.trainer.experiments.provenance import check_first_iteration, check_hosts, host
-from genenv.trainer.experiments.stats import correct, holm, intraclass_correlation, seed_test
+from genenv.trainer.experiments.stats import correct, holm, intraclass_correlation, seed_test, shows_gain
 
 
 def placebo_runs(rng: np.random.Generator, seeds: int, evaluations: int = 5) -> dict[int, list[dict]]:
@@ -57,6 +57,23 @@ def test_holm_adjusts_in_order_and_keeps_missing_tests_out_of_the_family():
     tests = [seed_test({0: 0.1, 1: 0.2, 2: 0.3}), seed_test({0: -0.1, 1: 0.2, 2: 0.0})]
     correct(tests)
     assert all(t["family"] == 2 for t in tests) and tests[0]["p_holm"] == pytest.approx(min(1, 2 * tests[0]["p_value"]))
+
+
+def test_a_gain_is_shown_only_at_a_positive_mean_and_holm_p_below_the_level():
+    """`shows_gain`: 6 seeds all +0.2 give the exact sign-flip p 2/64 (shown alone, not after Holm over 2 with the
+    same p twice); the same values negated are not a gain; one seed has no p; an uncorrected test is refused."""
+    gain, loss = seed_test({s: 0.2 for s in range(6)}), seed_test({s: -0.2 for s in range(6)})
+    correct([gain])
+    correct([loss])
+    assert gain["p_holm"] == pytest.approx(2 / 64) and shows_gain(gain) and not shows_gain(loss)
+    pair = [seed_test({s: 0.2 for s in range(6)}), seed_test({s: 0.2 for s in range(6)})]
+    correct(pair)
+    assert pair[0]["p_holm"] == pytest.approx(4 / 64) and not shows_gain(pair[0])
+    one = seed_test({0: 0.5})
+    correct([one])
+    assert not shows_gain(one)
+    with pytest.raises(KeyError):
+        shows_gain(seed_test({s: 0.2 for s in range(6)}))
 
 
 def test_intraclass_correlation_splits_the_variance_between_and_within_seeds():

@@ -10,7 +10,9 @@ e.g. ``heldout/twx/coin/graded/steps=3``); each contrast's (seed, evaluation) ce
 (`cell_summary`); what each arm's task source gave its pool (`source_summary`: tasks generated, admitted and
 admitted in the difficulty band per seed, and the levels a steered source drew); with a **bound** arm (an upper
 bound such as the ``oracle`` task source, named as the treatment of a contrast), the share of the bound's AUC
-difference over its control that each other arm reaches (`bound_shares`).
+difference over its control that each other arm reaches (`bound_shares`), given only where the bound's own
+contrast shows a gain (`genenv.trainer.experiments.stats.shows_gain`): a share of a difference that is not shown
+reads noise as a fraction.
 
 The stop rule is kept by `analyse`: it refuses to compute anything while a planned seed (the experiment's ``seeds``)
 has not finished in every arm of a contrast, unless asked for a partial look (``partial=True``). The 2x2 design
@@ -33,7 +35,7 @@ from genenv.trainer.experiments.provenance import check_hosts, check_paired, rec
 from genenv.trainer.experiments.report import (arm_dir, final_state, finished_runs, first_iteration_note, read_rows,
                                                run_auc, score_key)
 from genenv.trainer.experiments.settings import experiment_settings
-from genenv.trainer.experiments.stats import correct
+from genenv.trainer.experiments.stats import SHOWN_BELOW, correct, shows_gain
 
 __all__ = ["analyse", "bound_shares", "cli", "described_lines", "final_bins", "interval_text", "markdown",
            "parse_contrast", "parser", "per_seed_text", "run_command", "source_lines", "source_summary", "tested_rows"]
@@ -68,8 +70,8 @@ def bound_shares(auc: dict[str, dict[int, float]], bound: str, control: str) -> 
     """The share of the ``bound`` arm's AUC difference over ``control`` that each other arm reaches: per arm,
     ``per_seed`` ``{seed: (arm − control) / (bound − control)}`` (``None`` where the bound equals the control) and
     ``of_means`` (mean of arm − control over mean of bound − control, ``None`` when the latter is 0). ``auc`` is
-    `analyse`'s arm → seed → AUC; seeds are those of ``bound``. A described figure: a share means something only
-    where the bound's difference is shown."""
+    `analyse`'s arm → seed → AUC; seeds are those of ``bound``. A described figure, meaningful only where the
+    bound's difference is shown (`analyse` computes it only then)."""
     seeds = list(auc[bound])
     gap = {s: auc[bound][s] - auc[control][s] for s in seeds}
     mean_gap = float(np.mean(list(gap.values())))
@@ -107,7 +109,8 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
         mixed_code: compare arms whose sittings recorded different code (`check_paired`).
         order: the arms in the order the notes and tables list them (default: as the contrasts first name them).
         bound: an arm that bounds the others (the treatment of the first contrast naming it as treatment; that
-            contrast's control is the reference): adds ``shares`` (`bound_shares`).
+            contrast's control is the reference): adds ``bound`` and ``shares`` (`bound_shares`, only where that
+            contrast shows a gain, `shows_gain`).
     Returns:
         ``experiment``, ``key`` (the held-out metric), ``baseline`` (the untrained agent's score), ``contrasts``,
         ``arms`` (every arm, in first-named order), ``seeds`` (finished in every arm), ``missing`` (arm → planned
@@ -117,7 +120,8 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
         (contrast → ``n_cells``, ``cell_mean``, ``per_seed``, ``icc``); ``code`` (a note on the code the arms ran,
         on their iteration 0 and on each seed's host, `check_hosts`); ``sources`` (arm → ``generated``,
         ``admitted`` and ``in_band``, each seed → tasks, and ``levels``, level → tasks over the seeds:
-        `source_summary`); with ``bound``, ``bound`` (``{"arm", "control"}``) and ``shares`` (`bound_shares`).
+        `source_summary`); with ``bound``, ``bound`` (``{"arm", "control", "contrast", "shown"}``: the bound's contrast
+        and whether it shows a gain) and ``shares`` (`bound_shares` when ``shown``, else ``None``).
     Raises:
         FileNotFoundError: no ``experiment.yaml`` or no ``baseline.json`` in ``experiment_dir``.
         ValueError: no contrast; ``order`` names an arm no contrast has; ``bound`` is no contrast's treatment; an
@@ -138,8 +142,8 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
     if extra:
         raise ValueError(f"order names arms no contrast compares: {sorted(extra)}")
     arms = tuple(dict.fromkeys([*order, *(a for pair in contrasts.values() for a in pair)]))
-    reference = next((c for t, c in contrasts.values() if t == bound), None)
-    if bound is not None and reference is None:
+    bound_contrast = next((n for n, (t, _) in contrasts.items() if t == bound), None)
+    if bound is not None and bound_contrast is None:
         raise ValueError(f"the bound {bound!r} is the treatment of no contrast: name one, e.g. {bound}-static")
     settings = experiment_settings(OmegaConf.load(exp / "experiment.yaml"))
     unknown = [a for a in arms if a not in settings.arms]
@@ -178,8 +182,11 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
         levels = sum((Counter(each[s]["levels"]) for s in seeds), Counter())
         sources[a]["levels"] = dict(sorted(levels.items(), key=lambda kv: (-kv[1], kv[0])))
     auc_values = {a: {s: auc(runs[a][s]) for s in seeds} for a in arms}
-    extra = {} if bound is None else {"bound": {"arm": bound, "control": reference},
-                                      "shares": bound_shares(auc_values, bound, reference)}
+    extra = {}
+    if bound is not None:
+        reference, shown = contrasts[bound_contrast][1], shows_gain(tests[bound_contrast])
+        extra = {"bound": {"arm": bound, "control": reference, "contrast": bound_contrast, "shown": shown},
+                 "shares": bound_shares(auc_values, bound, reference) if shown else None}
     return {"experiment": exp.name, "key": key, "baseline": baseline, "contrasts": dict(contrasts),
             "arms": list(arms), "seeds": seeds, "missing": missing, "complete": not missing,
             "auc": auc_values,
@@ -252,7 +259,7 @@ def _per_seed_counts(values: dict[Any, int | None]) -> str:
 def source_lines(result: dict[str, Any]) -> list[str]:
     """`analyse`'s ``sources`` (and ``shares`` when a bound was named) as markdown bullets: per arm the tasks its
     source generated, admitted and admitted in band per seed (mean, min-max), the levels a steered source drew (tasks
-    over all seeds), and each arm's share of the bound's difference."""
+    over all seeds), and each arm's share of the bound's difference (or why it is not given)."""
     parts = []
     for arm, src in result["sources"].items():
         known = [v for k in ("generated", "admitted") for v in src[k].values() if v is not None]
@@ -266,14 +273,20 @@ def source_lines(result: dict[str, Any]) -> list[str]:
         if src["levels"]:
             lines.append(f"- Levels `{arm}` drew (tasks over {len(result['seeds'])} seeds): "
                          + ", ".join(f"{name} {n}" for name, n in src["levels"].items()) + ".")
-    if "shares" in result:
+    if "bound" in result:
         bound, control = result["bound"]["arm"], result["bound"]["control"]
-        lines.append(f"- Share of the `{bound}` − `{control}` AUC difference each arm reaches ((arm − `{control}`)"
-                     f" / (`{bound}` − `{control}`); a share only where that difference is shown): " + "; ".join(
-                         f"`{arm}` " + ("—" if sh["of_means"] is None else f"{sh['of_means']:.2f}")
-                         + " of the mean difference, per seed " + ", ".join(
-                             f"s{s} " + ("—" if v is None else f"{v:.2f}") for s, v in sh["per_seed"].items())
-                         for arm, sh in result["shares"].items()) + ".")
+        head = f"- Share of the `{bound}` − `{control}` AUC difference each arm reaches"
+        if result["shares"] is None:
+            test = result["tests"][result["bound"]["contrast"]]
+            p = "—" if test["p_holm"] is None else f"{test['p_holm']:.4f}"
+            lines.append(f"{head}: not given, since that difference is not shown ({interval_text(test['difference'])}"
+                         f" points, Holm p {p}; a bound is shown at a positive mean and Holm p < {SHOWN_BELOW}).")
+        else:
+            lines.append(f"{head} ((arm − `{control}`) / (`{bound}` − `{control}`)): " + "; ".join(
+                f"`{arm}` " + ("—" if sh["of_means"] is None else f"{sh['of_means']:.2f}")
+                + " of the mean difference, per seed " + ", ".join(
+                    f"s{s} " + ("—" if v is None else f"{v:.2f}") for s, v in sh["per_seed"].items())
+                for arm, sh in result["shares"].items()) + ".")
     return lines
 
 
@@ -336,7 +349,7 @@ def cli(argv: Sequence[str]) -> int:
                     help="an arm contrast, e.g. oracle-static (repeat; the first is listed first)")
     ap.add_argument("--bound", default=None, metavar="ARM",
                     help="an arm that bounds the others, the treatment of a contrast (e.g. oracle): also print the "
-                         "share of its difference each other arm reaches")
+                         "share of its difference each other arm reaches, where that difference is shown")
     args = ap.parse_args(list(argv))
 
     def compute(folder: Path) -> dict[str, Any]:

@@ -18,11 +18,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = [
-    "cell_summary", "correct", "holm", "intraclass_correlation", "mean_interval", "paired_cells", "seed_test",
-    "sign_flip_p",
+    "SHOWN_BELOW", "cell_summary", "correct", "holm", "intraclass_correlation", "mean_interval", "paired_cells",
+    "seed_test", "shows_gain", "sign_flip_p",
 ]
 
 RESAMPLES = 100_000
+SHOWN_BELOW = 0.05  # a difference is shown when its Holm-adjusted p is below this (every pre-registered reading)
 
 
 def paired_cells(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
@@ -96,6 +97,18 @@ def correct(tests: Sequence[dict[str, Any]]) -> None:
     ``family`` (the number of tests in the family)."""
     for test, adjusted in zip(tests, holm([t["p_value"] for t in tests])):
         test["p_holm"], test["family"] = adjusted, len(tests)
+
+
+def shows_gain(test: dict[str, Any]) -> bool:
+    """Whether a Holm-corrected `seed_test` (after `correct`) shows a gain: a positive mean difference and
+    ``p_holm`` below `SHOWN_BELOW`, the reading every pre-registration in ``lab/notes`` fixes. ``False`` when the
+    test has no p-value (fewer than two seeds).
+
+    Raises:
+        KeyError: ``test`` was not corrected (no ``p_holm``).
+    """
+    p = test["p_holm"]
+    return p is not None and p < SHOWN_BELOW and test["difference"]["mean"] > 0
 
 
 def sign_flip_p(diffs: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> float | None:
