@@ -120,6 +120,9 @@ def test_a_child_gets_the_parents_own_formatters_and_the_default_where_one_canno
 
 def test_killed_experiment_finishes_with_the_pool_and_metrics_of_an_uninterrupted_one(tmp_path, tiny_model_dir,
                                                                                      kill_when):
+    """An experiment killed mid-arm and re-run ends with the task pools, p̂ histories and metric rows of one that was
+    never killed; re-run once finished, it runs nothing; lengthened after its checkpoints were removed, it refuses
+    and loses nothing, and its report names the runs it does not count."""
     arms = "arms=[genenv,static_aug]"
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     assert _experiment(_tiny(tiny_model_dir, straight, "iterations=4", "seeds=[0]", arms)).wait(600) == 0
@@ -146,6 +149,18 @@ def test_killed_experiment_finishes_with_the_pool_and_metrics_of_an_uninterrupte
     before = (killed / "genenv" / "seed0" / "metrics.jsonl").read_text()
     assert _experiment(_tiny(tiny_model_dir, killed, "iterations=4", "seeds=[0]", arms)).wait(600) == 0
     assert (killed / "genenv" / "seed0" / "metrics.jsonl").read_text() == before
+    # lengthened, it refuses to extend runs whose checkpoints were removed, and the report names the runs not counted
+    longer = subprocess.run([sys.executable, "-m", "genenv.trainer.experiments.run",
+                             *_tiny(tiny_model_dir, killed, "iterations=5", "seeds=[0]", arms)],
+                            capture_output=True, text=True, env={**os.environ})
+    assert longer.returncode != 0 and "finished 4 iterations and its checkpoints were removed" in longer.stderr
+    assert (killed / "genenv" / "seed0" / "metrics.jsonl").read_text() == before
+    write_report(killed)
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["iterations"] == 5 and summary["arms"] == {}
+    assert summary["short"] == {"genenv": {"0": 4}, "static_aug": {"0": 4}}
+    assert ("Not counted, finished fewer than the experiment's 5 iterations (before it was lengthened): genenv seed 0 "
+            "(4); static_aug seed 0 (4).") in (killed / "summary.md").read_text()
 
 
 def test_arms_differ_only_in_their_strategies():

@@ -54,7 +54,7 @@ from genenv.trainer.experiments.stats import correct
 
 __all__ = [
     "area_under", "arm_dir", "compare_arms", "compare_outcome", "final_state", "finished_runs", "first_iteration_note",
-    "iterations_run", "reach_static", "read_rows", "run_auc", "score_key", "seed_curve", "write_report",
+    "iterations_run", "reach_static", "read_rows", "run_auc", "score_key", "seed_curve", "short_runs", "write_report",
 ]
 
 
@@ -292,8 +292,10 @@ def score_key(settings: ExperimentSettings) -> str:
 
 
 def collect(experiment_dir: Path) -> dict[str, Any]:
-    """The report's data: the experiment's settings, the untrained agent's score and `arm_summary` of
-    every arm with at least one finished seed (arms in the experiment's order).
+    """The report's data: the experiment's settings, the untrained agent's score, `arm_summary` of
+    every arm with at least one finished seed (arms in the experiment's order), and ``short``: arm → {seed:
+    iterations} of planned runs whose ``done.json`` records fewer iterations than the experiment's (finished before
+    it was lengthened), which are not counted (`short_runs`).
 
     Raises:
         ConfigError: its ``experiment.yaml`` misses a key (see
@@ -335,7 +337,27 @@ def collect(experiment_dir: Path) -> dict[str, Any]:
             "k_min": settings.k_min, "agent": {"batch_tasks": settings.batch_tasks, "n": settings.n},
             "eval": {"every": settings.eval_every, "limit": settings.eval_limit,
                      "n": base_row.get("heldout/n")}, "baseline": baseline, "arms": arms,
-            "agent_frozen": settings.agent_batch == "frozen", "alignment": stat, "outcome": helped, "code": code}
+            "agent_frozen": settings.agent_batch == "frozen", "alignment": stat, "outcome": helped, "code": code,
+            "short": short_runs(exp, settings.arms, settings.seeds, settings.iterations)}
+
+
+def short_runs(experiment_dir: Path, arms: Sequence[str], seeds: Sequence[int],
+               iterations: int) -> dict[str, dict[int, int]]:
+    """arm → {seed: iterations it ran} of the runs among ``arms`` x ``seeds`` whose ``done.json`` records fewer than
+    ``iterations`` (`iterations_run`): finished before the experiment was lengthened, so `finished_runs` does not
+    count them; arms without one are left out. Such a run is extended from its checkpoint when it kept one, and is
+    otherwise refused by the experiment.
+
+    Raises:
+        ValueError: a seed's ``done.json`` is corrupted (`iterations_run`).
+    """
+    out: dict[str, dict[int, int]] = {}
+    for arm in arms:
+        ran = {seed: iterations_run(arm_dir(Path(experiment_dir), arm, seed)) for seed in seeds}
+        short = {seed: n for seed, n in ran.items() if n is not None and n < iterations}
+        if short:
+            out[arm] = short
+    return out
 
 
 def _fmt(s: dict[str, Any], pct: bool = True) -> str:
@@ -382,9 +404,15 @@ def markdown(data: dict[str, Any]) -> str:
     if static is not None and static["final"]["mean"] is not None and static["final"]["mean"] <= data["baseline"]:
         lines += ["", f"static's final score ({100 * static['final']['mean']:.1f}) is not above the untrained agent's "
                   f"({100 * data['baseline']:.1f}): no arm needs any task to reach it, so no data-efficiency ratio."]
-    missing = [a for a in data["arms_planned"] if a not in arms]
+    missing = [a for a in data["arms_planned"] if a not in arms and a not in data.get("short", {})]
     if missing:
         lines += ["", f"Not finished yet: {', '.join(missing)}."]
+    if data.get("short"):
+        lines += ["", f"Not counted, finished fewer than the experiment's {data['iterations']} iterations (before it "
+                  "was lengthened): " + "; ".join(f"{arm} " + ", ".join(f"seed {s} ({n})" for s, n in runs.items())
+                                                  for arm, runs in data["short"].items())
+                  + ". Each is extended from its checkpoint if it kept one; otherwise run the longer experiment in a "
+                  "new experiment_dir."]
     phases = shown_phases(arms)
     lines += ["", "Seconds per iteration (mean over iterations and seeds) and time of the runs:", "",
               "| arm | " + " | ".join(phases) + " | loop s per seed | wall s (all seeds) |",

@@ -58,8 +58,8 @@ import sys
 import time
 from pathlib import Path
 
-from genenv.trainer.experiments import archive
 from genenv.trainer.experiments.archive import DONE_FILE, REPORT_FILES, experiment_folder
+from genenv.trainer.experiments.archive import cli as archive_cli
 from genenv.trainer.experiments.provenance import provenance
 from genenv.trainer.experiments.report import arm_dir, iterations_run, read_rows, write_report
 from genenv.trainer.experiments.settings import (ExperimentSettings, arm_config, arm_file, arm_name,
@@ -305,7 +305,7 @@ def main() -> int:
 
         return contrasts.cli(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "archive":
-        return archive.cli(sys.argv[2:])
+        return archive_cli(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         import argparse
 
