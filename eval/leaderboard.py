@@ -147,9 +147,12 @@ RESUME_KEYS = ("policy", "benchmarks", "categories", "option", "env_option", "sp
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``genenv-eval``: `evaluate_main`; an optional dependency that the chosen benchmarks or
     policy need and that is not installed exits with 1 and the message naming its extra
-    (`MissingExtra`)."""
+    (`MissingExtra`). SIGTERM ends it through its finalizers, which stop a server it started
+    (`genenv.runtime.processes.exit_on_sigterm`)."""
     from genenv.envs.extras import MissingExtra
+    from genenv.runtime.processes import exit_on_sigterm
 
+    exit_on_sigterm()  # `kill PID` stops the llama-server it started too
     try:
         return evaluate_main(argv)
     except MissingExtra as exc:

@@ -51,9 +51,41 @@ def _rows(path):
     return out
 
 
-def test_an_arm_seed_process_that_fails_is_named_and_one_whose_parent_dies_dies_with_it(tmp_path):
+SERVING = '''"""A stand-in for an arm-seed that samples from a server: the shared sampler code starts a server process
+(Python's http.server) in a temporary folder, writes "<server pid> <folder>" to a file, and waits."""
+import sys
+import time
+from pathlib import Path
+
+from genenv.runtime.samplers.server import ServerSampler
+
+
+def serve(pid_file):
+    sampler = ServerSampler(None, None)
+    sampler._launch(lambda port: [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], "/", 60,
+                    "http.server")
+    Path(pid_file).write_text(f"{sampler.proc.pid} {sampler.workdir}")
+    time.sleep(600)
+'''
+
+
+def _started_server(proc, pid_file, timeout=120):
+    """``(psutil.Process, folder)`` of the server a `SERVING` process started, once it has written ``pid_file``."""
+    import psutil
+
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None and not (pid_file.exists() and pid_file.read_text()):
+        time.sleep(0.1)
+    assert pid_file.exists() and pid_file.read_text(), "the server never started"
+    pid, folder = pid_file.read_text().split()
+    return psutil.Process(int(pid)), Path(folder)
+
+
+def test_an_arm_seed_process_that_fails_is_named_and_one_whose_parent_dies_stops_its_server_and_dies(tmp_path):
     """`in_fresh_process`: a child's exit code comes back as an error naming the work; the child logs to the
-    parent's handlers; a SIGKILLed parent (a killed experiment) takes its child with it, so no orphan keeps writing."""
+    parent's handlers; a SIGKILLed parent (a killed experiment) takes its child with it, and the child first stops
+    the server its sampler started and removes its folder, so no orphan keeps writing or holding memory; a process
+    stopped by SIGTERM (`exit_on_sigterm`) stops its server the same way."""
     import signal
 
     import psutil
@@ -62,29 +94,40 @@ def test_an_arm_seed_process_that_fails_is_named_and_one_whose_parent_dies_dies_
 
     with pytest.raises(RuntimeError, match="static seed 3 ended with exit code 7"):
         in_fresh_process(os._exit, 7, name="static seed 3")
-    log_file, logged = tmp_path / "run.log", tmp_path / "logged"
-    code = ("import logging, time; from genenv.trainer.experiments.run import in_fresh_process; "
+    (tmp_path / "serving.py").write_text(SERVING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    log_file, logged, pid_file = tmp_path / "run.log", tmp_path / "logged", tmp_path / "server.pid"
+    code = ("import logging, serving; from genenv.trainer.experiments.run import in_fresh_process; "
             f"logging.basicConfig(filename={str(log_file)!r}, level=logging.INFO, format='%(levelname)s|%(message)s'); "
             f"in_fresh_process(logging.info, 'from the child'); open({str(logged)!r}, 'w').close(); "
-            "in_fresh_process(time.sleep, 600)")
-    parent = subprocess.Popen([sys.executable, "-c", code])
+            f"in_fresh_process(serving.serve, {str(pid_file)!r})")
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env)
     try:
-        deadline = time.time() + 120
-        child = None
-        while child is None and time.time() < deadline and parent.poll() is None:
-            if logged.exists():  # the logging child has been joined: the one left is the sleeping one
-                kids = [k for k in psutil.Process(parent.pid).children() if "spawn_main" in " ".join(k.cmdline())]
-                child = kids[0] if kids else None
-            time.sleep(0.1)
-        assert child is not None, "the sleeping child never started"
-        assert log_file.read_text().splitlines() == ["INFO|from the child"]
+        server, folder = _started_server(parent, pid_file)
+        assert logged.exists() and log_file.read_text().splitlines() == ["INFO|from the child"]
+        child = [k for k in psutil.Process(parent.pid).children() if "spawn_main" in " ".join(k.cmdline())]
+        assert len(child) == 1 and server.ppid() == child[0].pid and folder.is_dir()
         parent.send_signal(signal.SIGKILL)
         parent.wait(30)
-        gone, alive = psutil.wait_procs([child], timeout=30)
-        assert not alive, "the child outlived its killed parent"
+        gone, alive = psutil.wait_procs([child[0], server], timeout=60)
+        assert not alive, f"outlived their killed parent: {alive}"
+        assert not folder.exists()
+        assert "WARNING|the experiment's process" in log_file.read_text()
     finally:
         if parent.poll() is None:
             parent.kill()
+    pid_file.unlink()
+    alone = subprocess.Popen([sys.executable, "-c", "import serving; from genenv.runtime.processes import "
+                              f"exit_on_sigterm; exit_on_sigterm(); serving.serve({str(pid_file)!r})"], env=env)
+    try:
+        server, folder = _started_server(alone, pid_file)
+        alone.send_signal(signal.SIGTERM)
+        assert alone.wait(60) == 128 + signal.SIGTERM
+        gone, alive = psutil.wait_procs([server], timeout=60)
+        assert not alive and not folder.exists()
+    finally:
+        if alone.poll() is None:
+            alone.kill()
 
 
 class _UpperFormatter(logging.Formatter):

@@ -79,7 +79,10 @@ def main() -> int:
         from genenv.trainer.settings import run_settings
 
         prepare_cpu(run_settings(cfg).engine.threads)  # before torch loads: the thread count, OpenMP's passive wait
+        from genenv.runtime.processes import exit_on_sigterm
         from genenv.trainer.loop import CoEvolutionTrainer
+
+        exit_on_sigterm()  # `kill PID` stops the run's inference server too
 
         logging.basicConfig(level=logging.INFO)
         trainer = CoEvolutionTrainer(cfg)

@@ -182,20 +182,10 @@ def _logging_spec() -> list[tuple[str, logging.Formatter | None]]:
 
 
 def _child_main(parent: int, spec: list, level: int, target, args: tuple) -> None:
-    """The start of a fresh process (`in_fresh_process`): die with the parent, log as it does, run ``target``."""
-    unguarded = None  # why this process could not ask to die with its parent (Linux only; elsewhere no such call)
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
+    """The start of a fresh process (`in_fresh_process`): log as the parent does, end with the parent
+    (`genenv.runtime.processes.end_with_parent`), run ``target``. ``parent`` is the parent's pid, for the log."""
+    from genenv.runtime.processes import end_with_parent
 
-        try:  # prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills this process when its parent dies
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(1, int(signal.SIGKILL)) != 0:
-                unguarded = OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        except (OSError, AttributeError) as exc:  # a C library without prctl
-            unguarded = exc
-    if os.getppid() != parent:  # the parent died before the line above took effect
-        os._exit(1)
     root = logging.getLogger()
     root.setLevel(level)
     for where, formatter in spec:
@@ -203,17 +193,17 @@ def _child_main(parent: int, spec: list, level: int, target, args: tuple) -> Non
                    if where in ("<stdout>", "<stderr>") else logging.FileHandler(where))
         handler.setFormatter(formatter)
         root.addHandler(handler)
-    if unguarded is not None:
-        log.warning("this process cannot ask to end with its parent (%s): if the parent is killed, stop pid %d by hand",
-                    unguarded, os.getpid())
+    end_with_parent(lambda: log.warning("the experiment's process %d ended: this arm-seed stops too (its last "
+                                        "checkpoint stays for the resume)", parent))
     target(*args)
 
 
 def in_fresh_process(target, *args, name: str = "") -> None:
     """Call ``target(*args)`` in a new Python process (multiprocessing's ``spawn`` start: nothing of this process's
-    heap, threads or accelerator state is inherited) and wait for it. The child logs to this process's handlers and,
-    on Linux, is killed by the kernel when this process dies (``PR_SET_PDEATHSIG``), so a killed experiment leaves no
-    run folder written to by an orphan. ``target`` and ``args`` must pickle (a module-level function).
+    heap, threads or accelerator state is inherited) and wait for it. The child logs to this process's handlers and
+    ends when this process ends, however it ends (`genenv.runtime.processes.end_with_parent`), through an ordinary
+    exit that stops the inference servers its sampler started; so a killed experiment leaves no run folder written
+    to by an orphan and no server holding memory. ``target`` and ``args`` must pickle (a module-level function).
 
     Why: a long run's resident size grows past what it holds in use (the allocator keeps freed memory, and inference
     engines keep their device memory until their process ends); a process per arm-seed gives each arm-seed the
@@ -400,6 +390,9 @@ def main() -> int:
         from genenv.trainer.settings import run_settings
 
         prepare_cpu(run_settings(cfg).engine.threads)  # before torch loads: the thread count, OpenMP's passive wait
+        from genenv.runtime.processes import exit_on_sigterm
+
+        exit_on_sigterm()  # `kill PID` ends the running arm-seed and its inference server too
         logging.basicConfig(level=logging.INFO)
         exp = run_experiment(cfg)
         print((exp / "summary.md").read_text())
