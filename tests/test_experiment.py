@@ -84,8 +84,9 @@ def _started_server(proc, pid_file, timeout=120):
 def test_an_arm_seed_process_that_fails_is_named_and_one_whose_parent_dies_stops_its_server_and_dies(tmp_path):
     """`in_fresh_process`: a child's exit code comes back as an error naming the work; the child logs to the
     parent's handlers; a SIGKILLed parent (a killed experiment) takes its child with it, and the child first stops
-    the server its sampler started and removes its folder, so no orphan keeps writing or holding memory; a process
-    stopped by SIGTERM (`exit_on_sigterm`) stops its server the same way."""
+    the server its sampler started and removes its folder, so no orphan keeps writing or holding memory; an
+    experiment's process sent SIGTERM (`exit_on_sigterm`) exits with 143 and its child stops its server the same
+    way."""
     import signal
 
     import psutil
@@ -116,18 +117,21 @@ def test_an_arm_seed_process_that_fails_is_named_and_one_whose_parent_dies_stops
     finally:
         if parent.poll() is None:
             parent.kill()
+    # `kill PID` (SIGTERM) of an experiment's process, which genenv-experiment makes an ordinary exit
     pid_file.unlink()
-    alone = subprocess.Popen([sys.executable, "-c", "import serving; from genenv.runtime.processes import "
-                              f"exit_on_sigterm; exit_on_sigterm(); serving.serve({str(pid_file)!r})"], env=env)
+    stopped = subprocess.Popen([sys.executable, "-c", "import serving; from genenv.runtime.processes import "
+                                "exit_on_sigterm; from genenv.trainer.experiments.run import in_fresh_process; "
+                                f"exit_on_sigterm(); in_fresh_process(serving.serve, {str(pid_file)!r})"], env=env)
     try:
-        server, folder = _started_server(alone, pid_file)
-        alone.send_signal(signal.SIGTERM)
-        assert alone.wait(60) == 128 + signal.SIGTERM
-        gone, alive = psutil.wait_procs([server], timeout=60)
+        server, folder = _started_server(stopped, pid_file)
+        child = psutil.Process(server.ppid())
+        stopped.send_signal(signal.SIGTERM)
+        assert stopped.wait(60) == 128 + signal.SIGTERM
+        gone, alive = psutil.wait_procs([child, server], timeout=60)
         assert not alive and not folder.exists()
     finally:
-        if alone.poll() is None:
-            alone.kill()
+        if stopped.poll() is None:
+            stopped.kill()
 
 
 class _UpperFormatter(logging.Formatter):

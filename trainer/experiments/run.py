@@ -213,6 +213,8 @@ def in_fresh_process(target, *args, name: str = "") -> None:
         RuntimeError: the child ended with a non-zero exit code (its traceback is on stderr; a negative code is the
             signal that killed it, -9 for example from the kernel's out-of-memory killer). ``name`` names the work.
         KeyboardInterrupt: as usual; the child (which Ctrl-C reaches too) gets 10 s to clean up, then is stopped.
+        SystemExit: this process was sent SIGTERM (`exit_on_sigterm`); the child is sent SIGTERM at once and ends
+            through its own exit (its server stopped).
     """
     import multiprocessing
 
@@ -222,10 +224,11 @@ def in_fresh_process(target, *args, name: str = "") -> None:
     proc.start()
     try:
         proc.join()
+    except KeyboardInterrupt:  # Ctrl-C reached the child too: it gets 10 s to clean up
+        proc.join(10)
+        raise
     finally:
-        if proc.is_alive():
-            proc.join(10)
-        if proc.is_alive():
+        if proc.is_alive():  # ended here some other way (SIGTERM, `exit_on_sigterm`): the child ends through its exit
             proc.terminate()
             proc.join(30)
     if proc.exitcode != 0:
