@@ -779,7 +779,8 @@ def test_contrasts_test_named_arm_pairs_by_seed_with_holm_and_keep_the_stop_rule
         contrasts.analyse(partial, named)
     assert 5 not in contrasts.analyse(partial, named, partial=True)["seeds"]
     (partial / "static/seed5/done.json").write_text(json.dumps({"iterations": 3}))  # ran before a lengthening
-    with pytest.raises(ValueError, match="planned seeds not finished .*static.*5"):
+    with pytest.raises(ValueError, match="planned seeds not finished .*static.*5.* before a lengthening: static seed 5 "
+                                         "ran 3"):
         contrasts.analyse(partial, named)
     assert 5 in finished_runs(partial / "static") and 5 not in finished_runs(partial / "static", iterations=4)
     (partial / "static/seed5/done.json").write_text("{}")

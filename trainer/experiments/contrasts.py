@@ -33,7 +33,7 @@ import numpy as np
 from genenv.trainer.experiments import outcome
 from genenv.trainer.experiments.provenance import check_hosts, check_paired, recorded
 from genenv.trainer.experiments.report import (arm_dir, final_state, finished_runs, first_iteration_note, read_rows,
-                                               run_auc, score_key)
+                                               run_auc, score_key, short_runs)
 from genenv.trainer.experiments.settings import experiment_settings
 from genenv.trainer.experiments.stats import SHOWN_BELOW, correct, shows_gain
 
@@ -158,8 +158,12 @@ def analyse(experiment_dir: Path, contrasts: dict[str, tuple[str, str]], partial
     if not seeds:
         raise ValueError(f"no seed finished in all {len(arms)} arms of {exp.name}: missing {missing}")
     if missing and not partial:
-        raise ValueError(f"planned seeds not finished in {exp.name}: {missing}; the test waits for every seed "
-                         "(pass partial=True, --partial, to look anyway)")
+        short = short_runs(exp, arms, settings.seeds, settings.iterations)
+        lengthened = "" if not short else (
+            f" (finished fewer than its {settings.iterations} iterations, before a lengthening: "
+            + "; ".join(f"{a} " + ", ".join(f"seed {s} ran {n}" for s, n in r.items()) for a, r in short.items()) + ")")
+        raise ValueError(f"planned seeds not finished in {exp.name}: {missing}{lengthened}; the test waits for every "
+                         "seed (pass partial=True, --partial, to look anyway)")
     runs = {a: {s: runs[a][s] for s in seeds} for a in arms}
     sittings = {a: {s: read_rows(arm_dir(exp, a, s) / "sittings.jsonl") for s in seeds} for a in arms}
     code = check_paired({a: set().union(*(recorded(sittings[a][s]) for s in seeds)) for a in arms}, mixed_code)
