@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 RESAMPLES = 100_000
-SHOWN_BELOW = 0.05  # a difference is shown when its Holm-adjusted p is below this (every pre-registered reading)
+SHOWN_BELOW = 0.05  # a difference is shown when its Holm-adjusted p is below this (the pre-registered runs' level)
 
 
 def paired_cells(treatment: dict[int, Sequence[dict[str, Any]]], control: dict[int, Sequence[dict[str, Any]]],
@@ -101,8 +101,8 @@ def correct(tests: Sequence[dict[str, Any]]) -> None:
 
 def shows_gain(test: dict[str, Any]) -> bool:
     """Whether a Holm-corrected `seed_test` (after `correct`) shows a gain: a positive mean difference and
-    ``p_holm`` below `SHOWN_BELOW`, the reading every pre-registration in ``lab/notes`` fixes. ``False`` when the
-    test has no p-value (fewer than two seeds).
+    ``p_holm`` below `SHOWN_BELOW`, the reading the pre-registered runs fixed (``lab/notes/twx-confirmatory.md``,
+    ``lab/notes/twx-headroom.md``). ``False`` when the test has no p-value (fewer than two seeds).
 
     Raises:
         KeyError: ``test`` was not corrected (no ``p_holm``).
